@@ -1,0 +1,65 @@
+"""Measure the constants of a backend's cost profile on this machine (see trnplan/planner/cost.py).
+
+    python bench/calibrate.py [--device cpu|cuda]
+
+Prints dispatch latency, GEMM rate per dtype, elementwise bandwidth and the native FFT's
+sustained 5·n·log2(n) rate, each a median of repeats. The numbers in trnplan/backends/*.py were
+taken with this script; rerun it on a new machine and compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+
+import torch
+
+
+def median_us(fn, repeats=30, warmup=5, sync=lambda: None):
+    for _ in range(warmup):
+        fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append((time.perf_counter() - t0) * 1e6)
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args()
+    dev = torch.device(args.device)
+    sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
+    out = {"device": args.device, "threads": torch.get_num_threads(), "torch": torch.__version__}
+    tiny = torch.ones(8, device=dev)
+    out["launch_us"] = median_us(lambda: tiny * tiny, 200, sync=sync)
+    for dtype in (torch.float32, torch.float64):
+        name = str(dtype).removeprefix("torch.")
+        rates = {}
+        for m, k, n in ((1024, 1024, 1024), (64, 128, 65536), (4096, 16, 16)):
+            a, b = torch.randn(m, k, dtype=dtype, device=dev), torch.randn(k, n, dtype=dtype, device=dev)
+            t = median_us(lambda: torch.mm(a, b), 10, sync=sync)
+            rates[f"{m}x{k}x{n}"] = round(2 * m * k * n / t / 1e3, 1)
+        out[f"gemm_gflops_{name}"] = rates
+        x = torch.randn(1 << 22, dtype=dtype, device=dev)
+        t = median_us(lambda: x * x, 20, sync=sync)
+        out[f"bandwidth_gbs_{name}"] = round(3 * x.numel() * x.element_size() / t / 1e3, 1)
+        cdt = torch.complex64 if dtype == torch.float32 else torch.complex128
+        ffts = {}
+        for n, b in ((256, 4096), (4096, 256), (65536, 16), (65536, 1), (256, 1)):
+            z = torch.randn(b, n, dtype=cdt, device=dev)
+            t = median_us(lambda: torch.fft.fft(z), 10, sync=sync)
+            ffts[f"{b}x{n}"] = {"us": round(t, 1), "gflops": round(5 * n * math.log2(n) * b / t / 1e3, 1)}
+        out[f"fft_{name}"] = ffts
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

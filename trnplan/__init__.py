@@ -1,0 +1,32 @@
+"""trnplan: a plan-and-execute FFT engine for matrix-engine accelerators.
+
+>>> import torch, trnplan
+>>> plan = trnplan.plan_many((4096,), batch=64)
+>>> y = plan.execute(torch.randn(64, 4096, dtype=torch.complex64))
+>>> print(plan.explain())  # doctest: +SKIP
+"""
+
+from trnplan._version import __version__
+from trnplan.backends import get_backend
+from trnplan.errors import BackendUnavailable, NotSupportedYet, PlanningError, TrnplanError
+from trnplan.plan import Plan, clear_plan_cache, plan_cache_info, plan_many
+from trnplan.planner import PlanNode, Planner, SOLVERS, solver_names
+from trnplan.problem import Problem
+
+__all__ = [
+    "BackendUnavailable",
+    "NotSupportedYet",
+    "Plan",
+    "PlanNode",
+    "Planner",
+    "PlanningError",
+    "Problem",
+    "SOLVERS",
+    "TrnplanError",
+    "__version__",
+    "clear_plan_cache",
+    "get_backend",
+    "plan_cache_info",
+    "plan_many",
+    "solver_names",
+]

@@ -1,0 +1,39 @@
+"""The Neuron (Trainium) backend seam: planning works, execution arrives with the Trainium issue.
+
+NeuronCores have no complex dtype (NCC_EVRF004), no ``aten::fft_*``, no fp64, and pay ~0.7 ms
+per dispatch (../shared/FACTS.md), so the profile has no native FFT and a dispatch cost three
+orders above the CPU's: the planner prefers few, large GEMMs there. The numbers are the seed
+project's trn1 measurements; none of this has run on Trainium in this version.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+from trnplan.backends.base import Backend
+from trnplan.planner.cost import CostProfile
+
+NEURON_PROFILE = CostProfile(
+    name="neuron",
+    launch_us=670.0,
+    gemm_gflops={"float32": 20000.0},
+    fft_gflops={},
+    bandwidth_gbs=400.0,
+    source="seed project trn1 figures (../shared/FACTS.md); not measured by trnplan",
+)
+
+
+class NeuronBackend(Backend):
+    kind = "neuron"
+    profile = NEURON_PROFILE
+
+    def unavailable_reason(self) -> str | None:
+        if importlib.util.find_spec("torch_neuronx") is None:
+            return ("device='neuron' needs torch-neuronx and neuronx-cc (AWS's Neuron SDK, on a trn1/trn2 "
+                    "instance); they are not installed here. Use device='cpu', or run on Trainium")
+        return ("device='neuron' execution is not built yet in this version of trnplan (the Trainium "
+                "backend issue adds NEFF artifacts); plan with trnplan.Planner(get_backend('neuron')) "
+                "to see the tree it would use")
+
+    def has_native_fft(self, precision: str) -> bool:
+        return False  # aten::fft_* is unsupported by neuronx-cc

@@ -1,0 +1,392 @@
+"""Plan: the executable (Problem + PlanNode tree + lowered module), plan_many, and explain().
+
+``plan_many`` is the front door: it validates the request, asks the planner for a tree, lowers
+it to a torch module on split (re, im) tensors, and keeps the ready Plan in a bounded
+in-process LRU keyed by the problem digest, so asking twice returns the same plan without
+re-planning (the LRU is filled outside its lock and re-checked after, as pocketfft does).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import OrderedDict
+
+import torch
+
+from trnplan import config
+from trnplan.backends import get_backend
+from trnplan.errors import BackendUnavailable, NotSupportedYet, PlanningError
+from trnplan.planner.native import NativeFFT
+from trnplan.planner.planner import CHOSEN, Candidate, Planner
+from trnplan.planner.node import PlanNode
+from trnplan.planner.registry import solver_names
+from trnplan.planner.spec import Spec, parse_strategy
+from trnplan.problem import EFFORTS, FUTURE_PRECISIONS, Problem
+
+__all__ = ["Plan", "plan_many", "clear_plan_cache", "plan_cache_info"]
+
+
+class PlanModule(torch.nn.Module):
+    """The whole transform as one module on split tensors: the tree's root, then ``norm``'s scale."""
+
+    def __init__(self, root: torch.nn.Module, scale: float):
+        super().__init__()
+        self.root, self.scale = root, scale
+
+    def forward(self, re: torch.Tensor, im: torch.Tensor):
+        yr, yi = self.root(re, im)
+        if self.scale != 1.0:
+            yr, yi = yr * self.scale, yi * self.scale
+        return yr, yi
+
+
+class Plan:
+    """An executable FFT plan. Build one with :func:`plan_many`; run it with :meth:`execute`.
+
+    Attributes
+    ----------
+    problem : Problem
+        What this plan computes.
+    tree : PlanNode
+        How: the planner's decision, printable (``str(plan.tree)``) and JSON-serialisable.
+    candidates : tuple of Candidate
+        Every solver the planner considered at the top level, with its verdict.
+    device : torch.device
+        Where it runs; inputs must live there.
+    module : torch.nn.Module
+        The lowered transform on split ``(re, im)`` tensors of shape ``(batch, n)``.
+    """
+
+    def __init__(self, problem: Problem, tree: PlanNode, candidates, module: PlanModule,
+                 device: torch.device, *, planning_ms: float, strategy: str | None, tol: float,
+                 profile_name: str, searches: int):
+        self.problem, self.tree, self.candidates = problem, tree, tuple(candidates)
+        self.module, self.device = module, device
+        self.planning_ms, self.strategy, self.tol = planning_ms, strategy, tol
+        self.profile_name, self.searches = profile_name, searches
+        self.cache_hits = 0
+        self._native_root = isinstance(module.root, NativeFFT)
+
+    # ------------------------------------------------------------------ running
+    def execute(self, x):
+        """Run the transform.
+
+        Parameters
+        ----------
+        x : torch.Tensor or (torch.Tensor, torch.Tensor)
+            A complex tensor of the plan's dtype whose trailing dimensions equal the plan's
+            shape and whose leading dimensions multiply to the plan's batch (any layout,
+            contiguous or not), on the plan's device; or a pair ``(re, im)`` of real tensors of
+            the matching real dtype (float32 for complex64), each of that shape.
+
+        Returns
+        -------
+        torch.Tensor or (torch.Tensor, torch.Tensor)
+            The transform, same shape as ``x``; a pair when a pair came in.
+
+        Raises
+        ------
+        TypeError
+            ``x`` is not a tensor or pair of tensors, is real when complex was expected, or has
+            the wrong dtype.
+        ValueError
+            The shape or batch does not match the plan, or ``x`` is on another device.
+        """
+        p = self.problem
+        if isinstance(x, torch.Tensor):
+            self._check_complex(x)
+            self._check_layout(x, "x")
+            z = x.reshape(p.batch, p.n)
+            if self._native_root:
+                y = self.module.root.forward_complex(z, norm=p.norm)
+            else:
+                yr, yi = self.module(z.real, z.imag)
+                y = torch.complex(yr, yi)
+            return y.reshape(x.shape)
+        if isinstance(x, (tuple, list)):
+            re, im = self._check_pair(x)
+            yr, yi = self.module(re.reshape(p.batch, p.n), im.reshape(p.batch, p.n))
+            return yr.reshape(re.shape), yi.reshape(im.shape)
+        raise TypeError(
+            f"execute() takes a {p.dtype} tensor of shape (..., {', '.join(map(str, p.shape))}) or a "
+            f"(re, im) pair of {str(p.real_dtype).removeprefix('torch.')} tensors; got {type(x).__name__}"
+        )
+
+    __call__ = execute
+
+    def _check_complex(self, x: torch.Tensor):
+        p = self.problem
+        if not x.is_complex():
+            raise TypeError(
+                f"this c2c plan takes complex input ({p.dtype}), got a real {str(x.dtype).removeprefix('torch.')} "
+                f"tensor; pass torch.complex(x, torch.zeros_like(x)), or the pair (x, torch.zeros_like(x))"
+            )
+        if x.dtype != p.torch_dtype:
+            other = "complex128" if p.dtype == "complex64" else "complex64"
+            raise TypeError(
+                f"this plan was made for {p.dtype} but x is {str(x.dtype).removeprefix('torch.')}; convert "
+                f"with x.to(torch.{p.dtype}) or plan with dtype=torch.{other}"
+            )
+
+    def _check_pair(self, x):
+        p = self.problem
+        want = str(p.real_dtype).removeprefix("torch.")
+        if len(x) != 2 or not all(isinstance(t, torch.Tensor) for t in x):
+            raise TypeError(f"a pair input must be two tensors (re, im) of dtype {want}; got {len(x)} item(s) "
+                            f"of types {[type(t).__name__ for t in x]}")
+        re, im = x
+        for name, t in (("re", re), ("im", im)):
+            if t.is_complex() or t.dtype != p.real_dtype:
+                raise TypeError(f"pair input {name} must be {want} (the real dtype of {p.dtype}); "
+                                f"got {str(t.dtype).removeprefix('torch.')}")
+        if re.shape != im.shape:
+            raise ValueError(f"pair input re and im must have the same shape; got {tuple(re.shape)} and {tuple(im.shape)}")
+        self._check_layout(re, "re")
+        self._check_layout(im, "im")
+        return re, im
+
+    def _check_layout(self, t: torch.Tensor, name: str):
+        p = self.problem
+        if t.ndim < p.rank or tuple(t.shape[t.ndim - p.rank:]) != p.shape:
+            raise ValueError(
+                f"{name} has shape {tuple(t.shape)}, but this plan transforms trailing dimension(s) "
+                f"{p.shape}: expected shape (..., {', '.join(map(str, p.shape))}) with leading dimensions "
+                f"multiplying to batch={p.batch}"
+            )
+        leading = math.prod(t.shape[: t.ndim - p.rank])
+        if leading != p.batch:
+            raise ValueError(
+                f"{name} has shape {tuple(t.shape)}: its leading dimensions multiply to {leading}, but this plan "
+                f"was made for batch={p.batch}; plan with batch={leading} (trnplan.plan_many({p.shape}, batch={leading}))"
+            )
+        if t.device != self.device:
+            raise ValueError(f"{name} is on {t.device} but this plan runs on {self.device}; move it with "
+                             f".to('{self.device}') or plan with device='{t.device}'")
+
+    # ------------------------------------------------------------------ explaining
+    def explain(self) -> str:
+        """A multi-line report: the problem, the tree with its predicted costs, the candidates, provenance."""
+        return render_explain(self)
+
+    def __repr__(self) -> str:
+        return f"<trnplan.Plan {self.problem.describe()}: {self.tree}>"
+
+
+# ---------------------------------------------------------------------- explain()
+def _si(value: float) -> str:
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.3g}{unit}"
+    return f"{value:.3g}"
+
+
+def _time(us: float) -> str:
+    return f"{us / 1000:.3g} ms" if us >= 1000 else f"{us:.3g} µs"
+
+
+def _node_line(node: PlanNode) -> str:
+    params = " ".join(a for a in node.atoms()[1:])
+    return f"{node.solver} n={node.n}" + (f" [{params}]" if params else "") + f" ×{node.batch}"
+
+
+def render_explain(plan: Plan) -> str:
+    p, tree = plan.problem, plan.tree
+    origin = f"planned now in {plan.planning_ms:.1f} ms ({plan.searches} sub-problem searches, effort estimate)"
+    if plan.cache_hits:
+        origin += f"; returned from the in-process plan cache {plan.cache_hits} time(s) since"
+    forced = f", strategy forced: {plan.strategy}" if plan.strategy else ""
+    lines = [
+        f"trnplan plan — {p.describe()}",
+        f"  digest     {p.digest()}",
+        f"  origin     {origin}{forced}",
+        f"  runs       eager torch on {plan.device} (no compiled artifact in this version)",
+        f"  tree       {tree}",
+        f"  predicted  {_time(tree.time_us)}, {_si(tree.flops)} flop, {_si(tree.bytes)}B moved, "
+        f"{tree.launches:.0f} ops; relative L2 error ≤ {tree.error:.1e} (bound {plan.tol:.0e})",
+        f"  scale      {p.scale:.6g} (norm={p.norm!r})",
+        "",
+        f"plan tree (each line: the subtree's predicted totals on the {plan.profile_name!r} cost profile)",
+    ]
+    rows = [("  " * d + _node_line(node), node) for d, node in tree.walk()]
+    width = max(len(r[0]) for r in rows) + 2
+    for text, node in rows:
+        lines.append(
+            f"  {text:<{width}} {_si(node.flops):>7} flop  {_si(node.bytes):>7}B  "
+            f"{_time(node.time_us):>10}  err ≤ {node.error:.1e}"
+        )
+    lines += ["", "candidates at the top level"]
+    width = max(len(c.solver) for c in plan.candidates) + 2
+    for c in plan.candidates:
+        pred = f"{_time(c.node.time_us):>10}  err {c.node.error:.1e}" if c.node is not None else f"{'—':>10}  {'':11}"
+        why = c.reason if c.verdict != CHOSEN else f"cheapest predicted: {c.node}"
+        lines.append(f"  {c.solver:<{width}} {c.verdict:<24} {pred}  {why}")
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------- plan_many
+_LRU: OrderedDict = OrderedDict()
+_LRU_LOCK = threading.Lock()
+
+
+def clear_plan_cache() -> None:
+    """Empty the process-wide in-process plan cache."""
+    with _LRU_LOCK:
+        _LRU.clear()
+
+
+def plan_cache_info() -> dict:
+    """Size and capacity of the in-process plan cache."""
+    with _LRU_LOCK:
+        return {"size": len(_LRU), "maxsize": config.plan_lru_size()}
+
+
+def _check_supported(problem: Problem, effort: str) -> None:
+    if problem.kind != "c2c":
+        raise NotSupportedYet(f"kind={problem.kind!r} is not built yet in this version (real transforms arrive "
+                              f"with the real/N-D issue); use kind='c2c' on complex input")
+    if problem.rank != 1:
+        raise NotSupportedYet(f"shape {problem.shape} has rank {problem.rank}; only 1-D plans are built in this "
+                              f"version (N-D arrives with the real/N-D issue): plan each axis, or use shape=(n,)")
+    if problem.precision in FUTURE_PRECISIONS:
+        raise NotSupportedYet(f"precision={problem.precision!r} is not built yet (the precision-modes issue); "
+                              f"use 'fp32' (complex64) or 'fp64' (complex128)")
+    if problem.cores != 1:
+        raise NotSupportedYet(f"cores={problem.cores} is not built yet (the multicore issue); use cores=1")
+    if effort not in EFFORTS:
+        raise ValueError(f"effort must be one of {', '.join(map(repr, EFFORTS))}; got {effort!r}")
+    if effort != "estimate":
+        raise NotSupportedYet(f"effort={effort!r} is not built yet (measured planning and the plan cache "
+                              f"issues); use effort='estimate'")
+
+
+def _resolve_device(problem: Problem, device) -> torch.device:
+    backend = get_backend(problem.device)
+    reason = backend.unavailable_reason()
+    if reason is not None:
+        raise BackendUnavailable(reason)
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        index = torch.cuda.current_device() if dev.index is None else dev.index
+        if index >= torch.cuda.device_count():
+            raise ValueError(f"device {str(device)!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+        dev = torch.device("cuda", index)
+    return dev
+
+
+def plan_many(
+    shape,
+    batch: int = 1,
+    *,
+    kind: str = "c2c",
+    inverse: bool = False,
+    dtype=torch.complex64,
+    precision: str | None = None,
+    norm: str | None = "backward",
+    device="cpu",
+    cores: int = 1,
+    strategy: str | None = None,
+    effort: str = "estimate",
+    tol: float | None = None,
+) -> Plan:
+    """Plan ``batch`` transforms of ``shape`` and return a ready :class:`Plan`.
+
+    Parameters
+    ----------
+    shape : int or sequence of int
+        Transform length (1-D in this version; an int is accepted).
+    batch : int, default 1
+        Number of transforms per :meth:`Plan.execute` call; the leading dimensions of the input
+        must multiply to it.
+    kind : {"c2c"}, default "c2c"
+        Complex-to-complex. ("r2c" and "c2r" are reserved for a later version.)
+    inverse : bool, default False
+        Forward (``exp(-2πi jk/n)``) or inverse transform.
+    dtype : torch.dtype, default torch.complex64
+        ``torch.complex64`` or ``torch.complex128``.
+    precision : {"fp32", "fp64"} or None
+        Arithmetic; ``None`` means native to ``dtype`` (fp32 for complex64, fp64 for complex128).
+    norm : {"backward", "ortho", "forward"}, default "backward"
+        Scaling with torch.fft's meaning: "backward" scales the inverse by 1/n, "forward" the
+        forward by 1/n, "ortho" both by 1/√n.
+    device : str or torch.device, default "cpu"
+        ``"cpu"`` or ``"cuda"`` (optionally ``"cuda:1"``); ``"neuron"`` is designed for and
+        raises :class:`~trnplan.errors.BackendUnavailable` until the Trainium backend lands.
+    cores : int, default 1
+        Cores to split over (only 1 in this version).
+    strategy : str, optional
+        Force the root solver (``"stockham"``) or a whole tree as an s-expression, e.g.
+        ``"(four-step 4096=64x64 (dft-gemm) (stockham))"`` (see ``str(plan.tree)``).
+    effort : {"estimate"}, default "estimate"
+        Planning effort; "measure", "patient" and "wisdom_only" are reserved for later.
+    tol : float, optional
+        Relative L2 error bound every candidate must be predicted to meet (default 1e-6 for
+        fp32, 1e-12 for fp64).
+
+    Returns
+    -------
+    Plan
+
+    Raises
+    ------
+    ValueError, TypeError
+        Invalid arguments (the message names the argument and what is accepted).
+    trnplan.errors.PlanningError
+        A forced strategy does not apply (the message lists the solvers that do).
+    trnplan.errors.NotSupportedYet
+        A valid request this version does not build yet (r2c, rank ≥ 2, bf16, cores > 1 …).
+    trnplan.errors.BackendUnavailable
+        The device cannot run here (no GPU, no Neuron SDK).
+
+    Examples
+    --------
+    >>> import torch, trnplan
+    >>> plan = trnplan.plan_many((4096,), batch=64)
+    >>> x = torch.randn(64, 4096, dtype=torch.complex64)
+    >>> y = plan.execute(x)
+    >>> bool(torch.allclose(y, torch.fft.fft(x), atol=1e-3))
+    True
+    """
+    problem = Problem.create(shape, batch, kind=kind, inverse=inverse, dtype=dtype, precision=precision,
+                             norm=norm, device=device, cores=cores)
+    _check_supported(problem, effort)
+    if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol > 0):
+        raise ValueError(f"tol must be a positive float (a relative L2 error bound), got {tol!r}")
+    dev = _resolve_device(problem, device)
+    spec = parse_strategy(strategy, solver_names()) if strategy is not None else None
+    key = (problem.digest(), str(spec) if spec else None, str(dev), tol)
+    with _LRU_LOCK:
+        plan = _LRU.get(key)
+        if plan is not None:
+            _LRU.move_to_end(key)
+            plan.cache_hits += 1
+            return plan
+    plan = _build_plan(problem, spec, dev, tol)
+    with _LRU_LOCK:  # another thread may have built the same plan meanwhile: keep the first
+        existing = _LRU.get(key)
+        if existing is not None:
+            existing.cache_hits += 1
+            return existing
+        _LRU[key] = plan
+        while len(_LRU) > config.plan_lru_size():
+            _LRU.popitem(last=False)
+    return plan
+
+
+def _build_plan(problem: Problem, spec: Spec | None, dev: torch.device, tol: float | None) -> Plan:
+    backend = get_backend(problem.device)
+    planner = Planner(backend, tol=tol)
+    t0 = time.perf_counter()
+    try:
+        tree, candidates = planner.search(problem, spec)
+    except PlanningError as exc:
+        raise PlanningError(str(exc)) from None
+    module = PlanModule(planner.lower(tree, problem, dev), problem.scale)
+    planning_ms = (time.perf_counter() - t0) * 1e3
+    return Plan(problem, tree, candidates, module, dev, planning_ms=planning_ms,
+                strategy=str(spec) if spec else None, tol=planner.tol(problem),
+                profile_name=backend.profile.name, searches=planner.searches)
+
+
+__all__ += ["Candidate", "PlanModule"]

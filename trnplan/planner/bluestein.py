@@ -1,0 +1,114 @@
+"""bluestein: the chirp-z transform for any n (Bluestein 1970; Rabiner, Schafer & Rader 1969).
+
+With jk = (j² + k² − (k − j)²)/2 the DFT becomes a convolution:
+
+    X[k] = w[k] · Σ_j (x[j]·w[j]) · conj(w[k − j]),     w[j] = exp(sign·πi·j²/n)
+
+computed as a circular convolution of length m ≥ 2n − 1 by a forward FFT, a pointwise product
+with the precomputed spectrum of the chirp, and an inverse FFT. Both inner transforms of
+length m are planned through the planner; m is the next power of two or the next 5-smooth
+length, whichever the cost model prefers.
+
+Accuracy: the chirp index j² is reduced mod 2n in int64 and the angle formed in float64, and
+the chirp's spectrum is computed in float64 by numpy and cast once. The seed project formed
+π·k²/n in float32 and measured 2e-2 at n ≥ 500 on hardware and 9e-4 at n = 8193 on the host
+(../shared/FACTS.md).
+
+In an unforced search Bluestein applies only when n has a prime factor above 7: for smooth n
+the direct solvers are always cheaper, and this rule also keeps its own inner (smooth) length
+from recursing back into Bluestein.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from trnplan.kernels import chirp, cmul
+from trnplan.planner.accuracy import UNIT_ROUNDOFF, combine
+from trnplan.planner.cost import cmul_work, copy
+from trnplan.planner.solver import Solver, itemsize, prime_factors
+
+#: chirp rounding (three chirp/spectrum products) added to the inner errors: c·u (fitted)
+ERROR_C = 6.0
+#: the inner convolution amplifies the inner transforms' relative error (fitted)
+INNER_GAIN = 1.5
+SMOOTH_PRIMES = (2, 3, 5, 7)
+
+
+def next_power_of_two(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def next_smooth(n: int, primes=(2, 3, 5)) -> int:
+    """Smallest m ≥ n whose prime factors are all in ``primes``."""
+    m = max(n, 1)
+    while max(prime_factors(m), default=1) > max(primes):
+        m += 1
+    return m
+
+
+class BluesteinFFT(torch.nn.Module):
+    def __init__(self, n: int, m: int, forward_fft, inverse_fft, sign: int, ctx):
+        super().__init__()
+        self.n, self.m = n, m
+        self.forward_fft, self.inverse_fft = forward_fft, inverse_fft
+        w = chirp(n, sign)
+        b = np.zeros(m, dtype=np.complex128)
+        b[:n] = np.conj(w)
+        b[m - n + 1 :] = np.conj(w[1:])[::-1]
+        spectrum = np.fft.fft(b) / m  # float64; the 1/m of the inner inverse folded in
+        for name, value in (("w", w), ("b", spectrum)):
+            vr, vi = ctx.split_const(value)
+            self.register_buffer(f"{name}r", vr)
+            self.register_buffer(f"{name}i", vi)
+
+    def forward(self, re, im):
+        ar, ai = cmul(re, im, self.wr, self.wi)
+        pad = (0, self.m - self.n)
+        ar, ai = self.forward_fft(F.pad(ar, pad), F.pad(ai, pad))
+        cr, ci = cmul(ar, ai, self.br, self.bi)
+        cr, ci = self.inverse_fft(cr, ci)
+        return cmul(cr[:, : self.n], ci[:, : self.n], self.wr, self.wi)
+
+
+class Bluestein(Solver):
+    name = "bluestein"
+    composite = True
+
+    def why_not(self, problem, planner, forced):
+        if not forced and max(prime_factors(problem.n), default=1) <= max(SMOOTH_PRIMES):
+            return f"n={problem.n} has no prime factor above {max(SMOOTH_PRIMES)} (direct solvers are cheaper)"
+        return None
+
+    def plan(self, problem, planner, spec):
+        if self.check_size(problem, spec):
+            return None
+        n = problem.n
+        least = 2 * n - 1
+        forced_m = spec.option("m") if spec is not None else None
+        if forced_m is not None:
+            if forced_m < least:
+                return None
+            lengths = [forced_m]
+        else:
+            lengths = sorted({next_power_of_two(least), next_smooth(least)})
+        best = None
+        for m in lengths:
+            node = self._plan_length(problem, planner, spec, m)
+            if best is None or node.time_us < best.time_us:
+                best = node
+        return best
+
+    def _plan_length(self, problem, planner, spec, m):
+        n, b, size = problem.n, problem.batch, itemsize(problem)
+        fwd = planner.plan(problem.unscaled(m, b, False), spec.child(0) if spec else None)
+        inv = planner.plan(problem.unscaled(m, b, True), spec.child(1) if spec else None)
+        work = cmul_work(n * b, size) * 2 + cmul_work(m * b, size) + copy(2 * m * b, size, launches=2)
+        error = combine(INNER_GAIN * fwd.error, INNER_GAIN * inv.error, ERROR_C * UNIT_ROUNDOFF[problem.precision])
+        return self.node(problem, planner, work, error, params={"m": m}, children=(fwd, inv))
+
+    def build(self, node, ctx):
+        return BluesteinFFT(node.n, node.param("m"), ctx.build(node.children[0]), ctx.build(node.children[1]),
+                            1 if node.inverse else -1, ctx)

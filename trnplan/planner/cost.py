@@ -1,0 +1,107 @@
+"""The cost model: predicted time of a node from its work, on a backend's profile.
+
+Every solver describes the work of its *own* node (children excluded) as a :class:`Work`:
+
+* ``launches`` — torch ops dispatched. In eager torch each op costs a fixed latency whatever
+  its size (a few µs on the CPU here; ~0.7 ms per dispatch on Trainium), which is what makes
+  small transforms dispatch-bound (../shared/FACTS.md: torch.fft 5.6 µs at N=256, pyFFTW 0.6 µs).
+* ``gemm_flops`` — real multiply-adds ×2 done in matmuls, priced at the profile's GEMM rate for
+  the compute dtype (the matrix engine's rate).
+* ``fft_calls`` and ``fft_flops`` — calls into the native library (each with its own fixed
+  setup cost) and the nominal 5·n·log2(n) flops of a native library FFT, priced at the native
+  library's sustained rate.
+* ``bytes`` — memory traffic of elementwise ops, copies and matmul operands, priced at the
+  profile's effective bandwidth.
+
+The time is a plain sum, ``launches·launch + calls·fft_launch + gemm/rate + fft/rate +
+bytes/bandwidth``: the
+terms rarely overlap in eager execution, and a sum is easy to read off ``explain()``. A node's
+prediction is its own time plus its children's (:func:`combine`). The constants of each
+backend's profile live in ``trnplan/backends/`` with the measurement they came from.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen
+class Work:
+    """The own work of one node (children excluded)."""
+
+    launches: float = 0.0
+    fft_calls: float = 0.0
+    gemm_flops: float = 0.0
+    fft_flops: float = 0.0
+    elementwise_flops: float = 0.0
+    bytes: float = 0.0
+
+    def __add__(self, other: "Work") -> "Work":
+        return Work(*(a + b for a, b in zip(attrs.astuple(self), attrs.astuple(other))))
+
+    def __mul__(self, k: float) -> "Work":
+        return Work(*(a * k for a in attrs.astuple(self)))
+
+    __rmul__ = __mul__
+
+    @property
+    def flops(self) -> float:
+        return self.gemm_flops + self.fft_flops + self.elementwise_flops
+
+
+@attrs.frozen
+class CostProfile:
+    """Throughput and latency constants of one device kind (see the backend modules).
+
+    Attributes
+    ----------
+    name : str
+    launch_us : float
+        Fixed cost of one dispatched op, µs.
+    gemm_gflops : dict
+        Sustained matmul rate by real compute dtype name (``"float32"``, ``"float64"``), GFLOP/s.
+    fft_gflops : dict
+        Sustained nominal (5·n·log2 n) rate of the native FFT library by dtype, GFLOP/s;
+        empty where the backend has no native FFT (Neuron).
+    fft_launch_us : float
+        Fixed cost of one native FFT call (plan lookup, descriptor setup), µs.
+    bandwidth_gbs : float
+        Effective bandwidth of elementwise ops and copies, GB/s.
+    source : str
+        Where the numbers came from.
+    """
+
+    name: str
+    launch_us: float
+    gemm_gflops: dict
+    fft_gflops: dict
+    bandwidth_gbs: float
+    fft_launch_us: float = 0.0
+    source: str = ""
+
+    def time_us(self, work: Work, dtype: str) -> float:
+        t = work.launches * self.launch_us
+        t += work.gemm_flops / (self.gemm_gflops[dtype] * 1e3)
+        if work.fft_flops or work.fft_calls:
+            t += work.fft_calls * self.fft_launch_us + work.fft_flops / (self.fft_gflops[dtype] * 1e3)
+        t += work.bytes / (self.bandwidth_gbs * 1e3)
+        return t
+
+
+def elementwise(ops: int, elements: float, itemsize: int, operands: int = 3) -> Work:
+    """``ops`` elementwise ops over ``elements`` values, each reading and writing ``operands`` arrays."""
+    return Work(
+        launches=ops,
+        elementwise_flops=ops * elements,
+        bytes=ops * operands * elements * itemsize,
+    )
+
+
+def copy(elements: float, itemsize: int, launches: int = 1) -> Work:
+    """A copy (transpose, cat, pad) of ``elements`` values: one read, one write."""
+    return Work(launches=launches, bytes=2 * elements * itemsize)
+
+
+def cmul_work(elements: float, itemsize: int) -> Work:
+    """A split-complex elementwise product: 4 multiplies and 2 adds on ``elements`` complex values."""
+    return elementwise(6, elements, itemsize)

@@ -1,0 +1,92 @@
+"""four-step: Bailey's four-step FFT for composite n = n1·n2 (Bailey 1990; "Monarch" in ML).
+
+With input index j = n2·j1 + j2 and output index k = k1 + n1·k2:
+
+    X[k1 + n1·k2] = Σ_j2 ω_n2^{j2·k2} · ω_n^{j2·k1} · Σ_j1 ω_n1^{j1·k1} · x[n2·j1 + j2]
+
+1. n2·B column transforms of length n1 (child 1),
+2. the twiddle ω_n^{j2·k1},
+3. n1·B row transforms of length n2 (child 2),
+4. a transpose into natural order.
+
+Both children are planned through the planner, so each may itself be a four-step, a GEMM, a
+Stockham or a native leaf: on a matrix engine every level is a batched GEMM. The split is
+chosen by the cost model among all divisor pairs (each child plan is memoised, so trying them
+all is cheap: the sub-problems (d, n·B/d) for d | n are few).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from trnplan.kernels import cmul, twiddle_table
+from trnplan.planner.accuracy import UNIT_ROUNDOFF, combine
+from trnplan.planner.cost import cmul_work, copy
+from trnplan.planner.solver import Solver, itemsize
+
+#: twiddle rounding added to the children's errors: c·u (fitted, docs/precision.md)
+ERROR_C = 2.0
+
+
+class FourStepFFT(torch.nn.Module):
+    def __init__(self, n1: int, n2: int, first, second, sign: int, ctx):
+        super().__init__()
+        self.n1, self.n2 = n1, n2
+        self.first, self.second = first, second
+        tr, ti = ctx.split_const(twiddle_table(n2, n1, n1 * n2, sign))  # T[j2, k1]
+        self.register_buffer("tr", tr)
+        self.register_buffer("ti", ti)
+
+    def forward(self, re, im):
+        M, n1, n2 = re.shape[0], self.n1, self.n2
+        ar = re.reshape(M, n1, n2).transpose(1, 2).reshape(M * n2, n1)
+        ai = im.reshape(M, n1, n2).transpose(1, 2).reshape(M * n2, n1)
+        ar, ai = self.first(ar, ai)  # A[j2, k1]
+        br, bi = cmul(ar.reshape(M, n2, n1), ai.reshape(M, n2, n1), self.tr, self.ti)
+        br = br.transpose(1, 2).reshape(M * n1, n2)
+        bi = bi.transpose(1, 2).reshape(M * n1, n2)
+        cr, ci = self.second(br, bi)  # C[k1, k2]
+        yr = cr.reshape(M, n1, n2).transpose(1, 2).reshape(M, n1 * n2)
+        yi = ci.reshape(M, n1, n2).transpose(1, 2).reshape(M, n1 * n2)
+        return yr, yi
+
+
+class FourStep(Solver):
+    name = "four-step"
+    composite = True
+
+    def why_not(self, problem, planner, forced):
+        if not any(problem.n % d == 0 for d in range(2, int(problem.n**0.5) + 1)):
+            return f"n={problem.n} is not composite (1 or prime)"
+        return None
+
+    def plan(self, problem, planner, spec):
+        if self.check_size(problem, spec):
+            return None
+        n = problem.n
+        if spec is not None and spec.factors:
+            if len(spec.factors) != 2 or spec.factors[0] * spec.factors[1] != n or 1 in spec.factors:
+                return None
+            splits = [tuple(spec.factors)]
+        else:
+            splits = [(d, n // d) for d in range(2, n) if n % d == 0]
+        best = None
+        for n1, n2 in splits:
+            node = self._plan_split(problem, planner, spec, n1, n2)
+            if node is not None and (best is None or node.time_us < best.time_us):
+                best = node
+        return best
+
+    def _plan_split(self, problem, planner, spec, n1, n2):
+        b, size = problem.batch, itemsize(problem)
+        first = planner.plan(problem.unscaled(n1, n2 * b, problem.inverse), spec.child(0) if spec else None)
+        second = planner.plan(problem.unscaled(n2, n1 * b, problem.inverse), spec.child(1) if spec else None)
+        n = n1 * n2
+        work = copy(6 * n * b, size, launches=6) + cmul_work(n * b, size)  # 3 transposes of re and im
+        error = combine(first.error, second.error, ERROR_C * UNIT_ROUNDOFF[problem.precision])
+        return self.node(problem, planner, work, error, params={"factors": (n1, n2)}, children=(first, second))
+
+    def build(self, node, ctx):
+        n1, n2 = node.param("factors")
+        return FourStepFFT(n1, n2, ctx.build(node.children[0]), ctx.build(node.children[1]),
+                           1 if node.inverse else -1, ctx)

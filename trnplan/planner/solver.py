@@ -1,0 +1,121 @@
+"""The solver protocol: one file per solver, each with the same shape (FFTW's dft/*.c).
+
+A solver answers four questions about a 1-D sub-problem:
+
+``why_not(problem, planner, forced)``
+    ``None`` if it applies, else a short reason ("n=97 is not a power of two"). A solver never
+    raises to decline.
+``plan(problem, planner, spec)``
+    The best :class:`PlanNode` this solver can make (children come *only* from
+    ``planner.plan(subproblem, spec)``), or ``None`` if no variant fits ``spec``.
+``build(node, ctx)``
+    Lower the node to a ``torch.nn.Module`` mapping ``(re, im)`` of shape ``(M, n)`` to the
+    unscaled transform ``(re, im)`` of the same shape, for any ``M``.
+``atoms``
+    How the node prints is shared (:func:`trnplan.planner.node.format_atoms`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, ClassVar
+
+import attrs
+import numpy as np
+import torch
+
+from trnplan.planner.cost import Work
+from trnplan.planner.node import PlanNode
+from trnplan.problem import Problem
+
+
+@attrs.frozen
+class BuildContext:
+    """What lowering needs besides the node: compute dtype, device, and the recursive builder."""
+
+    dtype: torch.dtype
+    device: torch.device
+    precision: str
+    build: Callable[[PlanNode], torch.nn.Module]
+
+    def const(self, array: np.ndarray) -> torch.Tensor:
+        """A float64 host constant cast once to the compute dtype on the plan's device."""
+        return torch.as_tensor(np.ascontiguousarray(array), dtype=torch.float64).to(
+            dtype=self.dtype, device=self.device
+        )
+
+    def split_const(self, array: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        """(re, im) of a complex128 host constant, each cast once."""
+        return self.const(array.real), self.const(array.imag)
+
+
+class Solver:
+    """Base class of all solvers; subclasses set ``name`` and implement the three methods."""
+
+    name: ClassVar[str] = ""
+    #: bump when the decisions or the lowering change, so that stored wisdom is invalidated
+    version: ClassVar[int] = 1
+    #: a leaf computes directly; a composite plans children through the planner
+    composite: ClassVar[bool] = False
+
+    def why_not(self, problem: Problem, planner, forced: bool) -> str | None:  # pragma: no cover
+        raise NotImplementedError
+
+    def plan(self, problem: Problem, planner, spec) -> PlanNode | None:  # pragma: no cover
+        raise NotImplementedError
+
+    def build(self, node: PlanNode, ctx: BuildContext) -> torch.nn.Module:  # pragma: no cover
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ helpers
+    def node(
+        self,
+        problem: Problem,
+        planner,
+        work: Work,
+        error: float,
+        params=(),
+        children=(),
+    ) -> PlanNode:
+        """Assemble a node: own work priced on the planner's profile plus the children's totals."""
+        own_time = planner.profile.time_us(work, str(problem.real_dtype).removeprefix("torch."))
+        return PlanNode(
+            solver=self.name,
+            n=problem.n,
+            batch=problem.batch,
+            inverse=problem.inverse,
+            params=params,
+            children=children,
+            flops=work.flops + sum(c.flops for c in children),
+            bytes=work.bytes + sum(c.bytes for c in children),
+            launches=work.launches + sum(c.launches for c in children),
+            time_us=own_time + sum(c.time_us for c in children),
+            error=error,
+        )
+
+    @staticmethod
+    def check_size(problem: Problem, spec) -> str | None:
+        """Reason the spec's explicit length disagrees with the sub-problem, else None."""
+        if spec is not None and spec.size is not None and spec.size != problem.n:
+            return f"strategy node {spec} has length {spec.size} but the sub-problem has n={problem.n}"
+        return None
+
+
+def itemsize(problem: Problem) -> int:
+    return 8 if problem.real_dtype == torch.float64 else 4
+
+
+def is_power_of_two(n: int) -> bool:
+    return n >= 1 and n & (n - 1) == 0
+
+
+def prime_factors(n: int) -> list[int]:
+    """Prime factors of n with multiplicity, ascending (trial division; n ≤ 2^31 here)."""
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1 if p == 2 else 2
+    if n > 1:
+        out.append(n)
+    return out

@@ -1,0 +1,109 @@
+"""stockham: self-sorting (autosort) FFT for n = 2^a, radix 8/4/2 mixed with the fewest stages.
+
+Stockham's formulation (Cochran et al. 1967; Van Loan, *Computational Frameworks for the FFT*,
+1992, §1.7) needs no bit reversal: each stage reads the previous stage's output in one order
+and writes it in another. After a stage with radix ``r`` the state ``Y[k, j]`` (shape L×m, with
+L·m = n) holds length-L DFTs of the subsequences ``x[j + m·t]``; the next stage is
+
+    Y'[k + L·p, j'] = Σ_q F_r[p, q] · (ω_{Lr}^{q·k} · Y[k, q·m' + j'])
+
+i.e. a twiddle multiply followed by one radix-r DFT applied to every (k, j', batch) column at
+once. Keeping the batch as the *last* axis makes every stage a single ``(2r × 2r) @ (2r × n·B/r)``
+real GEMM (the fused split-complex DFT_r matrix), which is the shape a matrix engine wants.
+
+Radices: as many 8s as possible (fewest stages), a remainder of 2^2 taken as one radix-4, a
+remainder of 2^1 folded as 8·2 → 4·4 (balanced stages, as pocketfft prefers 4s to 2s).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from trnplan.kernels import cmul, dft_matrix, fused_complex_matrix, twiddle_table
+from trnplan.planner.accuracy import UNIT_ROUNDOFF, log_growth
+from trnplan.planner.cost import Work, cmul_work, copy
+from trnplan.planner.solver import Solver, is_power_of_two, itemsize
+
+#: error constant c of c·u·√log2(n): measured ratios reached 0.74 (fp32) and 1.94 (fp64, still
+#: growing slowly with n) in bench/accuracy.py; rounded up
+ERROR_C = {"fp32": 1.0, "fp64": 2.5}
+RADICES = (8, 4, 2)
+
+
+def default_radices(n: int) -> tuple[int, ...]:
+    """Fewest radix-8/4/2 stages for n = 2^a (e.g. 4096 → 8·8·8·8, 1024 → 8·8·4·4, 2 → 2)."""
+    a = int(math.log2(n))
+    radices = [8] * (a // 3)
+    if a % 3 == 2:
+        radices.append(4)
+    elif a % 3 == 1:
+        if radices:
+            radices[-1] = 4
+            radices.append(4)
+        else:
+            radices.append(2)
+    return tuple(radices)
+
+
+class StockhamFFT(torch.nn.Module):
+    """Stockham autosort FFT on split tensors; batch kept last so each stage is one GEMM."""
+
+    def __init__(self, n: int, radices, sign: int, ctx):
+        super().__init__()
+        self.n, self.radices = n, tuple(radices)
+        L = 1
+        for i, r in enumerate(self.radices):
+            self.register_buffer(f"f{i}", ctx.const(fused_complex_matrix(dft_matrix(r, sign), left=True)))
+            if L > 1:
+                tr, ti = ctx.split_const(twiddle_table(L, r, L * r, sign))
+                self.register_buffer(f"tr{i}", tr[:, :, None])
+                self.register_buffer(f"ti{i}", ti[:, :, None])
+            L *= r
+
+    def forward(self, re, im):
+        if not self.radices:
+            return re, im
+        M, n = re.shape[0], self.n
+        x = torch.stack([re.t(), im.t()])  # (2, n, M): batch last
+        L = 1
+        for i, r in enumerate(self.radices):
+            K = (n // (L * r)) * M
+            y = x.view(2, L, r, K)  # [c, k, q, (j', batch)]
+            if L > 1:
+                zr, zi = cmul(y[0], y[1], getattr(self, f"tr{i}"), getattr(self, f"ti{i}"))
+                z = torch.stack([zr.transpose(0, 1), zi.transpose(0, 1)])  # (2, r, L, K)
+            else:
+                z = y
+            x = torch.mm(getattr(self, f"f{i}"), z.reshape(2 * r, L * K))  # [(c, p), (k, j', batch)]
+            L *= r
+        x = x.view(2, n, M)
+        return x[0].t(), x[1].t()
+
+
+class Stockham(Solver):
+    name = "stockham"
+
+    def why_not(self, problem, planner, forced):
+        if not is_power_of_two(problem.n):
+            return f"n={problem.n} is not a power of two"
+        return None
+
+    def plan(self, problem, planner, spec):
+        if self.check_size(problem, spec):
+            return None
+        n, b, size = problem.n, problem.batch, itemsize(problem)
+        radices = spec.factors if spec is not None and spec.factors else default_radices(n) if n > 1 else ()
+        if math.prod(radices) != n or any(r not in RADICES for r in radices):
+            return None
+        work = copy(2 * n * b, size) if radices else Work()
+        for i, r in enumerate(radices):
+            if i > 0:
+                work += cmul_work(n * b, size) + copy(2 * n * b, size)
+            work += Work(launches=1, gemm_flops=8.0 * r * n * b, bytes=4 * n * b * size)
+        error = ERROR_C[problem.precision] * UNIT_ROUNDOFF[problem.precision] * log_growth(n)
+        return self.node(problem, planner, work, error, params={"factors": radices} if radices else {})
+
+    def build(self, node, ctx):
+        return StockhamFFT(node.n, node.param("factors", ()), 1 if node.inverse else -1, ctx)

@@ -1,0 +1,240 @@
+"""Problem: *what* to compute, never how.
+
+A :class:`Problem` is a frozen, validated value. It holds no tensors and no decisions; the
+planner turns it into a :class:`~trnplan.planner.node.PlanNode`. Its :meth:`Problem.digest`
+is the stable key used by the in-process plan cache (and, later, the on-disk wisdom).
+
+Value-level validity (a positive length, a known norm) is checked here. Whether this version
+of trnplan *builds* a valid problem (r2c, rank ≥ 2, bf16 …) is the planner's question, so that
+the seams for later features exist without pretending they work.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from typing import Any
+
+import attrs
+import torch
+
+KINDS = ("c2c", "r2c", "c2r")
+NORMS = ("backward", "ortho", "forward")
+DEVICE_KINDS = ("cpu", "cuda", "neuron")
+EFFORTS = ("estimate", "measure", "patient", "wisdom_only")
+#: precision mode -> (complex dtype it stores, real dtype it computes in)
+PRECISIONS = {
+    "fp32": ("complex64", "float32"),
+    "fp64": ("complex128", "float64"),
+}
+#: modes designed for (issue: precision modes) but not built yet
+FUTURE_PRECISIONS = ("bf16", "bf16x3", "bf16x6", "tf32", "auto")
+_DTYPE_NAMES = {torch.complex64: "complex64", torch.complex128: "complex128"}
+_NATIVE_PRECISION = {"complex64": "fp32", "complex128": "fp64"}
+
+
+def _positive_int(name: str):
+    def check(_inst, _attr, value):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+    return check
+
+
+def _check_shape(_inst, _attr, value):
+    if not isinstance(value, tuple) or not value:
+        raise ValueError(f"shape must be a non-empty tuple of positive ints, got {value!r}")
+    for n in value:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(
+                f"shape must hold positive ints (the transform length per axis), got {value!r}"
+            )
+
+
+def _one_of(name: str, allowed):
+    def check(_inst, _attr, value):
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
+
+    return check
+
+
+def _check_precision(_inst, _attr, value):
+    if value not in PRECISIONS and value not in FUTURE_PRECISIONS:
+        known = ", ".join(map(repr, (*PRECISIONS, *FUTURE_PRECISIONS)))
+        raise ValueError(f"precision must be one of {known}; got {value!r}")
+
+
+@attrs.frozen
+class Problem:
+    """A transform to compute: shape, batch, kind, direction, dtype, precision, norm, device.
+
+    Build one with :meth:`Problem.create`, which normalises user-facing arguments (an int
+    shape, a torch dtype, ``"cuda:1"``); the constructor itself only validates.
+
+    Attributes
+    ----------
+    shape : tuple of int
+        Transform lengths, one per transformed axis (rank 1 in this version).
+    batch : int
+        Number of independent transforms.
+    kind : {"c2c", "r2c", "c2r"}
+    inverse : bool
+        ``False`` for the forward transform (``exp(-2πi jk/n)``), ``True`` for the inverse.
+    dtype : {"complex64", "complex128"}
+        The complex dtype of the data at the API boundary.
+    precision : str
+        Arithmetic mode: ``"fp32"`` (complex64) or ``"fp64"`` (complex128).
+    norm : {"backward", "ortho", "forward"}
+        Scaling, with torch.fft's meaning.
+    device : {"cpu", "cuda", "neuron"}
+        Device *kind*; the device index lives on the :class:`~trnplan.plan.Plan`.
+    cores : int
+        Cores to split the work over (1 in this version).
+    """
+
+    shape: tuple = attrs.field(validator=_check_shape)
+    batch: int = attrs.field(default=1, validator=_positive_int("batch"))
+    kind: str = attrs.field(default="c2c", validator=_one_of("kind", KINDS))
+    inverse: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
+    dtype: str = attrs.field(default="complex64", validator=_one_of("dtype", tuple(_NATIVE_PRECISION)))
+    precision: str = attrs.field(default="fp32", validator=_check_precision)
+    norm: str = attrs.field(default="backward", validator=_one_of("norm", NORMS))
+    device: str = attrs.field(default="cpu", validator=_one_of("device", DEVICE_KINDS))
+    cores: int = attrs.field(default=1, validator=_positive_int("cores"))
+
+    def __attrs_post_init__(self):
+        if self.precision in PRECISIONS and PRECISIONS[self.precision][0] != self.dtype:
+            want = PRECISIONS[self.precision][0]
+            raise ValueError(
+                f"precision {self.precision!r} computes on {want} data, but dtype is {self.dtype}; "
+                f"use dtype=torch.{want}, or precision={_NATIVE_PRECISION[self.dtype]!r} "
+                f"for {self.dtype}"
+            )
+
+    # ------------------------------------------------------------------ constructors
+    @classmethod
+    def create(
+        cls,
+        shape,
+        batch: int = 1,
+        *,
+        kind: str = "c2c",
+        inverse: bool = False,
+        dtype=torch.complex64,
+        precision: str | None = None,
+        norm: str | None = "backward",
+        device="cpu",
+        cores: int = 1,
+    ) -> "Problem":
+        """Normalise user-facing arguments and build a validated Problem.
+
+        ``shape`` may be an int (1-D) or a sequence of ints; ``dtype`` a torch dtype or its
+        name; ``precision=None`` means the native precision of ``dtype``; ``norm=None`` means
+        ``"backward"`` as in torch.fft; ``device`` a string or ``torch.device``.
+        """
+        if isinstance(shape, bool):
+            raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}")
+        if isinstance(shape, int):
+            shape = (shape,)
+        elif isinstance(shape, (tuple, list, torch.Size)):
+            shape = tuple(shape)
+        else:
+            raise TypeError(
+                f"shape must be an int or a sequence of ints, got {type(shape).__name__}: {shape!r}"
+            )
+        if isinstance(dtype, torch.dtype):
+            if dtype not in _DTYPE_NAMES:
+                raise TypeError(
+                    f"dtype must be torch.complex64 or torch.complex128 for a c2c plan, got {dtype}"
+                )
+            dtype = _DTYPE_NAMES[dtype]
+        elif isinstance(dtype, str):
+            dtype = dtype.removeprefix("torch.")
+        if precision is None:
+            precision = _NATIVE_PRECISION.get(dtype, "fp32")
+        return cls(
+            shape=shape,
+            batch=batch,
+            kind=kind,
+            inverse=inverse,
+            dtype=dtype,
+            precision=precision,
+            norm="backward" if norm is None else norm,
+            device=device_kind(device),
+            cores=cores,
+        )
+
+    # ------------------------------------------------------------------ derived facts
+    @property
+    def n(self) -> int:
+        """Total number of points of one transform (the product of ``shape``)."""
+        return math.prod(self.shape)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def sign(self) -> int:
+        """Exponent sign: -1 forward, +1 inverse."""
+        return 1 if self.inverse else -1
+
+    @property
+    def real_dtype(self) -> torch.dtype:
+        """The real dtype each of re/im is stored in."""
+        return torch.float64 if self.dtype == "complex128" else torch.float32
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return torch.complex128 if self.dtype == "complex128" else torch.complex64
+
+    @property
+    def scale(self) -> float:
+        """The factor the unscaled sum is multiplied by, as torch.fft defines ``norm``."""
+        if self.norm == "ortho":
+            return 1.0 / math.sqrt(self.n)
+        scaled_side = "forward" if self.norm == "forward" else "backward"
+        is_scaled = (scaled_side == "forward") != self.inverse
+        return 1.0 / self.n if is_scaled else 1.0
+
+    def unscaled(self, n: int, batch: int, inverse: bool) -> "Problem":
+        """A 1-D sub-problem of this one (same dtype, precision, device) with scale 1.
+
+        Composite solvers plan their children through this: the root applies ``norm`` once,
+        so every inner transform is the plain sum. torch.fft's norms give scale 1 as
+        ``"backward"`` for the forward and ``"forward"`` for the inverse transform.
+        """
+        return attrs.evolve(
+            self, shape=(n,), batch=batch, inverse=inverse, norm="forward" if inverse else "backward"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**attrs.asdict(self), "shape": list(self.shape)}
+
+    def digest(self) -> str:
+        """A stable 16-hex-digit hash of every field (same in every process and version of Python)."""
+        blob = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def describe(self) -> str:
+        """One line a person reads: ``c2c forward (4096,) × batch 64, complex64 fp32, norm backward, cpu``."""
+        direction = "inverse" if self.inverse else "forward"
+        cores = f", {self.cores} cores" if self.cores != 1 else ""
+        return (
+            f"{self.kind} {direction} {self.shape} × batch {self.batch}, {self.dtype} "
+            f"{self.precision}, norm {self.norm}, {self.device}{cores}"
+        )
+
+
+def device_kind(device) -> str:
+    """``"cuda:1"`` / ``torch.device("cuda", 1)`` → ``"cuda"``; validates the kind."""
+    if isinstance(device, torch.device):
+        return device.type
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a str or torch.device, got {type(device).__name__}: {device!r}")
+    kind = device.split(":", 1)[0]
+    if kind not in DEVICE_KINDS:
+        raise ValueError(f"device must be one of {', '.join(map(repr, DEVICE_KINDS))} (optionally with an index, e.g. 'cuda:1'); got {device!r}")
+    return kind
