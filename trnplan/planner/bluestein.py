@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from trnplan.kernels import chirp, cmul
 from trnplan.planner.accuracy import UNIT_ROUNDOFF, combine
 from trnplan.planner.cost import cmul_work, copy
-from trnplan.planner.solver import Solver, itemsize, prime_factors
+from trnplan.planner.solver import Solver, best_variant, itemsize, prime_factors
 
 #: chirp rounding (three chirp/spectrum products) added to the inner errors: c·u (fitted)
 ERROR_C = 6.0
@@ -94,12 +94,7 @@ class Bluestein(Solver):
             lengths = [forced_m]
         else:
             lengths = sorted({next_power_of_two(least), next_smooth(least)})
-        best = None
-        for m in lengths:
-            node = self._plan_length(problem, planner, spec, m)
-            if best is None or node.time_us < best.time_us:
-                best = node
-        return best
+        return best_variant(lambda m: self._plan_length(problem, planner, spec, m), lengths)
 
     def _plan_length(self, problem, planner, spec, m):
         n, b, size = problem.n, problem.batch, itemsize(problem)

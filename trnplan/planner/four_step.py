@@ -22,7 +22,7 @@ import torch
 from trnplan.kernels import cmul, twiddle_table
 from trnplan.planner.accuracy import UNIT_ROUNDOFF, combine
 from trnplan.planner.cost import cmul_work, copy
-from trnplan.planner.solver import Solver, itemsize
+from trnplan.planner.solver import Solver, best_variant, itemsize
 
 #: twiddle rounding added to the children's errors: c·u (fitted, docs/precision.md)
 ERROR_C = 2.0
@@ -70,12 +70,7 @@ class FourStep(Solver):
             splits = [tuple(spec.factors)]
         else:
             splits = [(d, n // d) for d in range(2, n) if n % d == 0]
-        best = None
-        for n1, n2 in splits:
-            node = self._plan_split(problem, planner, spec, n1, n2)
-            if node is not None and (best is None or node.time_us < best.time_us):
-                best = node
-        return best
+        return best_variant(lambda split: self._plan_split(problem, planner, spec, *split), splits)
 
     def _plan_split(self, problem, planner, spec, n1, n2):
         b, size = problem.batch, itemsize(problem)

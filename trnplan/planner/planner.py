@@ -88,6 +88,11 @@ class Planner:
                 if spec is not None and (why := solver.check_size(problem, spec)):
                     reason = why
                 candidates.append(Candidate(solver.name, NOT_APPLICABLE, reason))
+            elif spec is not None and len(spec.children) > len(node.children):
+                candidates.append(Candidate(
+                    solver.name, NOT_APPLICABLE,
+                    f"the strategy gives {len(spec.children)} child spec(s) but {solver.name} has "
+                    f"{len(node.children)} child plan(s)"))
             elif node.error > tol:
                 candidates.append(Candidate(
                     solver.name, OVER_BOUND,

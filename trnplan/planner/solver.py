@@ -100,6 +100,28 @@ class Solver:
         return None
 
 
+def best_variant(make, variants):
+    """The cheapest node ``make(v)`` over ``variants``.
+
+    A variant whose children a strategy spec cannot satisfy raises PlanningError; it is skipped,
+    and if every variant fails the last error is re-raised, so the user sees why.
+    """
+    from trnplan.errors import PlanningError
+
+    best, error = None, None
+    for variant in variants:
+        try:
+            node = make(variant)
+        except PlanningError as exc:
+            error = exc
+            continue
+        if node is not None and (best is None or node.time_us < best.time_us):
+            best = node
+    if best is None and error is not None:
+        raise error
+    return best
+
+
 def itemsize(problem: Problem) -> int:
     return 8 if problem.real_dtype == torch.float64 else 4
 

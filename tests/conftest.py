@@ -1,0 +1,40 @@
+"""Shared helpers: seeded complex data and the float64 reference (numpy.fft in complex128)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+#: the engine's accuracy bar (relative L2 vs numpy.fft complex128): fp32 ≤ 1e-6 is ~17 u32
+#: (u = 6.0e-8) — room for O(√log n) growth and twiddle rounding, far below bf16's 3.9e-3 —
+#: and fp64 ≤ 1e-12 is ~9000 u64, the same bar scaled to double (see docs/precision.md)
+BAR = {"fp32": 1e-6, "fp64": 1e-12}
+DTYPES = {"fp32": torch.complex64, "fp64": torch.complex128}
+
+
+def rel_l2(y, ref) -> float:
+    y = y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+    ref = np.asarray(ref)
+    denom = np.linalg.norm(ref)
+    return float(np.linalg.norm(y - ref) / (denom if denom > 0 else 1.0))
+
+
+def random_complex(shape, seed=0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+
+
+def reference(x: np.ndarray, inverse: bool, norm: str = "backward") -> np.ndarray:
+    """numpy.fft over the last axis in complex128, with torch.fft's norm semantics."""
+    x = np.asarray(x, dtype=np.complex128)
+    return np.fft.ifft(x, norm=norm) if inverse else np.fft.fft(x, norm=norm)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_plan_cache():
+    """Tests that count cache hits start from an empty in-process plan cache."""
+    import trnplan
+
+    trnplan.clear_plan_cache()
+    yield

@@ -1,0 +1,5 @@
+import sys
+
+from trnplan.cli import main
+
+sys.exit(main())

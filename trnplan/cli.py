@@ -1,0 +1,133 @@
+"""The ``trnplan`` command line.
+
+    trnplan plan SHAPE [--batch B] [--inverse] [--precision P] [--strategy S] [--explain] [--verify]
+    trnplan solvers
+
+``plan`` plans the transform, runs it on seeded random data, prints the tree and the execute
+time (median of repeats after a warm-up) and, with ``--verify``, the relative L2 error against
+numpy.fft in complex128; it exits with status 1 when that error is over the plan's bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+
+from trnplan import __version__
+from trnplan.errors import TrnplanError
+from trnplan.plan import plan_many
+from trnplan.planner.registry import SOLVERS
+
+EXIT_OK, EXIT_OVER_BOUND, EXIT_USAGE = 0, 1, 2
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """``"4096"`` → (4096,), ``"64x64"`` or ``"64,64"`` → (64, 64)."""
+    parts = text.replace(",", "x").split("x")
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"SHAPE must be lengths like 4096 or 64x64, got {text!r}") from None
+    if any(n < 1 for n in shape):
+        raise argparse.ArgumentTypeError(f"SHAPE lengths must be positive, got {text!r}")
+    return shape
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="trnplan",
+        description="Plan, run and explain FFTs with trnplan (plan-and-execute FFT engine).",
+        epilog="Examples: trnplan plan 4096 --batch 64 --explain --verify | "
+               "trnplan plan 4097 --strategy bluestein --verify | trnplan solvers",
+    )
+    ap.add_argument("--version", action="version", version=f"trnplan {__version__}")
+    sub = ap.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("plan", help="plan a transform, run it on random data, time it, optionally verify",
+                       description="Plan a transform, run it on seeded random complex data, print the plan "
+                                   "tree and the median execute time; --verify compares with numpy.fft in "
+                                   "complex128 and exits 1 when the relative L2 error is over the bound.")
+    p.add_argument("shape", type=parse_shape, metavar="SHAPE", help="transform length, e.g. 4096 (1-D in this version)")
+    p.add_argument("--batch", type=int, default=1, help="number of transforms per call (default 1)")
+    p.add_argument("--inverse", action="store_true", help="plan the inverse transform")
+    p.add_argument("--precision", choices=["fp32", "fp64"], default=None,
+                   help="arithmetic: fp32 (complex64, default) or fp64 (complex128)")
+    p.add_argument("--norm", choices=["backward", "ortho", "forward"], default="backward",
+                   help="scaling, as in torch.fft (default backward)")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:i]")
+    p.add_argument("--strategy", default=None,
+                   help="force a solver (" + ", ".join(s.name for s in SOLVERS) + ") or a tree s-expression, "
+                        "e.g. '(four-step 4096=64x64 (dft-gemm) (stockham))'")
+    p.add_argument("--tol", type=float, default=None,
+                   help="relative L2 error bound (default 1e-6 for fp32, 1e-12 for fp64)")
+    p.add_argument("--explain", action="store_true", help="print the full explanation (tree, costs, candidates)")
+    p.add_argument("--verify", action="store_true",
+                   help="compare with numpy.fft (complex128); exit 1 if the error is over the bound")
+    p.add_argument("--repeats", type=int, default=20, help="timed repeats after warm-up (default 20)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
+
+    sub.add_parser("solvers", help="list the registered solvers in planner order",
+                   description="List the registered solvers, in the order the planner tries them.")
+    return ap
+
+
+def _cmd_plan(args) -> int:
+    if args.batch < 1 or args.repeats < 1:
+        print("error: --batch and --repeats must be positive", file=sys.stderr)
+        return EXIT_USAGE
+    dtype = torch.complex128 if args.precision == "fp64" else torch.complex64
+    plan = plan_many(args.shape, batch=args.batch, inverse=args.inverse, dtype=dtype, precision=args.precision,
+                     norm=args.norm, device=args.device, strategy=args.strategy, tol=args.tol)
+    rng = np.random.default_rng(args.seed)
+    shape = (args.batch, *args.shape)
+    x64 = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+    x = torch.from_numpy(x64).to(dtype=dtype, device=plan.device)
+    sync = torch.cuda.synchronize if plan.device.type == "cuda" else (lambda: None)
+    for _ in range(3):
+        y = plan.execute(x)
+    sync()
+    times = []
+    for _ in range(args.repeats):
+        t0 = time.perf_counter()
+        y = plan.execute(x)
+        sync()
+        times.append((time.perf_counter() - t0) * 1e6)
+    print(plan.explain() if args.explain else f"plan: {plan.problem.describe()}\ntree: {plan.tree}")
+    print(f"\nexecute: median {statistics.median(times):.1f} µs over {args.repeats} runs "
+          f"(predicted {plan.tree.time_us:.1f} µs)")
+    if not args.verify:
+        return EXIT_OK
+    axes = tuple(range(1, len(shape)))
+    ref = (np.fft.ifftn if args.inverse else np.fft.fftn)(x64, axes=axes, norm=args.norm)
+    err = float(np.linalg.norm(y.cpu().numpy() - ref) / np.linalg.norm(ref))
+    ok = err <= plan.tol
+    print(f"verify:  relative L2 error {err:.2e} vs numpy.fft complex128; bound {plan.tol:.0e}; "
+          f"predicted ≤ {plan.tree.error:.1e} -> {'OK' if ok else 'OVER THE BOUND'}")
+    return EXIT_OK if ok else EXIT_OVER_BOUND
+
+
+def _cmd_solvers(_args) -> int:
+    for s in SOLVERS:
+        kind = "composite" if s.composite else "leaf"
+        doc = (sys.modules[type(s).__module__].__doc__ or "").strip().splitlines()[0]
+        print(f"{s.name:<10} v{s.version}  {kind:<9}  {doc}")
+    return EXIT_OK
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return {"plan": _cmd_plan, "solvers": _cmd_solvers}[args.command](args)
+    except (TrnplanError, ValueError, TypeError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
