@@ -1,0 +1,124 @@
+"""The planner, PlanNode, strategy specs, and the cost/accuracy models' basic properties."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import trnplan
+from conftest import BAR, random_complex, reference, rel_l2
+from trnplan.backends import get_backend
+from trnplan.planner import Planner, parse_strategy, solver_names
+from trnplan.planner.spec import Spec
+from trnplan.planner.stockham import default_radices
+from trnplan.problem import Problem
+
+
+def test_registry_is_ordered_and_named():
+    assert solver_names() == ("native", "dft-gemm", "stockham", "butterfly", "four-step", "bluestein")
+    assert len(trnplan.planner.registry_digest()) == 16
+
+
+@pytest.mark.parametrize("n,radices", [(2, (2,)), (4, (4,)), (8, (8,)), (16, (4, 4)), (32, (8, 4)),
+                                       (64, (8, 8)), (1024, (8, 8, 4, 4)), (4096, (8, 8, 8, 8)),
+                                       (65536, (8, 8, 8, 8, 4, 4))])
+def test_stockham_uses_fewest_radix_8_4_2_stages(n, radices):
+    assert default_radices(n) == radices
+    assert len(radices) == -(-n.bit_length() + 1) // -3 or len(radices) == -(-(n.bit_length() - 1) // 3)
+
+
+def test_children_come_through_the_planner_and_are_memoised():
+    planner = Planner(get_backend("cpu"))
+    problem = Problem.create(65536, 1)
+    node, _ = planner.search(problem, Spec(name="four-step"))
+    first = planner.searches
+    planner.search(problem, Spec(name="four-step"))
+    assert planner.searches == first  # memo hit
+    assert node.solver == "four-step" and len(node.children) == 2
+    n1, n2 = node.param("factors")
+    assert n1 * n2 == 65536
+    assert node.children[0].n == n1 and node.children[0].batch == n2
+    assert node.children[1].n == n2 and node.children[1].batch == n1
+
+
+def test_cost_grows_with_batch_and_subtree_totals_add_up():
+    planner = Planner(get_backend("cpu"))
+    small = planner.plan(Problem.create(1024, 1), Spec(name="stockham"))
+    big = planner.plan(Problem.create(1024, 128), Spec(name="stockham"))
+    assert big.time_us > small.time_us and big.flops == pytest.approx(128 * small.flops)
+    tree = planner.plan(Problem.create(4096, 4), Spec(name="four-step"))
+    assert tree.flops > sum(c.flops for c in tree.children)  # own twiddle work on top
+    assert tree.time_us > sum(c.time_us for c in tree.children)
+
+
+def test_neuron_planner_never_uses_a_native_fft_and_its_tree_is_correct_on_the_host():
+    """Stand-in for Trainium: plan with the Neuron profile, lower on the CPU, check the numbers."""
+    planner = Planner(get_backend("neuron"))
+    for n in (64, 1000, 4096, 4097):
+        problem = Problem.create(n, 4, device="neuron")
+        tree = planner.plan(problem)
+        assert "native" not in str(tree)
+        module = planner.lower(tree, problem, torch.device("cpu"))
+        x = random_complex((4, n), seed=n)
+        xt = torch.from_numpy(x).to(torch.complex64)
+        yr, yi = module(xt.real.contiguous(), xt.imag.contiguous())
+        assert rel_l2(torch.complex(yr, yi), reference(x, False)) <= BAR["fp32"]
+
+
+def test_tighter_tol_rejects_less_accurate_candidates():
+    loose = trnplan.plan_many(997, tol=1e-3)
+    tight_candidates = trnplan.plan_many(997, tol=5e-7).candidates
+    verdicts = {c.solver: c.verdict for c in tight_candidates}
+    assert verdicts["dft-gemm"] == "over the accuracy bound"
+    assert loose.tol == 1e-3
+    with pytest.raises(trnplan.PlanningError, match="exceeds the bound"):
+        trnplan.plan_many(997, tol=1e-9)
+
+
+def test_spec_round_trip_and_constraints():
+    known = solver_names()
+    spec = parse_strategy("(four-step 4096=64x64 (dft-gemm 64) _)", known)
+    assert spec.name == "four-step" and spec.size == 4096 and spec.factors == (64, 64)
+    assert spec.child(0).name == "dft-gemm" and spec.child(1) is None
+    assert parse_strategy(str(spec), known) == spec
+    plan = trnplan.plan_many(4096, strategy=str(spec))
+    assert str(plan.tree).startswith("(four-step 4096=64x64 (dft-gemm 64) (")
+
+
+def test_bluestein_padded_length_can_be_forced():
+    plan = trnplan.plan_many(97, strategy="(bluestein m=256 stockham stockham)")
+    assert plan.tree.param("m") == 256
+    assert [c.solver for c in plan.tree.children] == ["stockham", "stockham"]
+    with pytest.raises(trnplan.PlanningError):
+        trnplan.plan_many(97, strategy="(bluestein m=100)")  # m < 2n - 1
+
+
+def test_leaf_with_child_specs_is_rejected():
+    with pytest.raises(trnplan.PlanningError, match="child spec"):
+        trnplan.plan_many(64, strategy="(dft-gemm (stockham))")
+
+
+def test_digest_is_stable_across_processes():
+    here = Problem.create(4096, 64).digest()
+    code = "import trnplan; print(trnplan.Problem.create(4096, 64).digest())"
+    there = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert here == there
+
+
+def test_problem_scale_follows_torch_norms():
+    cases = {("backward", False): 1.0, ("backward", True): 1 / 64, ("forward", False): 1 / 64,
+             ("forward", True): 1.0, ("ortho", False): 1 / 8, ("ortho", True): 1 / 8}
+    for (norm, inverse), scale in cases.items():
+        assert Problem.create(64, norm=norm, inverse=inverse).scale == pytest.approx(scale)
+    child = Problem.create(64, norm="ortho", inverse=True).unscaled(8, 8, True)
+    assert child.scale == 1.0 and child.shape == (8,) and child.batch == 8
+
+
+def test_problem_normalises_user_arguments():
+    p = Problem.create([16], 2, dtype=torch.complex128, device=torch.device("cpu"))
+    assert p.shape == (16,) and p.precision == "fp64" and p.dtype == "complex128" and p.device == "cpu"
+    assert Problem.create(16, device="cuda:1").device == "cuda"
+    assert p.describe().startswith("c2c forward (16,) × batch 2, complex128 fp64")
