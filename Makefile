@@ -1,0 +1,31 @@
+# trnplan: the two commands a new user needs are `make demo` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+# torch is pinned to the CPU build on purpose: any other torch request pulls a multi-GB CUDA build
+TORCH  ?= torch==2.13.0
+
+.PHONY: setup demo test bench accuracy clean
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	touch $@
+
+demo: setup  ## plan, run, explain and verify a real transform
+	$(BIN)/trnplan plan 4096 --batch 64 --explain --verify
+
+test: setup  ## the whole test suite
+	$(BIN)/python -m pytest -q
+
+bench: setup  ## the solver benchmark; rewrites the tables in docs/benchmarks.md
+	$(BIN)/python bench/bench_solvers.py --markdown docs/benchmarks.md
+
+accuracy: setup  ## measured error vs the accuracy model, per solver and size
+	$(BIN)/python bench/accuracy.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache bench/out
