@@ -1,12 +1,13 @@
 """Measure each solver's relative L2 error against numpy.fft (complex128) and the model's prediction.
 
-    python bench/accuracy.py [--batch 4] [--out bench/out]
+    python bench/accuracy.py [--batches 1 4] [--out bench/out]
 
 For every solver (forced at the root; children planned freely, and once more with GEMM-only
 children for the composites), precision and size of the engine's test grid, prints the
 measured error, the accuracy model's predicted bound, and their ratio; writes JSON. The
 constants in trnplan/planner/*.py (ERROR_C …) were fitted from this table: the prediction must
-stay above every measurement (ratio < 1).
+stay above every measurement (ratio < 1). Two batch sizes by default, because MKL's sgemm sums
+1–3 rows sequentially (larger error) and 4+ rows blockwise.
 """
 
 from __future__ import annotations
@@ -32,36 +33,36 @@ def rel_l2(y: np.ndarray, ref: np.ndarray) -> float:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--batch", type=int, default=4)
+    ap.add_argument("--batches", type=int, nargs="+", default=[1, 4])
     ap.add_argument("--out", default="bench/out")
     args = ap.parse_args()
     rng = np.random.default_rng(1234)
     rows = []
     for precision, dtype in (("fp32", torch.complex64), ("fp64", torch.complex128)):
         for strategy in STRATEGIES:
-            for n in SIZES:
-                for inverse in (False, True):
-                    spec = strategy.replace("_", str(n), 1) if strategy.startswith("(") else strategy
-                    try:
-                        plan = trnplan.plan_many(n, batch=args.batch, strategy=spec, dtype=dtype,
-                                                 inverse=inverse, tol=1.0)
-                    except trnplan.PlanningError:
-                        continue
-                    x = rng.standard_normal((args.batch, n)) + 1j * rng.standard_normal((args.batch, n))
-                    y = plan(torch.from_numpy(x).to(dtype)).numpy()
-                    ref = np.fft.ifft(x) if inverse else np.fft.fft(x)
-                    err = rel_l2(y, ref)
-                    rows.append({"precision": precision, "strategy": strategy, "n": n, "inverse": inverse,
-                                 "tree": str(plan.tree), "error": err, "predicted": plan.tree.error,
-                                 "ratio": err / plan.tree.error})
+            for n, batch, inverse in ((n, b, i) for n in SIZES for b in args.batches for i in (False, True)):
+                spec = strategy.replace("_", str(n), 1) if strategy.startswith("(") else strategy
+                try:
+                    plan = trnplan.plan_many(n, batch=batch, strategy=spec, dtype=dtype,
+                                             inverse=inverse, tol=1.0)
+                except trnplan.PlanningError:
+                    continue
+                x = rng.standard_normal((batch, n)) + 1j * rng.standard_normal((batch, n))
+                y = plan(torch.from_numpy(x).to(dtype)).numpy()
+                ref = np.fft.ifft(x) if inverse else np.fft.fft(x)
+                err = rel_l2(y, ref)
+                rows.append({"precision": precision, "strategy": strategy, "n": n, "batch": batch, "inverse": inverse,
+                             "tree": str(plan.tree), "error": err, "predicted": plan.tree.error,
+                             "ratio": err / plan.tree.error})
     worst = {}
     for r in rows:
         key = (r["precision"], r["strategy"])
         if key not in worst or r["ratio"] > worst[key]["ratio"]:
             worst[key] = r
-    print(f"{'precision':9} {'strategy':34} {'worst n':>7} {'measured':>9} {'predicted':>9} {'ratio':>6}")
+    print(f"| precision | strategy | worst at batch×n | measured | predicted | ratio |\n|---|---|---|---|---|---|")
     for (precision, strategy), r in worst.items():
-        print(f"{precision:9} {strategy:34} {r['n']:>7} {r['error']:9.2e} {r['predicted']:9.2e} {r['ratio']:6.2f}")
+        print(f"| {precision} | `{strategy}` | {r['batch']}×{r['n']} | {r['error']:.2e} | {r['predicted']:.2e} "
+              f"| {r['ratio']:.2f} |")
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "accuracy.json"), "w") as f:
         json.dump(rows, f, indent=1)
