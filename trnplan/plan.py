@@ -67,6 +67,7 @@ class Plan:
         self.module, self.device = module, device
         self.planning_ms, self.strategy, self.tol = planning_ms, strategy, tol
         self.profile_name, self.searches = profile_name, searches
+        self.fingerprint = get_backend(problem.device).fingerprint()
         self.cache_hits = 0
         self._flat = (problem.batch, problem.n)
         # (shape, dtype, device) signatures already validated: repeated calls skip the checks
@@ -217,6 +218,7 @@ def render_explain(plan: Plan) -> str:
         f"  digest     {p.digest()}",
         f"  origin     {origin}{forced}",
         f"  runs       eager torch on {plan.device} (no compiled artifact in this version)",
+        f"  backend    " + ", ".join(f"{k} {v}" for k, v in plan.fingerprint.items()),
         f"  tree       {tree}",
         f"  predicted  {_time(tree.time_us)}, {_si(tree.flops)} flop, {_si(tree.bytes)}B moved, "
         f"{tree.launches:.0f} ops; relative L2 error ≤ {tree.error:.1e} (bound {plan.tol:.0e})",

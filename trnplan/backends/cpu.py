@@ -32,4 +32,4 @@ class CPUBackend(Backend):
 
     def fingerprint(self) -> dict:
         return {**super().fingerprint(), "threads": torch.get_num_threads(),
-                "isa": torch.backends.cpu.get_cpu_capability()}
+                "torch_isa": torch.backends.cpu.get_cpu_capability()}
