@@ -21,6 +21,8 @@ from recursing back into Bluestein.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -42,12 +44,21 @@ def next_power_of_two(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def next_smooth(n: int, primes=(2, 3, 5)) -> int:
-    """Smallest m ≥ n whose prime factors are all in ``primes``."""
-    m = max(n, 1)
-    while max(prime_factors(m), default=1) > max(primes):
-        m += 1
-    return m
+@functools.lru_cache(maxsize=1024)
+def next_smooth(n: int) -> int:
+    """Smallest m ≥ n of the form 2^a·3^b·5^c (enumerated, not searched: O(log³ n))."""
+    best = next_power_of_two(n)
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            m = p35
+            while m < n:
+                m *= 2
+            best = min(best, m)
+            p35 *= 3
+        p5 *= 5
+    return best
 
 
 class BluesteinFFT(torch.nn.Module):

@@ -37,10 +37,13 @@ class Work:
     bytes: float = 0.0
 
     def __add__(self, other: "Work") -> "Work":
-        return Work(*(a + b for a, b in zip(attrs.astuple(self), attrs.astuple(other))))
+        return Work(self.launches + other.launches, self.fft_calls + other.fft_calls,
+                    self.gemm_flops + other.gemm_flops, self.fft_flops + other.fft_flops,
+                    self.elementwise_flops + other.elementwise_flops, self.bytes + other.bytes)
 
     def __mul__(self, k: float) -> "Work":
-        return Work(*(a * k for a in attrs.astuple(self)))
+        return Work(self.launches * k, self.fft_calls * k, self.gemm_flops * k, self.fft_flops * k,
+                    self.elementwise_flops * k, self.bytes * k)
 
     __rmul__ = __mul__
 

@@ -11,21 +11,42 @@ With input index j = n2·j1 + j2 and output index k = k1 + n1·k2:
 
 Both children are planned through the planner, so each may itself be a four-step, a GEMM, a
 Stockham or a native leaf: on a matrix engine every level is a batched GEMM. The split is
-chosen by the cost model among all divisor pairs (each child plan is memoised, so trying them
-all is cheap: the sub-problems (d, n·B/d) for d | n are few).
+chosen by the cost model among a few candidate splits (:func:`candidate_splits`): trying every
+divisor pair made planning take seconds for highly composite n (720720 has 240 divisors), and
+the balanced, smallest-prime and GEMM-sized splits are the ones that ever win.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
 from trnplan.kernels import cmul, twiddle_table
 from trnplan.planner.accuracy import UNIT_ROUNDOFF, combine
 from trnplan.planner.cost import cmul_work, copy
-from trnplan.planner.solver import Solver, best_variant, itemsize
+from trnplan.planner.solver import Solver, best_variant, divisors, itemsize, prime_factors
 
 #: twiddle rounding added to the children's errors: c·u (fitted, docs/precision.md)
 ERROR_C = 2.0
+
+
+#: leaf lengths a matrix engine takes as one GEMM (the Monarch choice: 16–128 points)
+GEMM_LEAVES = (16, 32, 64, 128)
+
+
+def candidate_splits(n: int) -> list[tuple[int, int]]:
+    """The (n1, n2) splits four-step tries: at most ~12, both orientations of each.
+
+    * the two divisors closest to √n on either side (balanced: the fewest levels);
+    * the smallest prime factor p (Cooley–Tukey radix-p: one small GEMM level);
+    * the GEMM-sized leaves 16…128 that divide n.
+    """
+    small = [d for d in divisors(n) if 1 < d <= math.isqrt(n)]
+    if not small:
+        return []
+    chosen = set(small[-2:]) | {small[0]} | {d for d in GEMM_LEAVES if n % d == 0 and d < n}
+    return sorted({s for d in chosen for s in ((d, n // d), (n // d, d))})
 
 
 class FourStepFFT(torch.nn.Module):
@@ -56,7 +77,7 @@ class FourStep(Solver):
     composite = True
 
     def why_not(self, problem, planner, forced):
-        if not any(problem.n % d == 0 for d in range(2, int(problem.n**0.5) + 1)):
+        if len(prime_factors(problem.n)) < 2:
             return f"n={problem.n} is not composite (1 or prime)"
         return None
 
@@ -69,7 +90,7 @@ class FourStep(Solver):
                 return None
             splits = [tuple(spec.factors)]
         else:
-            splits = [(d, n // d) for d in range(2, n) if n % d == 0]
+            splits = candidate_splits(n)
         return best_variant(lambda split: self._plan_split(problem, planner, spec, *split), splits)
 
     def _plan_split(self, problem, planner, spec, n1, n2):

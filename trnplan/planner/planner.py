@@ -68,7 +68,7 @@ class Planner:
 
     def search(self, problem, spec: Spec | None = None) -> tuple[PlanNode, tuple[Candidate, ...]]:
         """(best node, every solver's candidate with its verdict) for ``problem``."""
-        key = (problem.digest(), str(spec) if spec is not None else None)
+        key = (problem, spec)  # both frozen and hashable: cheaper than a digest per search
         if key in self._memo:
             return self._memo[key]
         self.searches += 1

@@ -17,6 +17,7 @@ A solver answers four questions about a 1-D sub-problem:
 
 from __future__ import annotations
 
+import functools
 from typing import Callable, ClassVar
 
 import attrs
@@ -130,8 +131,10 @@ def is_power_of_two(n: int) -> bool:
     return n >= 1 and n & (n - 1) == 0
 
 
-def prime_factors(n: int) -> list[int]:
-    """Prime factors of n with multiplicity, ascending (trial division; n ≤ 2^31 here)."""
+@functools.lru_cache(maxsize=4096)
+def prime_factors(n: int) -> tuple[int, ...]:
+    """Prime factors of n with multiplicity, ascending (trial division, memoised: the planner
+    asks about the same few lengths many times)."""
     out, p = [], 2
     while p * p <= n:
         while n % p == 0:
@@ -140,4 +143,14 @@ def prime_factors(n: int) -> list[int]:
         p += 1 if p == 2 else 2
     if n > 1:
         out.append(n)
-    return out
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=4096)
+def divisors(n: int) -> tuple[int, ...]:
+    """All divisors of n, ascending."""
+    divs = [1]
+    for p in sorted(set(prime_factors(n))):
+        k = prime_factors(n).count(p)
+        divs = [d * p**e for d in divs for e in range(k + 1)]
+    return tuple(sorted(divs))
