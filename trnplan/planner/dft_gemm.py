@@ -4,11 +4,14 @@ The direct O(n²) DFT is what a matrix engine does best for small n: one matmul,
 movement between stages. Four separate real GEMMs are 2–3× slower than the fused one on the
 CPU here (../shared/FACTS.md), so the complex matrix is laid out as one 2n×2n real matrix.
 
-Limits, both enforced here:
+Accuracy: each output is a 2n-term dot product. Summed in one fp32 GEMM its error depends on
+the BLAS kernel: MKL's sgemm sums 1–3 rows sequentially and measured 8.2e-7 at n=1024 (13.5u),
+4+ rows 2.5e-7 — so a forward and inverse pass together missed the 1e-6 round-trip bar. The
+contraction is therefore split into k chunks of at most ``CHUNK`` terms, computed as one
+batched GEMM ``(k, M, c) @ (k, c, 2n)`` and summed: the error becomes O(u·(√c + √k)) whatever
+the kernel (measured 2.1–3.0e-7 at n=1024 for every batch), for k× the output traffic.
 
-* accuracy — each output is an n-term dot product, error O(u·√n) (FACTS: fp32 1.5e-7 at
-  n=64 → 3.4e-7 at n=1024); the planner rejects sizes whose prediction exceeds the bound.
-* memory — the matrix holds 4n² values; it is capped at ``MAX_MATRIX_BYTES``.
+Memory: the matrix holds 4n² values; it is capped at ``MAX_MATRIX_BYTES``.
 """
 
 from __future__ import annotations
@@ -22,25 +25,43 @@ from trnplan.planner.solver import Solver, itemsize
 
 #: the 2n×2n matrix may take at most this much memory (fp32: n ≤ 2048; fp64: n ≤ 1448)
 MAX_MATRIX_BYTES = 64 * 2**20
-#: error model u·(a + b·√n) per precision: a covers the rounding of the matrix entries (fp64 at
-#: n=3 measured 2.9u), b the dot-product growth. The worst case is a small batch: MKL's sgemm
-#: takes a sequential-sum path for 1–3 rows and measured 13.5u at n=1024 (0.42·√n), where 4+
-#: rows measured 4.2u; fp64 measured 13.8u at n=1024 (bench/accuracy.py, tests/test_solvers.py).
-#: In fp32 this puts n ≥ 1100 over the 1e-6 bound, so the planner keeps dft-gemm below that.
+#: longest run of terms summed inside one GEMM before partial sums are added
+CHUNK = 256
+#: error model u·(a + b·(√c + √k)) per precision, c the chunk length and k the chunk count:
+#: a covers the rounding of the matrix entries (fp64 at n=3 measured 2.9u), b the summation;
+#: fitted to bench/accuracy.py at batch 1 and 4 and rounded up (docs/precision.md)
 ERROR_AB = {"fp32": (2.5, 0.42), "fp64": (3.0, 0.6)}
 
 
+def chunking(n: int) -> tuple[int, int]:
+    """(k, c): the 2n-term contraction as k chunks of c terms (k·c ≥ 2n, zero-padded)."""
+    k = -(-2 * n // CHUNK)
+    return k, -(-2 * n // k)
+
+
 class DFTGemm(torch.nn.Module):
-    """``y = [xr | xi] @ W`` with ``W = [[Re F, Im F], [-Im F, Re F]]``."""
+    """``y = [xr | xi] @ W`` with ``W = [[Re F, Im F], [-Im F, Re F]]``, contraction in k chunks."""
 
     def __init__(self, n: int, w: torch.Tensor):
         super().__init__()
         self.n = n
-        self.register_buffer("w", w)
+        self.k, self.c = chunking(n)
+        pad = self.k * self.c - 2 * n
+        if pad:
+            w = torch.cat([w, w.new_zeros(pad, 2 * n)])
+        self.register_buffer("w", w.reshape(self.k, self.c, 2 * n))
 
     def forward(self, re, im):
-        y = torch.mm(torch.cat([re, im], dim=-1), self.w)
-        return y[:, : self.n], y[:, self.n :]
+        M, n = re.shape[0], self.n
+        if self.k == 1:
+            y = torch.mm(torch.cat([re, im], dim=-1), self.w[0])
+        else:
+            parts = [re, im]
+            if self.k * self.c > 2 * n:
+                parts.append(re.new_zeros(M, self.k * self.c - 2 * n))
+            x = torch.cat(parts, dim=-1).view(M, self.k, self.c).transpose(0, 1)  # (k, M, c)
+            y = torch.bmm(x, self.w).sum(0)  # partial sums added in fp32
+        return y[:, :n], y[:, n:]
 
 
 class DFTGemmSolver(Solver):
@@ -50,7 +71,7 @@ class DFTGemmSolver(Solver):
         matrix = 4 * problem.n**2 * itemsize(problem)
         if matrix > MAX_MATRIX_BYTES:
             return (
-                f"n={problem.n} needs a {matrix / 2**20:.0f} MiB DFT matrix, over the "
+                f"n={problem.n} needs a {matrix / 2**20:.1f} MiB DFT matrix, over the "
                 f"{MAX_MATRIX_BYTES // 2**20} MiB cap"
             )
         return None
@@ -59,13 +80,16 @@ class DFTGemmSolver(Solver):
         if self.check_size(problem, spec):
             return None
         n, b, size = problem.n, problem.batch, itemsize(problem)
+        k, c = chunking(n)
         work = copy(2 * n * b, size) + Work(  # cat [re | im]
             launches=1,
-            gemm_flops=2.0 * (2 * n) * (2 * n) * b,
-            bytes=(4 * n * n + 4 * n * b) * size,
+            gemm_flops=2.0 * (k * c) * (2 * n) * b,
+            bytes=(2 * n * k * c + 2 * n * b * k) * size,
         )
+        if k > 1:  # the transposed batched operand, and the sum of the k partial products
+            work += Work(launches=2, elementwise_flops=2 * n * b * k, bytes=(k * c * b + 2 * n * b * (k + 1)) * size)
         a, b_ = ERROR_AB[problem.precision]
-        error = UNIT_ROUNDOFF[problem.precision] * (a + b_ * sqrt_growth(n))
+        error = UNIT_ROUNDOFF[problem.precision] * (a + b_ * (sqrt_growth(c) + sqrt_growth(k)))
         return self.node(problem, planner, work, error)
 
     def build(self, node, ctx):
