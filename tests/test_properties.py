@@ -39,13 +39,13 @@ PRECISIONS = ["fp32", "fp64"]
 SOLVERS = ["auto", *trnplan.solver_names()]
 
 PROPS = settings(
-    max_examples=6,
+    max_examples=10,
     deadline=None,
     derandomize=True,
     database=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
-MORE = settings(PROPS, max_examples=12)
+MORE = settings(PROPS, max_examples=20)
 
 # ---------------------------------------------------------------------------- sizes
 POW2 = [2**k for k in range(13)]  # 1 … 4096

@@ -30,7 +30,7 @@ CHUNK = 256
 #: error model u·(a + b·(√c + √k)) per precision, c the chunk length and k the chunk count:
 #: a covers the rounding of the matrix entries (fp64 at n=3 measured 2.9u), b the summation;
 #: fitted to bench/accuracy.py at batch 1 and 4 and rounded up (docs/precision.md)
-ERROR_AB = {"fp32": (2.5, 0.42), "fp64": (3.0, 0.6)}
+ERROR_AB = {"fp32": (2.5, 0.3), "fp64": (3.0, 0.45)}
 
 
 def chunking(n: int) -> tuple[int, int]:
