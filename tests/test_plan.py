@@ -142,7 +142,7 @@ def test_over_bound_candidate_is_reported():
     assert "dft-gemm" in text
     verdicts = {c.solver: c.verdict for c in plan.candidates}
     # fp32 dft-gemm at n=1024 is predicted under the bound; a tight tol pushes it over
-    tight = trnplan.plan_many(1024, batch=1, tol=5e-7)
+    tight = trnplan.plan_many(1024, batch=1, tol=3e-7)
     assert {c.solver: c.verdict for c in tight.candidates}["dft-gemm"] == "over the accuracy bound"
     assert "exceeds the bound" in tight.explain()
     assert verdicts["native"] in ("chosen", "more expensive")
