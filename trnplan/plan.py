@@ -140,18 +140,19 @@ class Plan:
                 f"tensor; pass torch.complex(x, torch.zeros_like(x)), or the pair (x, torch.zeros_like(x))"
             )
         if x.dtype != p.torch_dtype:
-            other = "complex128" if p.dtype == "complex64" else "complex64"
-            raise TypeError(
-                f"this plan was made for {p.dtype} but x is {str(x.dtype).removeprefix('torch.')}; convert "
-                f"with x.to(torch.{p.dtype}) or plan with dtype=torch.{other}"
-            )
+            got = str(x.dtype).removeprefix("torch.")
+            replan = f" or plan with dtype=torch.{got}" if x.dtype in (torch.complex64, torch.complex128) else ""
+            raise TypeError(f"this plan was made for {p.dtype} but x is {got}; convert with x.to(torch.{p.dtype}){replan}")
 
     def _check_pair(self, x):
         p = self.problem
         want = str(p.real_dtype).removeprefix("torch.")
         if len(x) != 2 or not all(isinstance(t, torch.Tensor) for t in x):
-            raise TypeError(f"a pair input must be two tensors (re, im) of dtype {want}; got {len(x)} item(s) "
-                            f"of types {[type(t).__name__ for t in x]}")
+            types = sorted({type(t).__name__ for t in x})
+            raise TypeError(
+                f"execute() takes a {p.dtype} tensor of shape (..., {', '.join(map(str, p.shape))}) or a (re, im) "
+                f"pair of two {want} tensors; got a {type(x).__name__} of {len(x)} item(s) of type(s) {', '.join(types)}"
+            )
         re, im = x
         for name, t in (("re", re), ("im", im)):
             if t.is_complex() or t.dtype != p.real_dtype:
@@ -172,6 +173,9 @@ class Plan:
                 f"multiplying to batch={p.batch}"
             )
         leading = math.prod(t.shape[: t.ndim - p.rank])
+        if leading == 0:
+            raise ValueError(f"{name} has shape {tuple(t.shape)}: it holds no transforms (a leading dimension is 0); "
+                             f"this plan takes batch={p.batch}")
         if leading != p.batch:
             raise ValueError(
                 f"{name} has shape {tuple(t.shape)}: its leading dimensions multiply to {leading}, but this plan "

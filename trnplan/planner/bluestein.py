@@ -88,21 +88,24 @@ class BluesteinFFT(torch.nn.Module):
 class Bluestein(Solver):
     name = "bluestein"
     composite = True
+    options = ("m",)
 
     def why_not(self, problem, planner, forced):
         if not forced and max(prime_factors(problem.n), default=1) <= max(SMOOTH_PRIMES):
             return f"n={problem.n} has no prime factor above {max(SMOOTH_PRIMES)} (direct solvers are cheaper)"
         return None
 
+    def why_not_spec(self, problem, spec):
+        m = spec.option("m")
+        if m is not None and m < 2 * problem.n - 1:
+            return f"bluestein's padded length m={m} is under 2n-1={2 * problem.n - 1}"
+        return super().why_not_spec(problem, spec)
+
     def plan(self, problem, planner, spec):
-        if self.check_size(problem, spec):
-            return None
         n = problem.n
         least = 2 * n - 1
         forced_m = spec.option("m") if spec is not None else None
         if forced_m is not None:
-            if forced_m < least:
-                return None
             lengths = [forced_m]
         else:
             lengths = sorted({next_power_of_two(least), next_smooth(least)})

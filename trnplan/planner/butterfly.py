@@ -67,8 +67,6 @@ class Butterfly(Solver):
         return None
 
     def plan(self, problem, planner, spec):
-        if self.check_size(problem, spec):
-            return None
         n, b, size = problem.n, problem.batch, itemsize(problem)
         stages = int(math.log2(n))
         work = copy(2 * n * b, size, launches=2)  # bit reversal

@@ -77,8 +77,6 @@ class DFTGemmSolver(Solver):
         return None
 
     def plan(self, problem, planner, spec):
-        if self.check_size(problem, spec):
-            return None
         n, b, size = problem.n, problem.batch, itemsize(problem)
         k, c = chunking(n)
         work = copy(2 * n * b, size) + Work(  # cat [re | im]

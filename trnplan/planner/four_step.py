@@ -75,6 +75,12 @@ class FourStepFFT(torch.nn.Module):
 class FourStep(Solver):
     name = "four-step"
     composite = True
+    takes_factors = True
+
+    def why_not_factors(self, problem, factors):
+        if len(factors) != 2 or 1 in factors:
+            return f"four-step takes two factors n1xn2, both > 1; got {'x'.join(map(str, factors))}"
+        return super().why_not_factors(problem, factors)
 
     def why_not(self, problem, planner, forced):
         if len(prime_factors(problem.n)) < 2:
@@ -82,12 +88,8 @@ class FourStep(Solver):
         return None
 
     def plan(self, problem, planner, spec):
-        if self.check_size(problem, spec):
-            return None
         n = problem.n
         if spec is not None and spec.factors:
-            if len(spec.factors) != 2 or spec.factors[0] * spec.factors[1] != n or 1 in spec.factors:
-                return None
             splits = [tuple(spec.factors)]
         else:
             splits = candidate_splits(n)

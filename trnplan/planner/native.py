@@ -57,8 +57,6 @@ class Native(Solver):
         return None
 
     def plan(self, problem, planner, spec):
-        if self.check_size(problem, spec):
-            return None
         n, b, size = problem.n, problem.batch, itemsize(problem)
         large_prime = max(prime_factors(n), default=1) > BLUESTEIN_PRIME
         effective = 2 ** math.ceil(math.log2(2 * n)) if large_prime else n

@@ -82,12 +82,17 @@ class Planner:
             if reason is not None:
                 candidates.append(Candidate(solver.name, NOT_APPLICABLE, reason))
                 continue
-            node = solver.plan(problem, self, spec)
+            why_spec = solver.why_not_spec(problem, spec) if spec is not None else None
+            if why_spec is not None:
+                candidates.append(Candidate(solver.name, NOT_APPLICABLE, why_spec))
+                continue
+            try:
+                node = solver.plan(problem, self, spec)
+            except PlanningError as exc:  # a sub-plan could not be made: this candidate fails, not the search
+                candidates.append(Candidate(solver.name, NOT_APPLICABLE, f"its sub-plan failed ({exc})"))
+                continue
             if node is None:
-                reason = f"no variant fits the strategy {spec}"
-                if spec is not None and (why := solver.check_size(problem, spec)):
-                    reason = why
-                candidates.append(Candidate(solver.name, NOT_APPLICABLE, reason))
+                candidates.append(Candidate(solver.name, NOT_APPLICABLE, f"no variant fits the strategy {spec}"))
             elif spec is not None and len(spec.children) > len(node.children):
                 candidates.append(Candidate(
                     solver.name, NOT_APPLICABLE,

@@ -18,6 +18,7 @@ A solver answers four questions about a 1-D sub-problem:
 from __future__ import annotations
 
 import functools
+import math
 from typing import Callable, ClassVar
 
 import attrs
@@ -57,6 +58,9 @@ class Solver:
     version: ClassVar[int] = 1
     #: a leaf computes directly; a composite plans children through the planner
     composite: ClassVar[bool] = False
+    #: options a strategy spec may set (``key=value`` atoms), and whether it reads ``n=f1xf2…``
+    options: ClassVar[tuple[str, ...]] = ()
+    takes_factors: ClassVar[bool] = False
 
     def why_not(self, problem: Problem, planner, forced: bool) -> str | None:  # pragma: no cover
         raise NotImplementedError
@@ -93,11 +97,26 @@ class Solver:
             error=error,
         )
 
-    @staticmethod
-    def check_size(problem: Problem, spec) -> str | None:
-        """Reason the spec's explicit length disagrees with the sub-problem, else None."""
-        if spec is not None and spec.size is not None and spec.size != problem.n:
+    def why_not_spec(self, problem: Problem, spec) -> str | None:
+        """Why ``spec``'s length, factors or options cannot describe this solver on ``problem``."""
+        if spec.size is not None and spec.size != problem.n:
             return f"strategy node {spec} has length {spec.size} but the sub-problem has n={problem.n}"
+        unknown = [k for k, _ in spec.options if k not in self.options]
+        if unknown:
+            takes = ", ".join(self.options) or "none"
+            return f"{self.name} has no option {', '.join(map(repr, unknown))} (options it takes: {takes})"
+        if spec.factors is not None:
+            if not self.takes_factors:
+                return f"{self.name} takes no factor list (got {'x'.join(map(str, spec.factors))})"
+            return self.why_not_factors(problem, spec.factors)
+        return None
+
+    def why_not_factors(self, problem: Problem, factors: tuple) -> str | None:
+        """Why a forced factor list does not fit ``problem`` (solvers with ``takes_factors``)."""
+        product = math.prod(factors)
+        if product != problem.n:
+            return (f"factors {'x'.join(map(str, factors))} multiply to {product}, "
+                    f"not to the sub-problem's n={problem.n}")
         return None
 
 

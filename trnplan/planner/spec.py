@@ -108,7 +108,7 @@ def _parse(tokens, pos, text, known):
                     factors = tuple(int(f) for f in value.split("x"))
                 except ValueError:
                     raise PlanningError(f"strategy {text!r}: bad factor list {tok!r} (write e.g. 4096=64x64)") from None
-        elif eq and value.isdigit():
+        elif eq and key and value.isdigit():
             options.append((key, int(value)))
         else:
             raise PlanningError(

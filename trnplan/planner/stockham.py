@@ -84,6 +84,13 @@ class StockhamFFT(torch.nn.Module):
 
 class Stockham(Solver):
     name = "stockham"
+    takes_factors = True
+
+    def why_not_factors(self, problem, factors):
+        bad = [r for r in factors if r not in RADICES]
+        if bad:
+            return f"stockham radices must be 8, 4 or 2; got {'x'.join(map(str, factors))}"
+        return super().why_not_factors(problem, factors)
 
     def why_not(self, problem, planner, forced):
         if not is_power_of_two(problem.n):
@@ -91,12 +98,8 @@ class Stockham(Solver):
         return None
 
     def plan(self, problem, planner, spec):
-        if self.check_size(problem, spec):
-            return None
         n, b, size = problem.n, problem.batch, itemsize(problem)
         radices = spec.factors if spec is not None and spec.factors else default_radices(n) if n > 1 else ()
-        if math.prod(radices) != n or any(r not in RADICES for r in radices):
-            return None
         work = copy(2 * n * b, size) if radices else Work()
         for i, r in enumerate(radices):
             if i > 0:
