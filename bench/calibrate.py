@@ -58,6 +58,13 @@ def main():
             t = median_us(lambda: torch.fft.fft(z), 10, sync=sync)
             ffts[f"{b}x{n}"] = {"us": round(t, 1), "gflops": round(5 * n * math.log2(n) * b / t / 1e3, 1)}
         out[f"fft_{name}"] = ffts
+    ratios = {}
+    for shape in ((256, 256), (1024, 1024), (64, 1024, 16)):
+        x = torch.randn(*shape, device=dev)
+        plain = median_us(lambda: x.clone(), 20, sync=sync)
+        moved = median_us(lambda: x.transpose(-1, -2).contiguous(), 20, sync=sync)
+        ratios["x".join(map(str, shape))] = round(moved / plain, 2)
+    out["transpose_vs_copy"] = ratios
     print(json.dumps(out, indent=1))
 
 

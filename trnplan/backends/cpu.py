@@ -7,18 +7,22 @@ import torch
 from trnplan.backends.base import Backend
 from trnplan.planner.cost import CostProfile
 
-#: Measured with bench/calibrate.py on the 2-vCPU AVX-512/AMX Xeon this project develops on
-#: (torch 2.13.0+cpu, 2 threads), rounded to what mid-sized FFT work sees: a tiny op costs
-#: 1.9 µs; sgemm 43–129 GFLOP/s (49 on the skinny shapes the solvers use), dgemm 13–54 (22);
-#: torch.fft sustains 16–22 nominal GFLOP/s in complex64 and 7–9 in complex128 and costs about
-#: 10 µs per call at n = 256; an elementwise op on arrays past the caches moves 5–36 GB/s.
+#: Measured on the 2-vCPU AVX-512/AMX Xeon this project develops on (torch 2.13.0+cpu,
+#: 2 threads) with bench/calibrate.py and bench/bench_solvers.py:
+#: - launch: a lone tiny op costs 1.9 µs, but inside a plan module each modeled launch brings a
+#:   view, select or transpose with it (≈2 ATen calls, counted with torch.profiler) and each
+#:   ATen call costs 3–5 µs here (a bare view: 2.7 µs), so 8 µs per modeled launch;
+#: - sgemm 43–129 GFLOP/s (49 on the skinny shapes the solvers use), dgemm 13–54 (22);
+#: - torch.fft: 1×65536 in 267 µs and 128×1024 in 207 µs, i.e. 35–60 nominal GFLOP/s in
+#:   complex64 (about 2.3× less in complex128), plus ~8 µs per call;
+#: - elementwise ops on the L2-resident arrays FFTs use move 20–36 GB/s.
 CPU_PROFILE = CostProfile(
     name="cpu",
-    launch_us=2.5,
+    launch_us=8.0,
     gemm_gflops={"float32": 50.0, "float64": 22.0},
-    fft_gflops={"float32": 17.0, "float64": 7.5},
+    fft_gflops={"float32": 40.0, "float64": 17.0},
     fft_launch_us=8.0,
-    bandwidth_gbs=8.0,
+    bandwidth_gbs=20.0,
     source="bench/calibrate.py on a 2-vCPU Xeon (AVX-512, AMX), torch 2.13.0+cpu, 2 threads",
 )
 

@@ -105,6 +105,19 @@ def copy(elements: float, itemsize: int, launches: int = 1) -> Work:
     return Work(launches=launches, bytes=2 * elements * itemsize)
 
 
+#: a transposing copy is far slower than a contiguous one in torch on the CPU here: 9.5× for a
+#: 256×256 float32 matrix, 22× for 1024×1024, 7.6× for 64 × (1024×16) (bench/calibrate.py,
+#: "transpose_vs_copy"); rows of ≥ 16 contiguous elements move at about half the contiguous rate
+TRANSPOSE_PENALTY = 10.0
+SHORT_RUN = 16
+
+
+def transpose(elements: float, itemsize: int, run: float = 1, launches: int = 1) -> Work:
+    """A copy that permutes axes, reading contiguous runs of ``run`` elements."""
+    penalty = TRANSPOSE_PENALTY if run < SHORT_RUN else 2.0
+    return Work(launches=launches, bytes=2 * elements * itemsize * penalty)
+
+
 def cmul_work(elements: float, itemsize: int) -> Work:
     """A split-complex elementwise product: 4 multiplies and 2 adds on ``elements`` complex values."""
     return elementwise(6, elements, itemsize)

@@ -24,7 +24,7 @@ import torch
 
 from trnplan.kernels import cmul, twiddle_table
 from trnplan.planner.accuracy import UNIT_ROUNDOFF, combine
-from trnplan.planner.cost import cmul_work, copy
+from trnplan.planner.cost import cmul_work, transpose
 from trnplan.planner.solver import Solver, best_variant, divisors, itemsize, prime_factors
 
 #: twiddle rounding added to the children's errors: c·u (fitted, docs/precision.md)
@@ -100,7 +100,8 @@ class FourStep(Solver):
         first = planner.plan(problem.unscaled(n1, n2 * b, problem.inverse), spec.child(0) if spec else None)
         second = planner.plan(problem.unscaled(n2, n1 * b, problem.inverse), spec.child(1) if spec else None)
         n = n1 * n2
-        work = copy(6 * n * b, size, launches=6) + cmul_work(n * b, size)  # 3 transposes of re and im
+        # 3 transposes of re and im (6 launches, each with a reshape), one twiddle product
+        work = transpose(6 * n * b, size, run=1, launches=12) + cmul_work(n * b, size)
         error = combine(first.error, second.error, ERROR_C * UNIT_ROUNDOFF[problem.precision])
         return self.node(problem, planner, work, error, params={"factors": (n1, n2)}, children=(first, second))
 

@@ -25,9 +25,14 @@ PRIME_PASS_SLOPE = 1 / 8
 #: up to 1.35 (fp32) and 2.12 (fp64) × u·√log2 n: twice the smooth constant bounds them
 LARGE_PRIME_GAIN = 2.0
 #: native libraries fall back to a chirp-z (Bluestein) algorithm for large prime factors (97
-#: already measures like one in bench/accuracy.py, 31 does not):
-#: about three FFTs of length ≥ 2n, and the error of that longer chain
+#: already measures like one in bench/accuracy.py, 31 does not)
 BLUESTEIN_PRIME = 50
+#: ... and that path is slow: torch.fft (MKL) on a prime p took 11 µs (127), 60 (997), 267
+#: (4093), 521–783 (8191), 2926 (16411), 9991 (65537) here: after the ~8 µs call cost, 27–49×
+#: the time of 5·p·log2 p flops at the smooth rate up to p ≈ 8K, and 76–102× beyond (out of
+#: cache). The factor applies to the prime part: n = (n/p)·p costs (n/p) prime transforms of
+#: length p on top of the smooth work.
+PRIME_SLOWDOWN = ((8192, 40.0), (float("inf"), 90.0))
 
 
 class NativeFFT(torch.nn.Module):
@@ -58,17 +63,19 @@ class Native(Solver):
 
     def plan(self, problem, planner, spec):
         n, b, size = problem.n, problem.batch, itemsize(problem)
-        large_prime = max(prime_factors(n), default=1) > BLUESTEIN_PRIME
-        effective = 2 ** math.ceil(math.log2(2 * n)) if large_prime else n
-        passes = 3 if large_prime else 1
+        p = max(prime_factors(n), default=1)
+        large_prime = p > BLUESTEIN_PRIME
+        flops = 5.0 * n * math.log2(max(n, 2))
+        if large_prime:
+            slowdown = next(f for limit, f in PRIME_SLOWDOWN if p <= limit)
+            flops += (n // p) * 5.0 * p * math.log2(p) * (slowdown - 1.0)
         work = Work(
-            launches=2,  # pack to complex, unpack
+            launches=2,  # pack to complex, unpack (skipped at the root, where the plan calls the library directly)
             fft_calls=1,
-            fft_flops=passes * 5.0 * effective * math.log2(max(effective, 2)) * b,
-            bytes=(2 + 2 * passes) * 2 * n * b * size,
+            fft_flops=flops * b,
+            bytes=4 * 2 * n * b * size,
         )
         error = ERROR_C[problem.precision] * UNIT_ROUNDOFF[problem.precision] * log_growth(n)
-        p = max(prime_factors(n), default=1)
         error *= LARGE_PRIME_GAIN if large_prime else 1.0 + (PRIME_PASS_SLOPE * math.sqrt(p) if p > 7 else 0.0)
         return self.node(problem, planner, work, error)
 
