@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 
 import numpy as np
@@ -59,7 +58,7 @@ def main():
         key = (r["precision"], r["strategy"])
         if key not in worst or r["ratio"] > worst[key]["ratio"]:
             worst[key] = r
-    print(f"| precision | strategy | worst at batch×n | measured | predicted | ratio |\n|---|---|---|---|---|---|")
+    print("| precision | strategy | worst at batch×n | measured | predicted | ratio |\n|---|---|---|---|---|---|")
     for (precision, strategy), r in worst.items():
         print(f"| {precision} | `{strategy}` | {r['batch']}×{r['n']} | {r['error']:.2e} | {r['predicted']:.2e} "
               f"| {r['ratio']:.2f} |")

@@ -8,7 +8,6 @@ re-planning (the LRU is filled outside its lock and re-checked after, as pocketf
 
 from __future__ import annotations
 
-import functools
 import math
 import threading
 import time
@@ -20,13 +19,13 @@ from trnplan import config
 from trnplan.backends import get_backend
 from trnplan.errors import BackendUnavailable, NotSupportedYet, PlanningError
 from trnplan.planner.native import NativeFFT
-from trnplan.planner.planner import CHOSEN, Candidate, Planner
+from trnplan.planner.planner import CHOSEN, Planner
 from trnplan.planner.node import PlanNode
 from trnplan.planner.registry import solver_names
 from trnplan.planner.spec import Spec, parse_strategy
 from trnplan.problem import EFFORTS, FUTURE_PRECISIONS, Problem
 
-__all__ = ["Plan", "plan_many", "clear_plan_cache", "plan_cache_info"]
+__all__ = ["Plan", "PlanModule", "plan_many", "clear_plan_cache", "plan_cache_info"]
 
 
 class PlanModule(torch.nn.Module):
@@ -72,10 +71,7 @@ class Plan:
         self._flat = (problem.batch, problem.n)
         # (shape, dtype, device) signatures already validated: repeated calls skip the checks
         self._accepted: set = set()
-        self._native = None
-        if isinstance(module.root, NativeFFT):  # call the library directly with the real norm
-            self._native = functools.partial(torch.fft.ifft if problem.inverse else torch.fft.fft,
-                                             dim=-1, norm=problem.norm)
+        self._native = module.root.library_call(problem.norm) if isinstance(module.root, NativeFFT) else None
 
     # ------------------------------------------------------------------ running
     def execute(self, x):
@@ -222,7 +218,7 @@ def render_explain(plan: Plan) -> str:
         f"  digest     {p.digest()}",
         f"  origin     {origin}{forced}",
         f"  runs       eager torch on {plan.device} (no compiled artifact in this version)",
-        f"  backend    " + ", ".join(f"{k} {v}" for k, v in plan.fingerprint.items()),
+        "  backend    " + ", ".join(f"{k} {v}" for k, v in plan.fingerprint.items()),
         f"  tree       {tree}",
         f"  predicted  {_time(tree.time_us)}, {_si(tree.flops)} flop, {_si(tree.bytes)}B moved, "
         f"{tree.launches:.0f} ops; relative L2 error ≤ {tree.error:.1e} (bound {plan.tol:.0e})",
@@ -401,7 +397,7 @@ def _build_plan(problem: Problem, spec: Spec | None, dev: torch.device, tol: flo
     t0 = time.perf_counter()
     try:
         tree, candidates = planner.search(problem, spec)
-    except PlanningError as exc:
+    except PlanningError as exc:  # re-raised here: the recursion's traceback says nothing the message doesn't
         raise PlanningError(str(exc)) from None
     module = PlanModule(planner.lower(tree, problem, dev), problem.scale)
     planning_ms = (time.perf_counter() - t0) * 1e3
@@ -409,5 +405,3 @@ def _build_plan(problem: Problem, spec: Spec | None, dev: torch.device, tol: flo
                 strategy=str(spec) if spec else None, tol=planner.tol(problem),
                 profile_name=backend.profile.name, searches=planner.searches)
 
-
-__all__ += ["Candidate", "PlanModule"]

@@ -15,7 +15,7 @@ import torch
 
 from trnplan.kernels import cmul, twiddle_table
 from trnplan.planner.accuracy import UNIT_ROUNDOFF, log_growth
-from trnplan.planner.cost import Work, cmul_work, copy, elementwise
+from trnplan.planner.cost import cmul_work, copy, elementwise
 from trnplan.planner.solver import Solver, is_power_of_two, itemsize
 
 #: error constant c of c·u·√log2(n): measured ratios reached 0.67 (fp32) and 1.50 (fp64) in

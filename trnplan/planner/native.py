@@ -7,6 +7,7 @@ candidate priced with transfer and dispatch (the Trainium backend issue).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -42,14 +43,18 @@ class NativeFFT(torch.nn.Module):
         super().__init__()
         self.n, self.inverse = n, inverse
 
-    def forward_complex(self, z: torch.Tensor, norm: str | None = None) -> torch.Tensor:
-        """The transform of a complex tensor; unscaled unless a torch.fft ``norm`` is given."""
-        if self.inverse:
-            return torch.fft.ifft(z, dim=-1, norm=norm or "forward")  # "forward": inverse unscaled
-        return torch.fft.fft(z, dim=-1, norm=norm or "backward")
+    def library_call(self, norm: str | None = None):
+        """The torch.fft function for this node, unscaled unless a torch.fft ``norm`` is given.
+
+        A plan whose root is this node calls it directly on complex input with the user's norm,
+        skipping the split into (re, im) and back.
+        """
+        fn = torch.fft.ifft if self.inverse else torch.fft.fft
+        unscaled = "forward" if self.inverse else "backward"  # torch.fft's name for "no 1/n here"
+        return functools.partial(fn, dim=-1, norm=norm or unscaled)
 
     def forward(self, re: torch.Tensor, im: torch.Tensor):
-        y = self.forward_complex(torch.complex(re, im))
+        y = self.library_call()(torch.complex(re, im))
         return y.real, y.imag
 
 
