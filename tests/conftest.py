@@ -32,9 +32,14 @@ def reference(x: np.ndarray, inverse: bool, norm: str = "backward") -> np.ndarra
 
 
 @pytest.fixture(autouse=True)
-def _fresh_plan_cache():
-    """Tests that count cache hits start from an empty in-process plan cache."""
+def _fresh_plan_cache(tmp_path, monkeypatch):
+    """Every test starts from an empty in-process plan cache and its own empty on-disk cache,
+    so no test sees another's wisdom and nothing is written to the user's ~/.cache."""
     import trnplan
 
+    monkeypatch.setenv("TRNPLAN_CACHE_DIR", str(tmp_path / "trnplan-cache"))
+    monkeypatch.delenv("TRNPLAN_WISDOM_ONLY", raising=False)
+    monkeypatch.delenv("TRNPLAN_TRUST_CACHE", raising=False)
     trnplan.clear_plan_cache()
     yield
+    trnplan.clear_plan_cache()

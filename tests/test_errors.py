@@ -189,7 +189,7 @@ def test_multicore_not_supported_yet(cores):
         plan_many(8, cores=cores)
 
 
-@pytest.mark.parametrize("effort", ["measure", "patient", "wisdom_only"])
+@pytest.mark.parametrize("effort", ["measure", "patient"])
 def test_planning_efforts_not_supported_yet(effort):
     with pytest.raises(NotSupportedYet, match=rf"effort='{effort}' is not built yet .*use effort='estimate'"):
         plan_many(8, effort=effort)

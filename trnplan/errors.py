@@ -15,3 +15,7 @@ class NotSupportedYet(TrnplanError, NotImplementedError):
 
 class BackendUnavailable(TrnplanError, RuntimeError):
     """The requested device kind exists in trnplan's design but cannot run on this machine."""
+
+
+class WisdomMiss(TrnplanError, LookupError):
+    """``effort="wisdom_only"`` (or ``TRNPLAN_WISDOM_ONLY=1``) and the cache has no answer."""

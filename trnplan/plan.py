@@ -17,29 +17,17 @@ import torch
 
 from trnplan import config
 from trnplan.backends import get_backend
+from trnplan.cache import PlanCache, default_cache
+from trnplan.cache.provide import provide
 from trnplan.errors import BackendUnavailable, NotSupportedYet, PlanningError
 from trnplan.planner.native import NativeFFT
-from trnplan.planner.planner import CHOSEN, Planner
+from trnplan.planner.planner import CHOSEN, PlanModule
 from trnplan.planner.node import PlanNode
 from trnplan.planner.registry import solver_names
 from trnplan.planner.spec import Spec, parse_strategy
 from trnplan.problem import EFFORTS, FUTURE_PRECISIONS, Problem
 
 __all__ = ["Plan", "PlanModule", "plan_many", "clear_plan_cache", "plan_cache_info"]
-
-
-class PlanModule(torch.nn.Module):
-    """The whole transform as one module on split tensors: the tree's root, then ``norm``'s scale."""
-
-    def __init__(self, root: torch.nn.Module, scale: float):
-        super().__init__()
-        self.root, self.scale = root, scale
-
-    def forward(self, re: torch.Tensor, im: torch.Tensor):
-        yr, yi = self.root(re, im)
-        if self.scale != 1.0:
-            yr, yi = yr * self.scale, yi * self.scale
-        return yr, yi
 
 
 class Plan:
@@ -60,18 +48,22 @@ class Plan:
     """
 
     def __init__(self, problem: Problem, tree: PlanNode, candidates, module: PlanModule,
-                 device: torch.device, *, planning_ms: float, strategy: str | None, tol: float,
-                 profile_name: str, searches: int):
+                 device: torch.device, *, provenance, runner=None, strategy: str | None, tol: float,
+                 profile_name: str):
         self.problem, self.tree, self.candidates = problem, tree, tuple(candidates)
         self.module, self.device = module, device
-        self.planning_ms, self.strategy, self.tol = planning_ms, strategy, tol
-        self.profile_name, self.searches = profile_name, searches
-        self.fingerprint = get_backend(problem.device).fingerprint()
+        self.provenance, self.strategy, self.tol = provenance, strategy, tol
+        self.profile_name = profile_name
+        # a compiled artifact runs the whole transform (norm included); the eager module stays
+        # for autograd, which an AOT/NEFF artifact does not carry
+        self._runner = runner
         self.cache_hits = 0
         self._flat = (problem.batch, problem.n)
         # (shape, dtype, device) signatures already validated: repeated calls skip the checks
         self._accepted: set = set()
-        self._native = module.root.library_call(problem.norm) if isinstance(module.root, NativeFFT) else None
+        self._native = None
+        if runner is None and isinstance(module.root, NativeFFT):
+            self._native = module.root.library_call(problem.norm)
 
     # ------------------------------------------------------------------ running
     def execute(self, x):
@@ -110,12 +102,12 @@ class Plan:
             if self._native is not None:
                 y = self._native(z)
             else:
-                yr, yi = self.module(z.real, z.imag)
+                yr, yi = self._split_module(x)(z.real, z.imag)
                 y = torch.complex(yr, yi)
             return y if flat else y.reshape(x.shape)
         if isinstance(x, (tuple, list)):
             re, im = self._check_pair(x)
-            yr, yi = self.module(re.reshape(self._flat), im.reshape(self._flat))
+            yr, yi = self._split_module(re, im)(re.reshape(self._flat), im.reshape(self._flat))
             return yr.reshape(re.shape), yi.reshape(im.shape)
         raise TypeError(
             f"execute() takes a {p.dtype} tensor of shape (..., {', '.join(map(str, p.shape))}) or a "
@@ -123,6 +115,12 @@ class Plan:
         )
 
     __call__ = execute
+
+    def _split_module(self, *inputs):
+        """The compiled artifact, unless a gradient is needed (artifacts carry no autograd)."""
+        if self._runner is None or (torch.is_grad_enabled() and any(t.requires_grad for t in inputs)):
+            return self.module
+        return self._runner
 
     def _accept(self, signature) -> None:
         if len(self._accepted) < 64:  # bounded: a plan sees few distinct layouts
@@ -208,17 +206,31 @@ def _node_line(node: PlanNode) -> str:
 
 
 def render_explain(plan: Plan) -> str:
-    p, tree = plan.problem, plan.tree
-    origin = f"planned now in {plan.planning_ms:.1f} ms ({plan.searches} sub-problem searches, effort estimate)"
+    p, tree, pv = plan.problem, plan.tree, plan.provenance
+    if pv.origin == "wisdom hit":
+        origin = f"wisdom hit in {pv.cache_path} (key {pv.wisdom_key}), loaded in {pv.planning_ms:.1f} ms"
+    else:
+        origin = f"planned now in {pv.planning_ms:.1f} ms ({pv.searches} sub-problem searches, effort estimate)"
+        origin += f"; stored as {pv.wisdom_key}" if pv.wisdom_key else " (no plan cache)"
     if plan.cache_hits:
         origin += f"; returned from the in-process plan cache {plan.cache_hits} time(s) since"
     forced = f", strategy forced: {plan.strategy}" if plan.strategy else ""
+    if pv.artifact == "artifact hit":
+        runs = (f"{pv.compile_mode} artifact {pv.artifact_key} ({pv.artifact_bytes / 1e6:.2f} MB) loaded in "
+                f"{pv.load_ms:.1f} ms, no compile: {pv.compile_s:.1f} s of compile saved")
+    elif pv.artifact == "compiled now":
+        runs = (f"{pv.compile_mode} artifact compiled now in {pv.compile_s:.1f} s "
+                f"({pv.artifact_bytes / 1e6:.2f} MB, batch {'dynamic' if pv.dynamic_batch else 'static'})"
+                + (f", stored as {pv.artifact_key}" if pv.cache_path else ""))
+    else:
+        runs = f"eager torch on {plan.device}; compile {pv.compile_mode!r}: {pv.compile_reason}"
     lines = [
         f"trnplan plan — {p.describe()}",
         f"  digest     {p.digest()}",
         f"  origin     {origin}{forced}",
-        f"  runs       eager torch on {plan.device} (no compiled artifact in this version)",
-        "  backend    " + ", ".join(f"{k} {v}" for k, v in plan.fingerprint.items()),
+        *([f"  note       {pv.fingerprint_note}"] if pv.fingerprint_note else []),
+        f"  runs       {runs}",
+        "  backend    " + ", ".join(f"{k} {v}" for k, v in pv.fingerprint.items()),
         f"  tree       {tree}",
         f"  predicted  {_time(tree.time_us)}, {_si(tree.flops)} flop, {_si(tree.bytes)}B moved, "
         f"{tree.launches:.0f} ops; relative L2 error ≤ {tree.error:.1e} (bound {plan.tol:.0e})",
@@ -244,6 +256,7 @@ def render_explain(plan: Plan) -> str:
 
 # ---------------------------------------------------------------------- plan_many
 _LRU: OrderedDict = OrderedDict()
+_DEFAULT_CACHE = object()  # sentinel: the process-wide default plan cache
 _LRU_LOCK = threading.Lock()
 
 
@@ -273,9 +286,9 @@ def _check_supported(problem: Problem, effort: str) -> None:
         raise NotSupportedYet(f"cores={problem.cores} is not built yet (the multicore issue); use cores=1")
     if effort not in EFFORTS:
         raise ValueError(f"effort must be one of {', '.join(map(repr, EFFORTS))}; got {effort!r}")
-    if effort != "estimate":
-        raise NotSupportedYet(f"effort={effort!r} is not built yet (measured planning and the plan cache "
-                              f"issues); use effort='estimate'")
+    if effort not in ("estimate", "wisdom_only"):
+        raise NotSupportedYet(f"effort={effort!r} is not built yet (the measured-planning issue); "
+                              f"use effort='estimate' (or 'wisdom_only' to load precompiled plans)")
 
 
 def _resolve_device(problem: Problem, device) -> torch.device:
@@ -306,6 +319,8 @@ def plan_many(
     strategy: str | None = None,
     effort: str = "estimate",
     tol: float | None = None,
+    cache=_DEFAULT_CACHE,
+    compile: str = "auto",
 ) -> Plan:
     """Plan ``batch`` transforms of ``shape`` and return a ready :class:`Plan`.
 
@@ -372,14 +387,21 @@ def plan_many(
         raise ValueError(f"tol must be a positive float (a relative L2 error bound), got {tol!r}")
     dev = _resolve_device(problem, device)
     spec = parse_strategy(strategy, solver_names()) if strategy is not None else None
-    key = (problem.digest(), str(spec) if spec else None, str(dev), tol)
+    cache = default_cache() if cache is _DEFAULT_CACHE else cache
+    if cache is not None and not isinstance(cache, PlanCache):
+        raise TypeError(f"cache must be a trnplan.cache.PlanCache or None, got {type(cache).__name__}")
+    if compile not in ("auto", "eager", "aot", "neuron"):
+        raise ValueError(f"compile must be 'auto', 'eager', 'aot' or 'neuron'; got {compile!r}")
+    wisdom_only = effort == "wisdom_only" or config.wisdom_only()
+    key = (problem.digest(), str(spec) if spec else None, str(dev), tol,
+           str(cache.path) if cache is not None else None, compile)
     with _LRU_LOCK:
         plan = _LRU.get(key)
         if plan is not None:
             _LRU.move_to_end(key)
             plan.cache_hits += 1
             return plan
-    plan = _build_plan(problem, spec, dev, tol)
+    plan = _build_plan(problem, spec, dev, tol, cache, compile, wisdom_only)
     with _LRU_LOCK:  # another thread may have built the same plan meanwhile: keep the first
         existing = _LRU.get(key)
         if existing is not None:
@@ -391,17 +413,12 @@ def plan_many(
     return plan
 
 
-def _build_plan(problem: Problem, spec: Spec | None, dev: torch.device, tol: float | None) -> Plan:
-    backend = get_backend(problem.device)
-    planner = Planner(backend, tol=tol)
-    t0 = time.perf_counter()
+def _build_plan(problem: Problem, spec: Spec | None, dev: torch.device, tol: float | None, cache,
+                compile: str, wisdom_only: bool) -> Plan:
     try:
-        tree, candidates = planner.search(problem, spec)
+        got = provide(problem, spec, dev, tol, cache, compile, wisdom_only)
     except PlanningError as exc:  # re-raised here: the recursion's traceback says nothing the message doesn't
         raise PlanningError(str(exc)) from None
-    module = PlanModule(planner.lower(tree, problem, dev), problem.scale)
-    planning_ms = (time.perf_counter() - t0) * 1e3
-    return Plan(problem, tree, candidates, module, dev, planning_ms=planning_ms,
-                strategy=str(spec) if spec else None, tol=planner.tol(problem),
-                profile_name=backend.profile.name, searches=planner.searches)
-
+    return Plan(problem, got.tree, got.candidates, got.module, dev, provenance=got.provenance, runner=got.runner,
+                strategy=str(spec) if spec else None, tol=got.tol,
+                profile_name=get_backend(problem.device).profile.name)

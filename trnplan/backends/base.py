@@ -30,6 +30,35 @@ class Backend:
     def torch_device(self, device) -> torch.device:
         return torch.device(device)
 
+    # ------------------------------------------------------------------ artifacts
+    #: the artifact kinds this backend can build, besides "eager" (none)
+    artifact_modes: tuple[str, ...] = ("aot",)
+
+    def resolve_compile(self, compile: str) -> tuple[str, str]:
+        """(mode, why) for ``plan_many(compile=...)``: "auto" picks per backend."""
+        if compile == "auto":
+            return self.auto_compile()
+        if compile != "eager" and compile not in self.artifact_modes:
+            known = ", ".join(("auto", "eager", *self.artifact_modes))
+            raise ValueError(f"compile={compile!r} is not available on {self.kind}; use one of {known}")
+        return compile, "asked for"
+
+    def auto_compile(self) -> tuple[str, str]:
+        return "eager", "no artifact kind pays on this backend"
+
+    def build_artifact(self, module, example, mode: str) -> tuple[bytes, dict]:
+        """Compile a lowered module to artifact bytes; returns (bytes, facts about it)."""
+        from trnplan.backends import artifacts
+
+        data, dynamic = artifacts.aot_compile(module, example)
+        return data, {"dynamic_batch": dynamic}
+
+    def load_artifact(self, data: bytes, mode: str, device: torch.device):
+        """A callable (re, im) -> (re, im) running the artifact, without recompiling."""
+        from trnplan.backends import artifacts
+
+        return artifacts.AOTRunner(data, device)
+
     def fingerprint(self) -> dict:
-        """Facts a plan depends on; the on-disk cache keys wisdom and artifacts on them."""
-        return {"kind": self.kind, "torch": torch.__version__, "machine": platform.machine()}
+        """Facts a plan or an artifact depends on; the plan cache keys wisdom and artifacts on them."""
+        return {"machine": platform.machine()}

@@ -34,6 +34,31 @@ class CPUBackend(Backend):
     def has_native_fft(self, precision: str) -> bool:
         return precision in ("fp32", "fp64")
 
+    def auto_compile(self):
+        # bench/cache.py: on this CPU an AOTInductor package ran no faster than eager torch for
+        # the GEMM and native plans (../shared/FACTS.md saw the same), and costs 10–40 s to build
+        return "eager", "on the CPU an AOTInductor artifact measured no faster than eager (docs/benchmarks.md)"
+
     def fingerprint(self) -> dict:
-        return {**super().fingerprint(), "threads": torch.get_num_threads(),
-                "torch_isa": torch.backends.cpu.get_cpu_capability()}
+        # thread count is not a fact the plan depends on (only its speed): left out, so that
+        # changing OMP_NUM_THREADS does not invalidate precompiled plans
+        return {**super().fingerprint(), "torch_isa": torch.backends.cpu.get_cpu_capability(),
+                "cpu_flags": cpu_flags()}
+
+
+#: ISA extensions an AOTInductor artifact may be compiled for
+_ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16",
+              "asimd", "sve")
+
+
+def cpu_flags() -> str:
+    """The ISA flags of /proc/cpuinfo that compiled code can depend on ("" where unreadable)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("flags", "Features")):
+                    present = set(line.split(":", 1)[1].split())
+                    return " ".join(flag for flag in _ISA_FLAGS if flag in present)
+    except OSError:
+        pass
+    return ""

@@ -37,6 +37,11 @@ class CUDABackend(Backend):
     def has_native_fft(self, precision: str) -> bool:
         return precision in ("fp32", "fp64")
 
+    def auto_compile(self):
+        # Inductor fuses the elementwise twiddle and transpose work into GEMM epilogues on CUDA
+        # (../shared/FACTS.md); not measured on a GPU by trnplan yet
+        return "aot", "on CUDA, Inductor fuses the twiddle and transpose work (not yet measured here)"
+
     def fingerprint(self) -> dict:
         fp = super().fingerprint()
         if torch.cuda.is_available():

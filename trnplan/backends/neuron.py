@@ -8,6 +8,7 @@ project's trn1 measurements; none of this has run on Trainium in this version.
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 
 from trnplan.backends.base import Backend
@@ -37,3 +38,27 @@ class NeuronBackend(Backend):
 
     def has_native_fft(self, precision: str) -> bool:
         return False  # aten::fft_* is unsupported by neuronx-cc
+
+    artifact_modes = ("neuron",)
+
+    def auto_compile(self):
+        return "neuron", "a NEFF is the only way to run on a NeuronCore"
+
+    def build_artifact(self, module, example, mode):
+        from trnplan.backends import artifacts
+
+        return artifacts.neuron_compile(module, example), {"dynamic_batch": False}
+
+    def load_artifact(self, data, mode, device):
+        from trnplan.backends import artifacts
+
+        return artifacts.TorchScriptRunner(data)
+
+    def fingerprint(self) -> dict:
+        fp = super().fingerprint()
+        for dist in ("neuronx-cc", "torch-neuronx"):
+            try:
+                fp[dist] = importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                fp[dist] = "absent"
+        return fp

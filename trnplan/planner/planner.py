@@ -12,6 +12,7 @@ its children constrain the children; anything left free is searched as usual.
 from __future__ import annotations
 
 import attrs
+import torch
 
 from trnplan.errors import PlanningError
 from trnplan.planner.accuracy import DEFAULT_TOL
@@ -152,3 +153,21 @@ class Planner:
 
         ctx = BuildContext(dtype=problem.real_dtype, device=device, precision=problem.precision, build=build)
         return build(node)
+
+    def lower_plan(self, node: PlanNode, problem, device) -> "PlanModule":
+        """The whole transform as one module: the lowered tree, then ``problem``'s norm scale."""
+        return PlanModule(self.lower(node, problem, device), problem.scale)
+
+
+class PlanModule(torch.nn.Module):
+    """The whole transform as one module on split tensors: the tree's root, then ``norm``'s scale."""
+
+    def __init__(self, root: torch.nn.Module, scale: float):
+        super().__init__()
+        self.root, self.scale = root, scale
+
+    def forward(self, re: torch.Tensor, im: torch.Tensor):
+        yr, yi = self.root(re, im)
+        if self.scale != 1.0:
+            yr, yi = yr * self.scale, yi * self.scale
+        return yr, yi

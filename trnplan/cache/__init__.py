@@ -1,0 +1,47 @@
+"""The on-disk plan cache: wisdom (plan trees as JSON) and compiled artifacts, keyed by fingerprint.
+
+See docs/cache.md. The process-wide default is :func:`default_cache` (at ``$TRNPLAN_CACHE_DIR``
+or ``~/.cache/trnplan``); ``plan_many(..., cache=PlanCache(path))`` overrides it per call and
+``cache=None`` bypasses it; :func:`set_default_cache` overrides it for the process.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from trnplan.cache.fingerprint import diff, fingerprint, fingerprint_digest
+from trnplan.cache.store import CacheWarning, PlanCache, UntrustedCacheError, default_cache_dir
+
+_UNSET = object()
+_override = _UNSET
+_instances: dict = {}
+_lock = threading.Lock()
+
+
+def default_cache() -> PlanCache | None:
+    """The process-wide cache: the one set with :func:`set_default_cache`, else the one at
+    :func:`default_cache_dir` (re-read each call, so changing ``TRNPLAN_CACHE_DIR`` takes effect)."""
+    if _override is not _UNSET:
+        return _override
+    path = default_cache_dir()
+    with _lock:
+        cache = _instances.get(path)
+        if cache is None:
+            cache = _instances[path] = PlanCache(path)
+        return cache
+
+
+def set_default_cache(cache) -> None:
+    """Use ``cache`` (a :class:`PlanCache`, or ``None`` for no cache) as the process default;
+    ``set_default_cache("env")`` goes back to the directory named by the environment."""
+    global _override
+    if cache == "env":
+        _override = _UNSET
+    elif cache is None or isinstance(cache, PlanCache):
+        _override = cache
+    else:
+        raise TypeError(f"set_default_cache takes a PlanCache, None or 'env'; got {type(cache).__name__}")
+
+
+__all__ = ["CacheWarning", "PlanCache", "UntrustedCacheError", "default_cache", "default_cache_dir", "diff",
+           "fingerprint", "fingerprint_digest", "set_default_cache"]

@@ -1,0 +1,214 @@
+"""From a problem to a ready tree, module and artifact, through the plan cache.
+
+The protocol, per problem (FFTW's wisdom, plus artifacts):
+
+1. Look the wisdom up under (problem digest, fingerprint digest, strategy/tol). A record that
+   does not parse, or whose tree does not lower, is forgotten with a warning ("bogus wisdom is
+   forgotten and re-planned, never trusted").
+2. On a miss, look for the same problem under *other* fingerprints and report which fields
+   differ (a warning, and a line in explain()). With ``wisdom_only`` a miss is an error that
+   names the problem, the cache directory and those differences. Otherwise plan now.
+3. Lower the tree to its eager module (always: it also serves autograd and the pair form).
+4. For an artifact mode, load the artifact if the record names it and its sha256 matches;
+   otherwise compile (never under ``wisdom_only``), store with first-writer-wins, and load what
+   was stored, so concurrent processes run the same bytes.
+5. Store the record (first writer wins) or add the new artifact to it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import warnings
+
+import attrs
+import torch
+
+from trnplan.backends import get_backend
+from trnplan.backends.artifacts import example_inputs
+from trnplan.cache.fingerprint import diff, fingerprint, fingerprint_digest
+from trnplan.cache.store import WISDOM_FORMAT, CacheWarning, PlanCache
+from trnplan.errors import WisdomMiss
+from trnplan.planner.node import PlanNode
+from trnplan.planner.planner import Candidate, Planner
+
+
+@attrs.define
+class Provenance:
+    """Where a plan came from, for explain() and tests."""
+
+    origin: str = "planned now"  # "planned now" | "wisdom hit"
+    planning_ms: float = 0.0
+    searches: int = 0
+    cache_path: str | None = None
+    wisdom_key: str | None = None
+    fingerprint: dict = attrs.Factory(dict)
+    fingerprint_note: str | None = None
+    compile_mode: str = "eager"
+    compile_reason: str = ""
+    artifact: str | None = None  # "compiled now" | "artifact hit" | None
+    artifact_key: str | None = None
+    artifact_bytes: int = 0
+    compile_s: float = 0.0
+    load_ms: float = 0.0
+    dynamic_batch: bool | None = None
+
+
+@attrs.frozen
+class Provided:
+    tree: PlanNode
+    candidates: tuple
+    module: torch.nn.Module
+    runner: object | None
+    provenance: Provenance
+    tol: float
+
+
+def variant_digest(spec, tol) -> str:
+    return hashlib.sha256(json.dumps([str(spec) if spec else None, tol]).encode()).hexdigest()[:8]
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, CacheWarning, stacklevel=5)
+
+
+def _candidates_to_json(candidates) -> list:
+    return [{"solver": c.solver, "verdict": c.verdict, "reason": c.reason,
+             "time_us": c.node.time_us if c.node else None, "error": c.node.error if c.node else None}
+            for c in candidates]
+
+
+def _candidates_from_json(items) -> tuple:
+    out = []
+    for item in items or ():
+        node = None
+        if item.get("time_us") is not None:  # a stand-in node carrying the predicted numbers
+            node = PlanNode(item["solver"], 0, 0, time_us=item["time_us"], error=item["error"])
+        out.append(Candidate(item["solver"], item["verdict"], item.get("reason", ""), node))
+    return tuple(out)
+
+
+def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, compile: str,
+            wisdom_only: bool) -> Provided:
+    backend = get_backend(problem.device)
+    planner = Planner(backend, tol=tol)
+    mode, mode_reason = backend.resolve_compile(compile)
+    fp = fingerprint(problem.device)
+    fpd = fingerprint_digest(fp)
+    prov = Provenance(fingerprint=fp, compile_mode=mode, compile_reason=mode_reason,
+                      cache_path=str(cache.path) if cache is not None else None)
+    key = f"wisdom:{problem.digest()}:{fpd}:{variant_digest(spec, tol)}"
+    t0 = time.perf_counter()
+
+    # 1. wisdom
+    record = cache.get_wisdom(key) if cache is not None else None
+    tree = module = None
+    if record is not None:
+        try:
+            tree = PlanNode.from_dict(record["tree"])
+            module = planner.lower_plan(tree, problem, device)
+        except Exception as exc:  # noqa: BLE001 - any failure means the record cannot be trusted
+            _warn(f"plan cache {cache.path}: wisdom {key!r} does not describe a valid plan ({exc}); "
+                  f"forgetting it and re-planning")
+            cache._delete(key)
+            record = tree = module = None
+    if record is not None:
+        prov.origin, prov.wisdom_key = "wisdom hit", key
+        candidates = _candidates_from_json(record.get("candidates"))
+        cache.count("wisdom_hits")
+    else:
+        # 2. miss: explain it, then plan (or refuse)
+        note = None
+        if cache is not None:
+            cache.count("wisdom_misses")
+            others = [r for r in cache.wisdom_for_problem(problem.digest()) if r.get("fingerprint") != fp]
+            if others:
+                nearest = min((diff(r["fingerprint"], fp) for r in others), key=len)
+                note = "stored wisdom for this problem has another fingerprint: " + "; ".join(nearest)
+        if wisdom_only:
+            where = f"the plan cache at {cache.path}" if cache is not None else "no plan cache (cache=None)"
+            raise WisdomMiss(
+                f"effort='wisdom_only' (or TRNPLAN_WISDOM_ONLY=1): no stored plan for {problem.describe()} "
+                f"[digest {problem.digest()}, strategy {str(spec) if spec else 'none'}, tol {tol}] in {where}"
+                + (f"; {note}" if note else "; no entry for this problem under any fingerprint")
+                + ". Precompile it (trnplan precompile MANIFEST --cache-dir DIR) or plan with effort='estimate'"
+            )
+        if note:
+            prov.fingerprint_note = note + " (re-planned)"
+            _warn(f"plan cache {cache.path}: {note}; re-planning")
+        tree, candidates = planner.search(problem, spec)
+        module = planner.lower_plan(tree, problem, device)
+        prov.searches = planner.searches
+    prov.planning_ms = (time.perf_counter() - t0) * 1e3
+
+    # 4. artifact
+    runner = None
+    artifacts = dict(record.get("artifacts", {})) if record is not None else {}
+    if mode != "eager":
+        runner, entry = _artifact(problem, tree, module, device, backend, mode, fpd, cache, artifacts.get(mode),
+                                  wisdom_only, prov)
+        if entry is not None:
+            artifacts[mode] = entry
+        else:
+            prov.compile_mode = "eager"
+    # 5. store
+    if cache is not None and (record is None or artifacts != record.get("artifacts", {})):
+        new = {
+            "format": WISDOM_FORMAT, "problem": problem.to_dict(), "fingerprint": fp, "tree": tree.to_dict(),
+            "strategy": str(spec) if spec else None, "tol": tol, "planning_ms": prov.planning_ms,
+            "candidates": _candidates_to_json(candidates), "artifacts": artifacts, "created": time.time(),
+        }
+        if record is None:
+            cache.add_wisdom(key, new)
+        else:
+            cache.update_wisdom(key, {**record, "artifacts": artifacts})
+        prov.wisdom_key = key
+    return Provided(tree, tuple(candidates), module, runner, prov, planner.tol(problem))
+
+
+def _artifact(problem, tree, module, device, backend, mode, fpd, cache, entry, wisdom_only, prov):
+    """(runner, record entry) for the artifact of ``tree``; (None, None) if it cannot be had."""
+    akey = "artifact:" + hashlib.sha256((problem.digest() + tree.digest()).encode()).hexdigest()[:16] + f":{fpd}:{mode}"
+    prov.artifact_key = akey
+    data = None
+    if cache is not None and entry is not None and entry.get("key") == akey:
+        cache.check_trusted()
+        data = cache.get_artifact(akey, entry.get("sha256", ""))
+        if data is not None:
+            prov.artifact, prov.compile_s = "artifact hit", float(entry.get("compile_s", 0.0))
+            prov.dynamic_batch = entry.get("dynamic_batch")
+            cache.count("artifact_hits")
+            cache.count("compile_seconds_saved", prov.compile_s)
+    if data is None:
+        if wisdom_only:
+            raise WisdomMiss(
+                f"effort='wisdom_only' (or TRNPLAN_WISDOM_ONLY=1): the plan for {problem.describe()} is stored "
+                f"but its {mode} artifact {akey} is missing or damaged in "
+                f"{cache.path if cache is not None else 'no cache'}; precompile it again"
+            )
+        example = example_inputs(problem.batch, problem.n, problem.real_dtype, device)
+        t0 = time.perf_counter()
+        try:
+            data, facts = backend.build_artifact(module, example, mode)
+        except Exception as exc:  # noqa: BLE001 - a plan that does not compile still runs eagerly
+            _warn(f"could not build the {mode} artifact for {tree} ({type(exc).__name__}: {exc}); running eagerly")
+            prov.compile_reason = f"{mode} failed to build ({type(exc).__name__}); eager instead"
+            return None, None
+        prov.compile_s = time.perf_counter() - t0
+        prov.artifact, prov.dynamic_batch = "compiled now", facts.get("dynamic_batch")
+        if cache is not None:
+            cache.check_trusted()
+            data = cache.add_artifact(akey, data)  # another process may have won: run its bytes
+            cache.count("compiles")
+            cache.count("compile_seconds", prov.compile_s)
+        entry = {"key": akey, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
+                 "compile_s": prov.compile_s, "dynamic_batch": prov.dynamic_batch}
+    t0 = time.perf_counter()
+    runner = backend.load_artifact(data, mode, device)
+    prov.load_ms = (time.perf_counter() - t0) * 1e3
+    prov.artifact_bytes = len(data)
+    return runner, entry
+
+
+__all__ = ["Provenance", "Provided", "provide"]

@@ -1,0 +1,336 @@
+"""PlanCache: the on-disk wisdom and artifact stores (diskcache, JSON and bytes only).
+
+Layout: one diskcache directory holding string keys of three kinds:
+
+``wisdom:<problem digest>:<fingerprint digest>:<strategy/tol digest>``
+    a JSON text record: the problem, the fingerprint, the PlanNode tree, how it was planned,
+    and, when compiled, the artifact's key, mode, sha256, size and compile seconds.
+``artifact:<sha of problem+tree>:<fingerprint digest>:<mode>``
+    the compiled artifact's bytes (AOTInductor ``.pt2``, TorchScript holding a NEFF).
+``stats:<name>``
+    process-safe counters (hits, misses, compiles, compile seconds saved).
+
+Safety rules, each tested in tests/test_cache.py:
+
+* **No pickle.** Values are ``str`` or ``bytes`` only; the Disk subclass refuses to store
+  anything else and refuses to *read* a pickled entry (a foreign or tampered database could
+  hold one), so opening a cache never executes code from it.
+* **Artifacts are checked.** An artifact whose sha256 differs from its wisdom record is
+  rejected (warning), deleted and rebuilt.
+* **Faults degrade, never crash.** A cache that cannot be opened, read or written (garbled or
+  foreign files, a read-only or full disk) produces one :class:`CacheWarning` and the plan is
+  made without it. The only hard error is an *untrusted* directory: a cache that other users
+  can write to is refused for artifacts unless ``TRNPLAN_TRUST_CACHE=1``.
+* **Concurrency.** diskcache is process-safe (SQLite). Work happens outside any lock; stores
+  use ``add`` (first writer wins) and re-read what won, so N processes end with one entry each.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import stat
+import warnings
+from pathlib import Path
+
+import diskcache
+
+from trnplan.errors import TrnplanError
+
+WISDOM_FORMAT = 1
+
+
+class CacheWarning(UserWarning):
+    """The plan cache could not be used as asked; the result is still correct."""
+
+
+class UntrustedCacheError(TrnplanError, PermissionError):
+    """The cache directory can be written by other users; its artifacts are not loaded."""
+
+
+class UnsafeEntry(Exception):
+    """An entry that would need unpickling to read."""
+
+
+class JSONOnlyDisk(diskcache.Disk):
+    """A diskcache Disk that stores and returns only str/bytes/int/float, never pickles."""
+
+    def store(self, value, read, key=diskcache.core.UNKNOWN):
+        if not read and not isinstance(value, (str, bytes, int, float)):
+            raise TypeError(f"the plan cache stores only str/bytes/numbers, not {type(value).__name__}")
+        return super().store(value, read, key=key)
+
+    def fetch(self, mode, filename, value, read):
+        if mode == diskcache.core.MODE_PICKLE:
+            raise UnsafeEntry("refusing to unpickle a plan-cache entry")
+        return super().fetch(mode, filename, value, read)
+
+    def put(self, key):
+        if not isinstance(key, str):
+            raise TypeError("plan-cache keys are strings")
+        return super().put(key)
+
+    def get(self, key, raw):
+        if not raw:
+            raise UnsafeEntry("refusing to unpickle a plan-cache key")
+        return super().get(key, raw)
+
+
+def default_cache_dir() -> Path:
+    """``$TRNPLAN_CACHE_DIR``, else ``$XDG_CACHE_HOME/trnplan``, else ``~/.cache/trnplan``."""
+    env = os.environ.get("TRNPLAN_CACHE_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "trnplan"
+
+
+def _warn(message: str) -> None:
+    warnings.warn(message, CacheWarning, stacklevel=4)
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class PlanCache:
+    """The on-disk plan cache at ``path`` (default :func:`default_cache_dir`).
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        The cache directory; created if missing.
+    size_limit : int, default 2 GiB
+        Bytes kept on disk; least-recently-used entries are evicted beyond it.
+
+    Notes
+    -----
+    Opening is lazy: nothing touches the disk until the first lookup. Every method that fails
+    on a disk or database error warns (:class:`CacheWarning`) and behaves as a miss.
+    """
+
+    def __init__(self, path=None, *, size_limit: int = 2 * 2**30):
+        self.path = Path(path).expanduser() if path is not None else default_cache_dir()
+        self.size_limit = size_limit
+        self._store = None
+        self._broken: str | None = None  # why the cache is unusable, once found out
+        self._readonly = False
+
+    def __repr__(self) -> str:
+        return f"PlanCache({str(self.path)!r})"
+
+    # ------------------------------------------------------------------ opening
+    def _open(self):
+        if self._store is not None or self._broken is not None:
+            return self._store
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            self._store = diskcache.Cache(str(self.path), disk=JSONOnlyDisk, size_limit=self.size_limit,
+                                          eviction_policy="least-recently-used", timeout=30)
+        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
+            self._broken = f"cannot open the plan cache at {self.path} ({type(exc).__name__}: {exc})"
+            _warn(self._broken + "; planning without it")
+        return self._store
+
+    @property
+    def usable(self) -> bool:
+        return self._open() is not None
+
+    def check_trusted(self) -> None:
+        """Raise :class:`UntrustedCacheError` if other users can write the cache directory.
+
+        Artifacts are code (compiled kernels); loading them from a directory another user can
+        write is running that user's code. ``TRNPLAN_TRUST_CACHE=1`` opts in.
+        """
+        if os.environ.get("TRNPLAN_TRUST_CACHE") == "1" or not self.path.exists():
+            return
+        st = self.path.stat()
+        group_or_world = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        other_owner = hasattr(os, "getuid") and st.st_uid != os.getuid()
+        if group_or_world or other_owner:
+            who = "other users" if st.st_mode & stat.S_IWOTH else "its group" if group_or_world else f"uid {st.st_uid}"
+            raise UntrustedCacheError(
+                f"the plan cache {self.path} can be written by {who} (mode {stat.filemode(st.st_mode)}, "
+                f"owner uid {st.st_uid}); its compiled artifacts would run that code. Fix its permissions "
+                f"(chmod go-w), use another TRNPLAN_CACHE_DIR, or set TRNPLAN_TRUST_CACHE=1 to trust it"
+            )
+
+    # ------------------------------------------------------------------ raw access
+    def _get(self, key: str):
+        store = self._open()
+        if store is None:
+            return None
+        try:
+            return store.get(key)
+        except UnsafeEntry:
+            _warn(f"plan cache {self.path}: entry {key!r} is pickled (foreign or tampered); ignoring it")
+            self._delete(key)
+        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
+            _warn(f"plan cache {self.path}: cannot read {key!r} ({type(exc).__name__}: {exc}); treating it as a miss")
+        return None
+
+    def _add(self, key: str, value) -> bool:
+        """Store ``value`` unless ``key`` exists (first writer wins); False if not written."""
+        store = self._open()
+        if store is None or self._readonly:
+            return False
+        try:
+            return store.add(key, value)
+        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
+            self._readonly = True
+            _warn(f"plan cache {self.path}: cannot write ({type(exc).__name__}: {exc}); running without "
+                  f"writing to the cache")
+            return False
+
+    def _set(self, key: str, value) -> bool:
+        store = self._open()
+        if store is None or self._readonly:
+            return False
+        try:
+            return store.set(key, value)
+        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
+            self._readonly = True
+            _warn(f"plan cache {self.path}: cannot write ({type(exc).__name__}: {exc}); running without "
+                  f"writing to the cache")
+            return False
+
+    def _delete(self, key: str) -> None:
+        store = self._open()
+        if store is None or self._readonly:
+            return
+        try:
+            store.delete(key)
+        except (OSError, sqlite3.Error, diskcache.Timeout):
+            pass
+
+    def _keys(self, prefix: str = ""):
+        store = self._open()
+        if store is None:
+            return []
+        try:
+            return [k for k in store.iterkeys() if isinstance(k, str) and k.startswith(prefix)]
+        except (OSError, sqlite3.Error, diskcache.Timeout, UnsafeEntry) as exc:
+            _warn(f"plan cache {self.path}: cannot list entries ({type(exc).__name__}: {exc})")
+            return []
+
+    # ------------------------------------------------------------------ wisdom
+    def get_wisdom(self, key: str) -> dict | None:
+        """The wisdom record under ``key``, or None (a garbled record warns and is forgotten)."""
+        text = self._get(key)
+        if text is None:
+            return None
+        record = parse_wisdom(text)
+        if record is None:
+            _warn(f"plan cache {self.path}: wisdom entry {key!r} is not a valid record; forgetting it and re-planning")
+            self._delete(key)
+        return record
+
+    def add_wisdom(self, key: str, record: dict) -> dict:
+        """Store ``record`` unless another process already did; return the record that is stored."""
+        if self._add(key, json.dumps(record, sort_keys=True)):
+            return record
+        return self.get_wisdom(key) or record
+
+    def update_wisdom(self, key: str, record: dict) -> None:
+        self._set(key, json.dumps(record, sort_keys=True))
+
+    def wisdom_for_problem(self, problem_digest: str) -> list[dict]:
+        """Every stored record for a problem digest, under any fingerprint (for miss reports)."""
+        out = []
+        for key in self._keys(f"wisdom:{problem_digest}:"):
+            rec = self.get_wisdom(key)
+            if rec is not None:
+                out.append(rec)
+        return out
+
+    # ------------------------------------------------------------------ artifacts
+    def get_artifact(self, key: str, sha256: str) -> bytes | None:
+        """The artifact bytes under ``key`` if their sha256 matches; else warn, forget, None."""
+        data = self._get(key)
+        if data is None:
+            return None
+        if not isinstance(data, bytes) or _sha256(data) != sha256:
+            _warn(f"plan cache {self.path}: artifact {key!r} does not match the sha256 in its wisdom record; "
+                  f"rejecting it and rebuilding")
+            self._delete(key)
+            return None
+        return data
+
+    def add_artifact(self, key: str, data: bytes) -> bytes:
+        """Store ``data`` unless present; return the bytes that are stored (first writer wins)."""
+        if self._add(key, data):
+            return data
+        stored = self._get(key)
+        return stored if isinstance(stored, bytes) else data
+
+    # ------------------------------------------------------------------ stats and admin
+    def count(self, name: str, amount: float = 1) -> None:
+        store = self._open()
+        if store is None or self._readonly:
+            return
+        try:
+            if isinstance(amount, int):
+                store.incr(f"stats:{name}", amount, default=0)
+            else:  # float totals (seconds): read-modify-write inside a transaction
+                with store.transact():
+                    store.set(f"stats:{name}", float(store.get(f"stats:{name}", 0.0)) + amount)
+        except (OSError, sqlite3.Error, diskcache.Timeout, UnsafeEntry):
+            pass
+
+    def stats(self) -> dict:
+        """Counters and sizes: hits, misses, compiles, entries, bytes, compile seconds saved."""
+        store = self._open()
+        names = ("wisdom_hits", "wisdom_misses", "artifact_hits", "compiles", "compile_seconds",
+                 "compile_seconds_saved")
+        out = {name: (self._get(f"stats:{name}") or 0) for name in names}
+        out["wisdom_entries"] = len(self._keys("wisdom:"))
+        out["artifact_entries"] = len(self._keys("artifact:"))
+        try:
+            out["bytes"] = int(store.volume()) if store is not None else 0
+        except (OSError, sqlite3.Error):
+            out["bytes"] = 0
+        out["path"] = str(self.path)
+        out["size_limit"] = self.size_limit
+        return out
+
+    def records(self) -> list[tuple[str, dict]]:
+        """All (key, wisdom record) pairs."""
+        out = []
+        for key in sorted(self._keys("wisdom:")):
+            rec = self.get_wisdom(key)
+            if rec is not None:
+                out.append((key, rec))
+        return out
+
+    def clear(self) -> int:
+        store = self._open()
+        if store is None:
+            return 0
+        try:
+            return store.clear()
+        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
+            _warn(f"plan cache {self.path}: cannot clear ({type(exc).__name__}: {exc})")
+            return 0
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+
+
+def parse_wisdom(text) -> dict | None:
+    """Validate a stored wisdom record (JSON text); None if it is not one."""
+    if not isinstance(text, str):
+        return None
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    required = {"format": int, "problem": dict, "fingerprint": dict, "tree": dict}
+    if not isinstance(record, dict) or any(not isinstance(record.get(k), t) for k, t in required.items()):
+        return None
+    if record["format"] != WISDOM_FORMAT:
+        return None
+    return record
