@@ -8,7 +8,9 @@
 
 from trnplan._version import __version__
 from trnplan.backends import get_backend
-from trnplan.errors import BackendUnavailable, NotSupportedYet, PlanningError, TrnplanError
+from trnplan.cache import PlanCache
+from trnplan.cache.precompile import precompile
+from trnplan.errors import BackendUnavailable, NotSupportedYet, PlanningError, TrnplanError, WisdomMiss
 from trnplan.plan import Plan, clear_plan_cache, plan_cache_info, plan_many
 from trnplan.planner import PlanNode, Planner, SOLVERS, solver_names
 from trnplan.problem import Problem
@@ -17,16 +19,19 @@ __all__ = [
     "BackendUnavailable",
     "NotSupportedYet",
     "Plan",
+    "PlanCache",
     "PlanNode",
     "Planner",
     "PlanningError",
     "Problem",
     "SOLVERS",
     "TrnplanError",
+    "WisdomMiss",
     "__version__",
     "clear_plan_cache",
     "get_backend",
     "plan_cache_info",
     "plan_many",
+    "precompile",
     "solver_names",
 ]

@@ -2,6 +2,8 @@
 
     trnplan plan SHAPE [--batch B] [--inverse] [--precision P] [--strategy S] [--explain] [--verify]
     trnplan solvers
+    trnplan precompile MANIFEST [--cache-dir D] [--jobs N]
+    trnplan cache info|list|clear|export FILE|import FILE [--cache-dir D]
 
 ``plan`` plans the transform, runs it on seeded random data, prints the tree and the execute
 time (median of repeats after a warm-up) and, with ``--verify``, the relative L2 error against
@@ -71,10 +73,46 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compare with numpy.fft (complex128); exit 1 if the error is over the bound")
     p.add_argument("--repeats", type=int, default=20, help="timed repeats after warm-up (default 20)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
+    p.add_argument("--compile", choices=["auto", "eager", "aot"], default="auto",
+                   help="artifact: eager (none), aot (AOTInductor .pt2), auto (per device; eager on the CPU)")
+    _cache_args(p)
+    p.add_argument("--no-cache", action="store_true", help="bypass the on-disk plan cache")
+    p.add_argument("--wisdom-only", action="store_true",
+                   help="never plan or compile: fail unless the cache has this plan (as TRNPLAN_WISDOM_ONLY=1)")
 
     sub.add_parser("solvers", help="list the registered solvers in planner order",
                    description="List the registered solvers, in the order the planner tries them.")
+
+    pc = sub.add_parser("precompile", help="plan and compile every problem of a TOML manifest into a cache",
+                        description="Plan (and compile, for artifact modes) every [[plan]] of a TOML manifest "
+                                    "into the plan cache; prints a summary table; exits 1 if any entry failed. "
+                                    "The manifest format is in docs/cache.md; examples/plans.toml is an example.")
+    pc.add_argument("manifest", metavar="MANIFEST", help="path of the TOML manifest")
+    _cache_args(pc)
+    pc.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    pc.add_argument("--quiet", action="store_true", help="no progress lines")
+
+    ca = sub.add_parser("cache", help="inspect or manage the on-disk plan cache",
+                        description="info: location, sizes and counters; list: one line per stored plan; "
+                                    "clear: delete every entry; export FILE: bundle the cache into one file; "
+                                    "import FILE: verify and add a bundle's entries.")
+    ca.add_argument("action", choices=["info", "list", "clear", "export", "import"])
+    ca.add_argument("file", nargs="?", metavar="FILE", help="the bundle file (export, import)")
+    _cache_args(ca)
     return ap
+
+
+def _cache_args(parser) -> None:
+    parser.add_argument("--cache-dir", default=None,
+                        help="plan cache directory (default $TRNPLAN_CACHE_DIR, else ~/.cache/trnplan)")
+
+
+def _cache(args):
+    from trnplan.cache import PlanCache, default_cache
+
+    if getattr(args, "no_cache", False):
+        return None
+    return PlanCache(args.cache_dir) if args.cache_dir else default_cache()
 
 
 def _cmd_plan(args) -> int:
@@ -83,7 +121,8 @@ def _cmd_plan(args) -> int:
         return EXIT_USAGE
     dtype = torch.complex128 if args.precision == "fp64" else torch.complex64
     plan = plan_many(args.shape, batch=args.batch, inverse=args.inverse, dtype=dtype, precision=args.precision,
-                     norm=args.norm, device=args.device, strategy=args.strategy, tol=args.tol)
+                     norm=args.norm, device=args.device, strategy=args.strategy, tol=args.tol, cache=_cache(args),
+                     compile=args.compile, effort="wisdom_only" if args.wisdom_only else "estimate")
     rng = np.random.default_rng(args.seed)
     shape = (args.batch, *args.shape)
     x64 = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
@@ -120,11 +159,51 @@ def _cmd_solvers(_args) -> int:
     return EXIT_OK
 
 
+def _cmd_precompile(args) -> int:
+    from trnplan.cache.precompile import precompile, summary_table
+
+    results = precompile(args.manifest, cache=_cache(args), jobs=args.jobs, progress=not args.quiet)
+    print(summary_table(results))
+    failed = [r for r in results if not r.ok]
+    print(f"\n{len(results) - len(failed)} of {len(results)} plan(s) stored in {_cache(args).path}"
+          + (f"; {len(failed)} FAILED" if failed else ""))
+    return EXIT_OVER_BOUND if failed else EXIT_OK
+
+
+def _cmd_cache(args) -> int:
+    from trnplan.cache.bundle import export_bundle, import_bundle
+
+    cache = _cache(args)
+    if args.action in ("export", "import") and not args.file:
+        print(f"error: trnplan cache {args.action} needs a FILE", file=sys.stderr)
+        return EXIT_USAGE
+    if args.action == "info":
+        for key, value in cache.stats().items():
+            print(f"{key:<22} {value}")
+    elif args.action == "list":
+        for key, rec in cache.records():
+            p = rec["problem"]
+            arts = ", ".join(f"{m} {a.get('bytes', 0) / 1e6:.2f} MB" for m, a in rec.get("artifacts", {}).items())
+            print(f"{key}  {p['kind']} {'inv' if p['inverse'] else 'fwd'} {tuple(p['shape'])}×{p['batch']} "
+                  f"{p['precision']} {p['device']}  {rec['tree'].get('solver')}  {arts or 'eager'}")
+    elif args.action == "clear":
+        print(f"removed {cache.clear()} entries from {cache.path}")
+    elif args.action == "export":
+        counts = export_bundle(cache, args.file)
+        print(f"exported {counts['wisdom']} plan(s) and {counts['artifacts']} artifact(s) to {args.file}")
+    else:
+        report = import_bundle(cache, args.file)
+        print(f"{report} into {cache.path}")
+        return EXIT_OVER_BOUND if report.rejected else EXIT_OK
+    return EXIT_OK
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    commands = {"plan": _cmd_plan, "solvers": _cmd_solvers, "precompile": _cmd_precompile, "cache": _cmd_cache}
     try:
-        return {"plan": _cmd_plan, "solvers": _cmd_solvers}[args.command](args)
-    except (TrnplanError, ValueError, TypeError) as exc:
+        return commands[args.command](args)
+    except (TrnplanError, ValueError, TypeError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 

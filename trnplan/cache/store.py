@@ -141,6 +141,8 @@ class PlanCache:
     def check_trusted(self) -> None:
         """Raise :class:`UntrustedCacheError` if other users can write the cache directory.
 
+        Untrusted: group- or world-writable, or owned by a user other than this one or root.
+
         Artifacts are code (compiled kernels); loading them from a directory another user can
         write is running that user's code. ``TRNPLAN_TRUST_CACHE=1`` opts in.
         """
@@ -148,7 +150,9 @@ class PlanCache:
             return
         st = self.path.stat()
         group_or_world = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-        other_owner = hasattr(os, "getuid") and st.st_uid != os.getuid()
+        # root's directories are trusted (root can change anything anyway): an image built as
+        # root and run as another user keeps working
+        other_owner = hasattr(os, "getuid") and st.st_uid not in (os.getuid(), 0)
         if group_or_world or other_owner:
             who = "other users" if st.st_mode & stat.S_IWOTH else "its group" if group_or_world else f"uid {st.st_uid}"
             raise UntrustedCacheError(

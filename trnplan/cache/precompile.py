@@ -1,0 +1,201 @@
+"""Precompiling plans at container build time, from a TOML manifest or a list of dicts.
+
+A manifest lists problems; each is planned (and compiled, for an artifact mode) into a plan
+cache, so that production can run with ``TRNPLAN_WISDOM_ONLY=1`` and never plan or compile.
+The format is documented in docs/cache.md; ``examples/plans.toml`` is a working example::
+
+    [defaults]            # optional: keys applied to every [[plan]] that does not set them
+    compile = "auto"
+
+    [[plan]]
+    shape = [4096]        # transform shape (an int is accepted for 1-D)
+    batch = 64
+    kind = "c2c"          # optional keys: kind, inverse, precision, dtype, norm, device, cores,
+    inverse = false       #   effort, strategy, tol, compile (plan_many's arguments)
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import sys
+import time
+from pathlib import Path
+
+import attrs
+import torch
+
+from trnplan.errors import TrnplanError
+
+#: manifest keys and the types they take (plan_many's arguments)
+KEYS = {
+    "shape": (list, int), "batch": (int,), "kind": (str,), "inverse": (bool,), "precision": (str,),
+    "dtype": (str,), "norm": (str,), "device": (str,), "cores": (int,), "effort": (str,),
+    "strategy": (str,), "tol": (float, int), "compile": (str,),
+}
+_DTYPES = {"complex64": torch.complex64, "complex128": torch.complex128}
+
+
+class ManifestError(TrnplanError, ValueError):
+    """The manifest cannot be read or names something plan_many does not take."""
+
+
+@attrs.frozen
+class PrecompileResult:
+    """The outcome of one manifest entry."""
+
+    index: int
+    problem: str
+    tree: str | None
+    origin: str | None
+    compile_mode: str | None
+    compile_s: float
+    artifact_bytes: int
+    seconds: float
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def load_manifest(path) -> list[dict]:
+    """Read and validate a TOML manifest; return its plan entries (defaults applied)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except OSError as exc:
+        raise ManifestError(f"cannot read manifest {path}: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ManifestError(f"manifest {path} is not valid TOML: {exc}") from None
+    unknown = set(data) - {"plan", "defaults"}
+    if unknown:
+        raise ManifestError(f"manifest {path}: unknown top-level table(s) {sorted(unknown)}; use [[plan]] and "
+                            f"optionally [defaults]")
+    plans = data.get("plan")
+    if not isinstance(plans, list) or not plans:
+        raise ManifestError(f"manifest {path} lists no [[plan]] entries")
+    defaults = data.get("defaults", {})
+    validate_entry(defaults, "[defaults]", need_shape=False)
+    return [validate_entry({**defaults, **entry}, f"[[plan]] #{i + 1}") for i, entry in enumerate(plans)]
+
+
+def validate_entry(entry: dict, where: str = "entry", need_shape: bool = True) -> dict:
+    if not isinstance(entry, dict):
+        raise ManifestError(f"{where} must be a table of keys, got {type(entry).__name__}")
+    for key, value in entry.items():
+        if key not in KEYS:
+            raise ManifestError(f"{where}: unknown key {key!r}; allowed keys: {', '.join(KEYS)}")
+        if isinstance(value, bool) and bool not in KEYS[key] or not isinstance(value, KEYS[key]):
+            names = " or ".join(t.__name__ for t in KEYS[key])
+            raise ManifestError(f"{where}: {key} must be {names}, got {value!r}")
+    if need_shape and "shape" not in entry:
+        raise ManifestError(f"{where}: 'shape' is required (e.g. shape = [4096])")
+    if "dtype" in entry and entry["dtype"] not in _DTYPES:
+        raise ManifestError(f"{where}: dtype must be 'complex64' or 'complex128', got {entry['dtype']!r}")
+    return entry
+
+
+def _plan_kwargs(entry: dict) -> dict:
+    kwargs = dict(entry)
+    shape = kwargs.pop("shape")
+    if "dtype" in kwargs:
+        kwargs["dtype"] = _DTYPES[kwargs["dtype"]]
+    return {"shape": tuple(shape) if isinstance(shape, list) else shape, **kwargs}
+
+
+def _precompile_one(index: int, entry: dict, cache_path: str | None) -> PrecompileResult:
+    from trnplan.cache import PlanCache, default_cache
+    from trnplan.plan import plan_many
+
+    cache = PlanCache(cache_path) if cache_path is not None else default_cache()
+    kwargs = _plan_kwargs(entry)
+    label = f"{kwargs['shape']} × batch {kwargs.get('batch', 1)}"
+    t0 = time.perf_counter()
+    try:
+        plan = plan_many(**kwargs, cache=cache)
+    except Exception as exc:  # noqa: BLE001 - one bad entry must not stop the others
+        return PrecompileResult(index, label, None, None, None, 0.0, 0, time.perf_counter() - t0,
+                                f"{type(exc).__name__}: {exc}")
+    pv = plan.provenance
+    return PrecompileResult(index, plan.problem.describe(), str(plan.tree), pv.origin, pv.compile_mode,
+                            pv.compile_s, pv.artifact_bytes, time.perf_counter() - t0)
+
+
+def precompile(problems, *, cache=None, jobs: int = 1, progress: bool = True) -> list[PrecompileResult]:
+    """Plan and compile every problem into a plan cache.
+
+    Parameters
+    ----------
+    problems : list of dict, or a path to a TOML manifest
+        Each dict holds ``plan_many`` arguments (``shape`` required; see :data:`KEYS`).
+    cache : PlanCache, str or Path, optional
+        Where to store; default the process-wide default cache.
+    jobs : int, default 1
+        Worker processes. Entries are independent; concurrent writers are safe (first writer
+        wins), so several ``precompile`` runs may also share one cache directory.
+    progress : bool, default True
+        Print a progress line per finished entry to stderr.
+
+    Returns
+    -------
+    list of PrecompileResult
+        In manifest order; ``result.ok`` is False where an entry failed (its ``error`` says why).
+
+    Examples
+    --------
+    >>> import trnplan  # doctest: +SKIP
+    >>> results = trnplan.precompile([{"shape": [4096], "batch": 64}], cache="/opt/trnplan")  # doctest: +SKIP
+    """
+    from trnplan.cache import PlanCache
+
+    if isinstance(problems, (str, Path)):
+        entries = load_manifest(problems)
+    else:
+        entries = [validate_entry(dict(p), f"problem #{i + 1}") for i, p in enumerate(problems)]
+    if isinstance(cache, PlanCache):
+        cache_path = str(cache.path)
+    else:
+        cache_path = str(cache) if cache is not None else None
+    if not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"jobs must be a positive int, got {jobs!r}")
+    results: list[PrecompileResult | None] = [None] * len(entries)
+    done = 0
+
+    def report(result: PrecompileResult):
+        nonlocal done
+        done += 1
+        results[result.index] = result
+        if progress:
+            width = 20
+            bar = "#" * (width * done // len(entries)) + "-" * (width - width * done // len(entries))
+            status = "ok" if result.ok else "FAILED"
+            print(f"[{bar}] {done}/{len(entries)} {status} {result.problem} ({result.seconds:.1f} s)",
+                  file=sys.stderr, flush=True)
+
+    if jobs == 1 or len(entries) == 1:
+        for i, entry in enumerate(entries):
+            report(_precompile_one(i, entry, cache_path))
+    else:
+        # spawn: torch and forked OpenMP pools do not mix
+        ctx = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+            futures = [pool.submit(_precompile_one, i, e, cache_path) for i, e in enumerate(entries)]
+            for future in concurrent.futures.as_completed(futures):
+                report(future.result())
+    return results
+
+
+def summary_table(results) -> str:
+    """A plain-text table: problem, plan, origin, compile mode and seconds, artifact size, status."""
+    rows = [("#", "problem", "plan", "origin", "compile", "compile s", "artifact", "status")]
+    for r in results:
+        rows.append((str(r.index + 1), r.problem, (r.tree or "—")[:48], r.origin or "—", r.compile_mode or "—",
+                     f"{r.compile_s:.1f}", f"{r.artifact_bytes / 1e6:.2f} MB" if r.artifact_bytes else "—",
+                     "ok" if r.ok else "FAILED: " + (r.error or "")[:80]))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows)
