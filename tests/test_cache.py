@@ -221,9 +221,6 @@ def test_strategy_and_tol_variants_are_separate_entries(tmp_path):
     assert len(cache.records()) == 4
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: after a wisdom hit, explain()'s chosen candidate reads "
-                   "'cheapest predicted: (dft-gemm 0)' (stand-in node built with n=0 in "
-                   "provide._candidates_from_json) instead of the tree")
 def test_explain_candidates_after_wisdom_hit_match_planned_now(tmp_path):
     cache = PlanCache(tmp_path / "c")
     first = trnplan.plan_many(64, batch=4, cache=cache)
@@ -516,6 +513,13 @@ def test_wisdom_naming_an_unknown_solver_is_forgotten(tmp_path):
     assert k == key and rec["tree"]["solver"] == first.tree.solver
 
 
+def plan_recording_warnings(*args, **kwargs):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plan = trnplan.plan_many(*args, **kwargs)
+    return plan, caught
+
+
 def _tamper_tree(cache, key, edit):
     record = dict(cache.records())[key]
     edit(record)
@@ -539,9 +543,9 @@ def test_wisdom_tree_for_another_problem_is_forgotten(tmp_path):
     cache = PlanCache(tmp_path / "c")
     key = trnplan.plan_many(64, batch=4, cache=cache).provenance.wisdom_key
     _tree_of_other_problem(cache, key)
-    with pytest.warns(CacheWarning):
-        plan = trnplan.plan_many(64, batch=4, cache=cache)
+    plan, caught = plan_recording_warnings(64, batch=4, cache=cache)
     assert_correct(plan, 64, 4)
+    assert any(issubclass(w.category, CacheWarning) for w in caught)
 
 
 @pytest.mark.xfail(strict=True, reason="BUG: a wisdom tree whose 'inverse' flag is flipped is trusted: "
@@ -550,9 +554,9 @@ def test_wisdom_tree_with_flipped_direction_is_forgotten(tmp_path):
     cache = PlanCache(tmp_path / "c")
     key = trnplan.plan_many(64, batch=4, cache=cache).provenance.wisdom_key
     _tamper_tree(cache, key, lambda r: r["tree"].update(inverse=True))
-    with pytest.warns(CacheWarning):
-        plan = trnplan.plan_many(64, batch=4, cache=cache)
+    plan, caught = plan_recording_warnings(64, batch=4, cache=cache)
     assert_correct(plan, 64, 4)
+    assert any(issubclass(w.category, CacheWarning) for w in caught)
 
 
 @pytest.mark.xfail(strict=True, reason="BUG: wisdom trees skip the per-solver parameter validation that "
@@ -562,9 +566,9 @@ def test_wisdom_tree_with_invalid_params_is_forgotten(tmp_path):
     cache = PlanCache(tmp_path / "c")
     key = trnplan.plan_many(64, batch=4, cache=cache, strategy="stockham").provenance.wisdom_key
     _tamper_tree(cache, key, lambda r: r["tree"]["params"].update(factors=[4, 4]))
-    with pytest.warns(CacheWarning):
-        plan = trnplan.plan_many(64, batch=4, cache=cache, strategy="stockham")
+    plan, caught = plan_recording_warnings(64, batch=4, cache=cache, strategy="stockham")
     assert_correct(plan, 64, 4)
+    assert any(issubclass(w.category, CacheWarning) for w in caught)
 
 
 @pytest.mark.xfail(strict=True, reason="BUG: a wisdom record whose 'candidates' is not a list crashes "
@@ -574,9 +578,9 @@ def test_wisdom_with_garbled_candidates_does_not_crash(tmp_path):
     cache = PlanCache(tmp_path / "c")
     key = trnplan.plan_many(64, batch=4, cache=cache).provenance.wisdom_key
     _tamper_tree(cache, key, lambda r: r.update(candidates="junk"))
-    with pytest.warns(CacheWarning):
-        plan = trnplan.plan_many(64, batch=4, cache=cache)
+    plan, caught = plan_recording_warnings(64, batch=4, cache=cache)
     assert_correct(plan, 64, 4)
+    assert any(issubclass(w.category, CacheWarning) for w in caught)
 
 
 def test_pickled_entry_is_refused_not_unpickled(tmp_path):

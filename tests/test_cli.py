@@ -22,7 +22,8 @@ import trnplan.cli
 from trnplan.cli import main
 
 PLAN_OPTIONS = ["--batch", "--inverse", "--precision", "--norm", "--device", "--strategy", "--tol",
-                "--explain", "--verify", "--repeats", "--seed"]
+                "--explain", "--verify", "--repeats", "--seed", "--compile", "--cache-dir", "--no-cache",
+                "--wisdom-only"]
 VERIFY = re.compile(r"^verify:  relative L2 error (\S+) vs numpy\.fft complex128; bound (\S+); predicted ≤ (\S+) -> "
                     r"(OK|OVER THE BOUND)$", re.M)
 EXECUTE = re.compile(r"^execute: median [0-9.]+ µs over (\d+) runs \(predicted [0-9.]+ µs\)$", re.M)
@@ -226,6 +227,7 @@ def test_help_mentions_every_command(capsys):
     assert info.value.code == 0
     out = capsys.readouterr().out
     assert "usage: trnplan" in out and "plan" in out and "solvers" in out and "--version" in out
+    assert "precompile" in out and "cache" in out
 
 
 def test_plan_help_mentions_every_option(capsys):

@@ -1,0 +1,185 @@
+"""Precompiling from manifests, the `trnplan precompile` and `trnplan cache` commands, bundles."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+import trnplan
+from conftest import BAR, random_complex, reference, rel_l2
+from trnplan.cache import PlanCache
+from trnplan.cache.bundle import export_bundle, import_bundle
+from trnplan.cache.precompile import ManifestError, load_manifest, precompile
+from trnplan.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+
+MANIFEST = """
+[defaults]
+compile = "eager"
+
+[[plan]]
+shape = [256]
+batch = 4
+
+[[plan]]
+shape = [256]
+batch = 4
+inverse = true
+norm = "ortho"
+
+[[plan]]
+shape = 97
+batch = 2
+strategy = "bluestein"
+
+[[plan]]
+shape = [100]
+batch = 3
+precision = "fp64"
+dtype = "complex128"
+"""
+
+
+def write(tmp_path, text, name="plans.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_shipped_example_manifest_is_valid():
+    entries = load_manifest(REPO / "examples" / "plans.toml")
+    assert len(entries) == 5 and all(e["device"] == "cpu" for e in entries)
+
+
+@pytest.mark.parametrize("text,match", [
+    ("[[plan]]\nshape = [64]\nbatchsize = 2\n", r"\[\[plan\]\] #1: unknown key 'batchsize'; allowed keys: shape, batch"),
+    ("[[plan]]\nbatch = 2\n", r"'shape' is required"),
+    ("[[plan]]\nshape = [64]\nbatch = \"two\"\n", r"batch must be int, got 'two'"),
+    ("[[plan]]\nshape = [64]\ninverse = 1\n", r"inverse must be bool, got 1"),
+    ("[[plan]]\nshape = [64]\nbatch = true\n", r"batch must be int, got True"),
+    ("[[plan]]\nshape = [64]\ndtype = \"float32\"\n", r"dtype must be 'complex64' or 'complex128'"),
+    ("[defaults]\nfoo = 1\n[[plan]]\nshape = [64]\n", r"\[defaults\]: unknown key 'foo'"),
+    ("[plans]\nshape = [64]\n", r"unknown top-level table\(s\) \['plans'\]"),
+    ("title = 'x'\n", r"unknown top-level"),
+    ("", r"lists no \[\[plan\]\] entries"),
+    ("[[plan]\nshape = 1", r"is not valid TOML"),
+])
+def test_manifest_errors_name_the_entry_and_the_fix(tmp_path, text, match):
+    with pytest.raises(ManifestError, match=match):
+        load_manifest(write(tmp_path, text))
+
+
+def test_missing_manifest_is_a_clear_error(tmp_path):
+    with pytest.raises(ManifestError, match="cannot read manifest"):
+        load_manifest(tmp_path / "absent.toml")
+
+
+def test_precompile_then_wisdom_only_in_a_fresh_process(tmp_path):
+    cache_dir = tmp_path / "cache"
+    results = precompile(write(tmp_path, MANIFEST), cache=PlanCache(cache_dir), progress=False)
+    assert [r.ok for r in results] == [True] * 4
+    assert results[2].tree.startswith("(bluestein 97")
+    assert len(PlanCache(cache_dir).records()) == 4
+    code = (
+        "import numpy as np, torch, trnplan\n"
+        "p = trnplan.plan_many(97, batch=2, strategy='bluestein', compile='eager')\n"
+        "x = np.random.default_rng(0).standard_normal((2, 97)) + 0j\n"
+        "y = p(torch.from_numpy(x).to(torch.complex64)).numpy()\n"
+        "err = np.linalg.norm(y - np.fft.fft(x)) / np.linalg.norm(np.fft.fft(x))\n"
+        "print(p.provenance.origin, err)\n"
+    )
+    env = {"TRNPLAN_CACHE_DIR": str(cache_dir), "TRNPLAN_WISDOM_ONLY": "1", "PATH": ""}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    origin, err = out.stdout.split()[-3:-1], float(out.stdout.split()[-1])
+    assert " ".join(origin) == "wisdom hit" and err <= BAR["fp32"]
+
+
+def test_precompile_reports_failures_and_keeps_going(tmp_path):
+    entries = [{"shape": [64], "batch": 2}, {"shape": [97], "strategy": "stockham"}, {"shape": [32]}]
+    results = precompile(entries, cache=PlanCache(tmp_path / "c"), progress=False)
+    assert [r.ok for r in results] == [True, False, True]
+    assert "PlanningError" in results[1].error and "not a power of two" in results[1].error
+
+
+def test_precompile_with_two_jobs(tmp_path):
+    entries = [{"shape": [n], "batch": 2} for n in (16, 32, 64, 128)]
+    results = precompile(entries, cache=PlanCache(tmp_path / "c"), jobs=2, progress=False)
+    assert [r.index for r in results] == [0, 1, 2, 3] and all(r.ok for r in results)
+    assert len(PlanCache(tmp_path / "c").records()) == 4
+
+
+def test_precompile_cli_prints_a_summary_and_exit_code(tmp_path, capsys):
+    cache_dir = str(tmp_path / "cache")
+    assert main(["precompile", str(write(tmp_path, MANIFEST)), "--cache-dir", cache_dir]) == 0
+    captured = capsys.readouterr()
+    assert "4 of 4 plan(s) stored" in captured.out and "(bluestein 97" in captured.out
+    assert "[####################] 4/4 ok" in captured.err
+    bad = write(tmp_path, '[[plan]]\nshape = [97]\nstrategy = "stockham"\n', "bad.toml")
+    assert main(["precompile", str(bad), "--cache-dir", cache_dir, "--quiet"]) == 1
+    assert "FAILED" in capsys.readouterr().out
+    assert main(["precompile", str(tmp_path / "nope.toml")]) == 2
+    assert "cannot read manifest" in capsys.readouterr().err
+
+
+def test_cache_cli_info_list_export_import_clear(tmp_path, capsys):
+    src, dst = str(tmp_path / "src"), str(tmp_path / "dst")
+    precompile(write(tmp_path, MANIFEST), cache=PlanCache(src), progress=False)
+    assert main(["cache", "info", "--cache-dir", src]) == 0
+    info = capsys.readouterr().out
+    assert "wisdom_entries         4" in info and "compile_seconds_saved" in info
+    assert main(["cache", "list", "--cache-dir", src]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 4
+    bundle = str(tmp_path / "plans.zip")
+    assert main(["cache", "export", bundle, "--cache-dir", src]) == 0
+    assert "exported 4 plan(s)" in capsys.readouterr().out
+    assert main(["cache", "import", bundle, "--cache-dir", dst]) == 0
+    assert "imported 4 plan(s)" in capsys.readouterr().out
+    plan = trnplan.plan_many(256, batch=4, compile="eager", effort="wisdom_only", cache=PlanCache(dst))
+    assert plan.provenance.origin == "wisdom hit"
+    x = random_complex((4, 256))
+    assert rel_l2(plan(torch.from_numpy(x).to(torch.complex64)), reference(x, False)) <= BAR["fp32"]
+    assert main(["cache", "clear", "--cache-dir", dst]) == 0
+    assert PlanCache(dst).records() == []
+    assert main(["cache", "export", "--cache-dir", dst]) == 2
+    assert "needs a FILE" in capsys.readouterr().err
+
+
+def test_import_rejects_tampered_entries(tmp_path):
+    src = PlanCache(tmp_path / "src")
+    precompile([{"shape": [64]}], cache=src, progress=False)
+    # plant a fake artifact claim with a wrong sha256 and a garbage record into a bundle
+    bundle = tmp_path / "b.zip"
+    export_bundle(src, bundle)
+    with zipfile.ZipFile(bundle) as zf:
+        meta = json.loads(zf.read("bundle.json"))
+    good = meta["entries"][0]
+    forged = json.loads(json.dumps(good))
+    forged["key"] = good["key"] + "x"
+    forged["record"]["artifacts"] = {"aot": {"key": "artifact:x:y:aot", "sha256": "0" * 64}}
+    forged["files"] = {"aot": "artifacts/0.bin"}
+    meta["entries"] += [forged, {"key": "wisdom:junk", "record": {"format": 99}}]
+    with zipfile.ZipFile(bundle, "w") as zf:
+        zf.writestr("bundle.json", json.dumps(meta))
+        zf.writestr("artifacts/0.bin", b"not the artifact")
+    report = import_bundle(PlanCache(tmp_path / "dst"), bundle)
+    assert report.wisdom == 1 and len(report.rejected) == 2
+    reasons = " ".join(why for _, why in report.rejected)
+    assert "sha256 does not match" in reasons and "not a valid wisdom record" in reasons
+    with pytest.raises(ValueError, match="not a trnplan cache bundle"):
+        with zipfile.ZipFile(tmp_path / "empty.zip", "w") as zf:
+            zf.writestr("other.txt", "x")
+        import_bundle(PlanCache(tmp_path / "dst"), tmp_path / "empty.zip")
+
+
+def test_precompile_python_api_validates_entries(tmp_path):
+    with pytest.raises(ManifestError, match=r"problem #1: unknown key 'size'"):
+        precompile([{"size": 64}], cache=PlanCache(tmp_path / "c"), progress=False)
+    with pytest.raises(ValueError, match="jobs must be a positive int"):
+        precompile([{"shape": [64]}], cache=PlanCache(tmp_path / "c"), jobs=0, progress=False)
