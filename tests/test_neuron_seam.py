@@ -1,0 +1,56 @@
+"""The Neuron artifact seam, exercised with a stand-in for torch-neuronx (not installable here).
+
+What this proves: the module trnplan would hand to ``torch_neuronx.trace`` is traceable, it is
+traced with fp32 matmuls kept fp32 (``--auto-cast none``), the TorchScript bytes survive the plan
+cache, and the loaded artifact computes the transform. What it cannot prove: that neuronx-cc
+compiles it, or how it runs on a NeuronCore — nothing here has run on Trainium.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import torch
+
+from conftest import BAR, random_complex, reference, rel_l2
+from trnplan.backends import get_backend
+from trnplan.backends.artifacts import example_inputs
+from trnplan.cache import PlanCache, fingerprint
+from trnplan.planner import Planner
+from trnplan.problem import Problem
+
+
+def test_neuron_artifact_round_trip_with_a_stand_in(monkeypatch, tmp_path):
+    calls = []
+
+    def trace(module, example, compiler_args=None):
+        calls.append(compiler_args)
+        return torch.jit.trace(module, example)
+
+    monkeypatch.setitem(sys.modules, "torch_neuronx", types.SimpleNamespace(trace=trace))
+    backend = get_backend("neuron")
+    assert backend.resolve_compile("auto")[0] == "neuron"
+    n, batch = 256, 4
+    problem = Problem.create(n, batch, device="neuron")
+    planner = Planner(backend)
+    tree = planner.plan(problem)
+    assert "native" not in str(tree)  # no aten::fft_* on a NeuronCore
+    module = planner.lower_plan(tree, problem, torch.device("cpu"))
+    data, facts = backend.build_artifact(module, example_inputs(batch, n, torch.float32, torch.device("cpu")), "neuron")
+    assert calls == [["--auto-cast", "none"]] and facts == {"dynamic_batch": False}
+    cache = PlanCache(tmp_path / "c")
+    stored = cache.add_artifact("artifact:test:neuron", data)
+    import hashlib
+
+    loaded = cache.get_artifact("artifact:test:neuron", hashlib.sha256(stored).hexdigest())
+    runner = backend.load_artifact(loaded, "neuron", torch.device("cpu"))
+    x = random_complex((batch, n))
+    xt = torch.from_numpy(x).to(torch.complex64)
+    yr, yi = runner(xt.real, xt.imag)
+    assert rel_l2(torch.complex(yr, yi), reference(x, False)) <= BAR["fp32"]
+
+
+def test_neuron_fingerprint_names_the_compiler_versions():
+    fp = fingerprint("neuron")
+    assert fp["device"] == "neuron" and fp["neuronx-cc"] == "absent" and fp["torch-neuronx"] == "absent"
