@@ -32,6 +32,8 @@ from trnplan.cache.store import WISDOM_FORMAT, CacheWarning, PlanCache
 from trnplan.errors import WisdomMiss
 from trnplan.planner.node import PlanNode
 from trnplan.planner.planner import Candidate, Planner
+from trnplan.planner.registry import solver_names
+from trnplan.planner.spec import parse_strategy
 
 
 @attrs.define
@@ -89,6 +91,23 @@ def _candidates_from_json(items) -> tuple:
     return tuple(out)
 
 
+def _trusted_tree(record: dict, problem, planner) -> PlanNode:
+    """The record's tree, if it is exactly what its solvers make of *this* problem.
+
+    The tree is replayed through the planner as a forced strategy (its own s-expression), which
+    re-applies every solver's applicability and parameter checks, then compared decision for
+    decision (solvers, sizes, batches, directions, parameters). A record for another problem, a
+    flipped direction or impossible factors is refused rather than run.
+    """
+    if record["problem"] != problem.to_dict():
+        raise ValueError(f"it was stored for another problem ({record['problem']})")
+    tree = PlanNode.from_dict(record["tree"])
+    replayed = planner.plan(problem, parse_strategy(str(tree), solver_names()))
+    if replayed.digest() != tree.digest():
+        raise ValueError(f"its tree {tree} is not what its solvers make of this problem ({replayed})")
+    return tree
+
+
 def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, compile: str,
             wisdom_only: bool) -> Provided:
     backend = get_backend(problem.device)
@@ -106,16 +125,16 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
     tree = module = None
     if record is not None:
         try:
-            tree = PlanNode.from_dict(record["tree"])
+            tree = _trusted_tree(record, problem, planner)
             module = planner.lower_plan(tree, problem, device)
+            candidates = _candidates_from_json(record.get("candidates"))
         except Exception as exc:  # noqa: BLE001 - any failure means the record cannot be trusted
-            _warn(f"plan cache {cache.path}: wisdom {key!r} does not describe a valid plan ({exc}); "
-                  f"forgetting it and re-planning")
+            _warn(f"plan cache {cache.path}: wisdom {key!r} does not describe a valid plan for this problem "
+                  f"({type(exc).__name__}: {exc}); forgetting it and re-planning")
             cache._delete(key)
             record = tree = module = None
     if record is not None:
         prov.origin, prov.wisdom_key = "wisdom hit", key
-        candidates = _candidates_from_json(record.get("candidates"))
         cache.count("wisdom_hits")
     else:
         # 2. miss: explain it, then plan (or refuse)
@@ -172,8 +191,9 @@ def _artifact(problem, tree, module, device, backend, mode, fpd, cache, entry, w
     akey = "artifact:" + hashlib.sha256((problem.digest() + tree.digest()).encode()).hexdigest()[:16] + f":{fpd}:{mode}"
     prov.artifact_key = akey
     data = None
+    if cache is not None:
+        cache.check_trusted()  # before any compile: an untrusted directory would waste it
     if cache is not None and entry is not None and entry.get("key") == akey:
-        cache.check_trusted()
         data = cache.get_artifact(akey, entry.get("sha256", ""))
         if data is not None:
             prov.artifact, prov.compile_s = "artifact hit", float(entry.get("compile_s", 0.0))
@@ -198,7 +218,6 @@ def _artifact(problem, tree, module, device, backend, mode, fpd, cache, entry, w
         prov.compile_s = time.perf_counter() - t0
         prov.artifact, prov.dynamic_batch = "compiled now", facts.get("dynamic_batch")
         if cache is not None:
-            cache.check_trusted()
             data = cache.add_artifact(akey, data)  # another process may have won: run its bytes
             cache.count("compiles")
             cache.count("compile_seconds", prov.compile_s)

@@ -337,4 +337,15 @@ def parse_wisdom(text) -> dict | None:
         return None
     if record["format"] != WISDOM_FORMAT:
         return None
+    candidates = record.get("candidates", [])
+    if not isinstance(candidates, list) or not all(
+            isinstance(c, dict) and isinstance(c.get("solver"), str) and isinstance(c.get("verdict"), str)
+            and isinstance(c.get("time_us"), (int, float, type(None))) and isinstance(c.get("error"), (int, float, type(None)))
+            for c in candidates):
+        return None
+    artifacts = record.get("artifacts", {})
+    if not isinstance(artifacts, dict) or not all(
+            isinstance(a, dict) and isinstance(a.get("key"), str) and isinstance(a.get("sha256"), str)
+            for a in artifacts.values()):
+        return None
     return record
