@@ -163,9 +163,9 @@ def replace_section(path, name, table, result):
     """Replace the text between ``<!-- bench:NAME -->`` markers (or append the section)."""
     begin, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
     m = result["machine"]
+    versions = ", ".join(f"{k} {m[k]}" for k in ("torch", "numpy", "scipy", "trnplan") if k in m)
     body = (f"{begin}\nMeasured {result['when']} on {m['cores']} cores ({m['torch_threads']} torch threads), "
-            f"torch {m['torch']}, numpy {m['numpy']}, scipy {m['scipy']}, trnplan {m['trnplan']}; "
-            f"complex64, µs, median of repeats.\n\n{table}\n{end}")
+            f"{versions}; complex64, medians.\n\n{table}\n{end}")
     text = open(path).read() if os.path.exists(path) else ""
     if begin in text and end in text:
         text = text[: text.index(begin)] + body + text[text.index(end) + len(end):]

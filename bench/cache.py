@@ -87,8 +87,7 @@ def main():
 
         result = {"when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                   "machine": {"cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
-                              "torch": torch.__version__, "numpy": "-", "scipy": "-", "trnplan": trnplan.__version__,
-                              "cpu": platform.machine()}}
+                              "torch": torch.__version__, "trnplan": trnplan.__version__, "cpu": platform.machine()}}
         replace_section(args.markdown, "cache", table, result)
 
 
