@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from collections import OrderedDict
 
 import torch
