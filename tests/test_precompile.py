@@ -183,3 +183,28 @@ def test_precompile_python_api_validates_entries(tmp_path):
         precompile([{"size": 64}], cache=PlanCache(tmp_path / "c"), progress=False)
     with pytest.raises(ValueError, match="jobs must be a positive int"):
         precompile([{"shape": [64]}], cache=PlanCache(tmp_path / "c"), jobs=0, progress=False)
+
+
+def test_three_processes_precompiling_one_manifest_at_once(tmp_path):
+    manifest = write(tmp_path, MANIFEST)
+    cache_dir = tmp_path / "shared"
+    cmd = [sys.executable, "-m", "trnplan", "precompile", str(manifest), "--cache-dir", str(cache_dir), "--quiet"]
+    procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], outs
+    assert all("4 of 4 plan(s) stored" in out for out, _ in outs)
+    records = PlanCache(cache_dir).records()
+    assert len(records) == 4  # one consistent entry per problem, whoever won
+    plan = trnplan.plan_many(256, batch=4, inverse=True, norm="ortho", compile="eager", effort="wisdom_only",
+                             cache=PlanCache(cache_dir))
+    x = random_complex((4, 256))
+    assert rel_l2(plan(torch.from_numpy(x).to(torch.complex64)), reference(x, True, "ortho")) <= BAR["fp32"]
+
+
+def test_cache_size_is_bounded_by_eviction(tmp_path):
+    cache = PlanCache(tmp_path / "small", size_limit=200_000)
+    for i in range(40):
+        cache.add_artifact(f"artifact:{i}:x:aot", bytes([i]) * 50_000)  # 2 MB offered in all
+    volume = cache.stats()["bytes"]
+    assert volume < 600_000, volume  # culled back near the 200 kB limit (diskcache culls in steps)
+    assert cache.stats()["artifact_entries"] < 40
