@@ -175,30 +175,28 @@ class PlanCache:
             _warn(f"plan cache {self.path}: cannot read {key!r} ({type(exc).__name__}: {exc}); treating it as a miss")
         return None
 
-    def _add(self, key: str, value) -> bool:
-        """Store ``value`` unless ``key`` exists (first writer wins); False if not written."""
+    def _write(self, op: str, key: str, value) -> bool:
+        """``store.add`` (first writer wins) or ``store.set``; False if not written.
+
+        The first write failure (read-only directory, full disk) warns once and turns writing
+        off for this PlanCache; reads go on.
+        """
         store = self._open()
         if store is None or self._readonly:
             return False
         try:
-            return store.add(key, value)
+            return getattr(store, op)(key, value)
         except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
             self._readonly = True
             _warn(f"plan cache {self.path}: cannot write ({type(exc).__name__}: {exc}); running without "
                   f"writing to the cache")
             return False
 
+    def _add(self, key: str, value) -> bool:
+        return self._write("add", key, value)
+
     def _set(self, key: str, value) -> bool:
-        store = self._open()
-        if store is None or self._readonly:
-            return False
-        try:
-            return store.set(key, value)
-        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
-            self._readonly = True
-            _warn(f"plan cache {self.path}: cannot write ({type(exc).__name__}: {exc}); running without "
-                  f"writing to the cache")
-            return False
+        return self._write("set", key, value)
 
     def _delete(self, key: str) -> None:
         store = self._open()
