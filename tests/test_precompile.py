@@ -208,3 +208,53 @@ def test_cache_size_is_bounded_by_eviction(tmp_path):
     volume = cache.stats()["bytes"]
     assert volume < 600_000, volume  # culled back near the 200 kB limit (diskcache culls in steps)
     assert cache.stats()["artifact_entries"] < 40
+
+
+def _precompiled(tmp_path):
+    src = tmp_path / "ro"
+    precompile([{"shape": [256], "batch": 4}], cache=PlanCache(src), progress=False)
+    trnplan.clear_plan_cache()  # the in-process LRU would answer before the disk cache
+    return src
+
+
+def test_cache_that_cannot_be_opened_for_writing_is_read_directly(tmp_path, monkeypatch):
+    """A read-only image: diskcache cannot open it (it writes on open), the plans still load."""
+    import sqlite3
+
+    import diskcache
+
+    src = _precompiled(tmp_path)
+
+    def refuse(*args, **kwargs):
+        raise sqlite3.OperationalError("attempt to write a readonly database")
+
+    monkeypatch.setattr(diskcache, "Cache", refuse)
+    cache = PlanCache(src)
+    plan = trnplan.plan_many(256, batch=4, effort="wisdom_only", cache=cache)
+    assert plan.provenance.origin == "wisdom hit"
+    x = random_complex((4, 256))
+    assert rel_l2(plan(torch.from_numpy(x).to(torch.complex64)), reference(x, False)) <= BAR["fp32"]
+    with pytest.warns(trnplan.cache.CacheWarning, match="read-only; new plans are not stored"):
+        trnplan.plan_many(512, cache=cache)  # a miss: planned, not stored
+    assert len(cache.records()) == 1
+
+
+def test_real_read_only_mount(tmp_path):
+    """The same on a read-only bind mount, where the kernel refuses every write (needs root)."""
+    src = _precompiled(tmp_path)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    if subprocess.run(["mount", "--bind", str(src), str(mnt)], capture_output=True).returncode != 0:
+        pytest.skip("cannot bind-mount here (not root, or no mount capability)")
+    try:
+        if subprocess.run(["mount", "-o", "remount,bind,ro", str(mnt)], capture_output=True).returncode != 0:
+            pytest.skip("cannot remount read-only here")
+        code = ("import torch, trnplan\n"
+                "p = trnplan.plan_many(256, batch=4)\n"
+                "print(p.provenance.origin)\n")
+        env = {"TRNPLAN_CACHE_DIR": str(mnt), "TRNPLAN_WISDOM_ONLY": "1", "PATH": ""}
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.strip() == "wisdom hit"
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)

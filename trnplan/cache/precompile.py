@@ -121,6 +121,11 @@ def _precompile_one(index: int, entry: dict, cache_path: str | None) -> Precompi
     except Exception as exc:  # noqa: BLE001 - one bad entry must not stop the others
         return PrecompileResult(index, label, None, None, None, 0.0, 0, time.perf_counter() - t0,
                                 f"{type(exc).__name__}: {exc}")
+    finally:
+        if cache_path is not None:
+            # closing merges SQLite's write-ahead log into the database, so a read-only image
+            # built from this directory sees every plan
+            cache.close()
     pv = plan.provenance
     return PrecompileResult(index, plan.problem.describe(), str(plan.tree), pv.origin, pv.compile_mode,
                             pv.compile_s, pv.artifact_bytes, time.perf_counter() - t0)

@@ -146,7 +146,12 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
                 nearest = min((diff(r["fingerprint"], fp) for r in others), key=len)
                 note = "stored wisdom for this problem has another fingerprint: " + "; ".join(nearest)
         if wisdom_only:
-            where = f"the plan cache at {cache.path}" if cache is not None else "no plan cache (cache=None)"
+            if cache is None:
+                where = "no plan cache (cache=None)"
+            elif cache.unusable_reason:
+                where = f"the plan cache, which is unusable: {cache.unusable_reason}"
+            else:
+                where = f"the plan cache at {cache.path}"
             raise WisdomMiss(
                 f"effort='wisdom_only' (or TRNPLAN_WISDOM_ONLY=1): no stored plan for {problem.describe()} "
                 f"[digest {problem.digest()}, strategy {str(spec) if spec else 'none'}, tol {tol}] in {where}"

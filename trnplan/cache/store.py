@@ -117,6 +117,7 @@ class PlanCache:
         self._store = None
         self._broken: str | None = None  # why the cache is unusable, once found out
         self._readonly = False
+        self._warned_readonly = False
 
     def __repr__(self) -> str:
         return f"PlanCache({str(self.path)!r})"
@@ -130,9 +131,22 @@ class PlanCache:
             self._store = diskcache.Cache(str(self.path), disk=JSONOnlyDisk, size_limit=self.size_limit,
                                           eviction_policy="least-recently-used", timeout=30)
         except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
-            self._broken = f"cannot open the plan cache at {self.path} ({type(exc).__name__}: {exc})"
-            _warn(self._broken + "; planning without it")
+            # a read-only image (the production container) cannot open a diskcache for writing:
+            # read it directly, so precompiled plans still load
+            try:
+                self._store = ReadOnlyStore(self.path)
+                self._readonly = True
+            except (OSError, sqlite3.Error) as exc2:
+                self._broken = (f"cannot open the plan cache at {self.path} ({type(exc).__name__}: {exc}; "
+                                f"read-only: {type(exc2).__name__}: {exc2})")
+                _warn(self._broken + "; planning without it")
         return self._store
+
+    @property
+    def unusable_reason(self) -> str | None:
+        """Why the cache cannot be used at all (None if it can, possibly read-only)."""
+        self._open()
+        return self._broken
 
     @property
     def usable(self) -> bool:
@@ -182,12 +196,17 @@ class PlanCache:
         off for this PlanCache; reads go on.
         """
         store = self._open()
-        if store is None or self._readonly:
+        if store is None:
+            return False
+        if self._readonly:
+            if not self._warned_readonly:
+                self._warned_readonly = True
+                _warn(f"plan cache {self.path} is read-only; new plans are not stored")
             return False
         try:
             return getattr(store, op)(key, value)
         except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
-            self._readonly = True
+            self._readonly = self._warned_readonly = True
             _warn(f"plan cache {self.path}: cannot write ({type(exc).__name__}: {exc}); running without "
                   f"writing to the cache")
             return False
@@ -310,6 +329,9 @@ class PlanCache:
         store = self._open()
         if store is None:
             return 0
+        if self._readonly:
+            _warn(f"plan cache {self.path} is read-only; nothing cleared")
+            return 0
         try:
             return store.clear()
         except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
@@ -347,3 +369,56 @@ def parse_wisdom(text) -> dict | None:
             for a in artifacts.values()):
         return None
     return record
+
+
+class ReadOnlyStore:
+    """Reads a diskcache directory without writing anything (for read-only filesystems).
+
+    diskcache itself writes on open (settings, WAL files), which fails on a read-only image.
+    This opens the SQLite index with ``immutable=1`` and reads the same rows diskcache would:
+    raw text/bytes values in the row, larger ones in files next to it. Pickled values are
+    refused, as in :class:`JSONOnlyDisk`.
+    """
+
+    def __init__(self, path: Path):
+        db = Path(path) / "cache.db"
+        if not db.is_file():
+            raise OSError(f"no cache.db in {path}")
+        self._dir = Path(path)
+        try:  # read-only but WAL-aware: sees writes not yet merged into the database file
+            self._con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, check_same_thread=False)
+            self._con.execute("SELECT count(*) FROM Cache").fetchone()
+        except sqlite3.Error:
+            # a read-only filesystem cannot host the WAL index: read the database file as is
+            self._con = sqlite3.connect(f"file:{db}?mode=ro&immutable=1", uri=True, check_same_thread=False)
+            self._con.execute("SELECT count(*) FROM Cache").fetchone()  # fails early on a foreign file
+            wal = Path(f"{db}-wal")
+            if wal.is_file() and wal.stat().st_size > 0:
+                _warn(f"plan cache {path}: its write-ahead log was never merged (a writer did not close the "
+                      f"cache); entries in it are not visible read-only — run `trnplan cache info` on a "
+                      f"writable copy once to merge it")
+
+    def get(self, key, default=None):
+        row = self._con.execute("SELECT mode, filename, value FROM Cache WHERE key = ? AND raw = 1",
+                                (key,)).fetchone()
+        if row is None:
+            return default
+        mode, filename, value = row
+        if mode == diskcache.core.MODE_RAW:
+            return value
+        if mode == diskcache.core.MODE_BINARY:
+            return (self._dir / filename).read_bytes()
+        if mode == diskcache.core.MODE_TEXT:
+            return (self._dir / filename).read_text(encoding="UTF-8")
+        raise UnsafeEntry("refusing to unpickle a plan-cache entry")
+
+    def iterkeys(self):
+        for (key,) in self._con.execute("SELECT key FROM Cache WHERE raw = 1 ORDER BY rowid"):
+            yield key
+
+    def volume(self) -> int:
+        (size,) = self._con.execute("SELECT COALESCE(SUM(size), 0) FROM Cache").fetchone()
+        return int(size)
+
+    def close(self) -> None:
+        self._con.close()
