@@ -232,7 +232,19 @@ class PlanCache:
             return []
         try:
             return [k for k in store.iterkeys() if isinstance(k, str) and k.startswith(prefix)]
-        except (OSError, sqlite3.Error, diskcache.Timeout, UnsafeEntry) as exc:
+        except UnsafeEntry:
+            # a foreign writer stored a pickled key: list the string keys without unpickling it
+            _warn(f"plan cache {self.path}: a pickled (foreign) key is ignored; `trnplan cache clear` removes it")
+            try:
+                reader = ReadOnlyStore(self.path)
+                try:
+                    return [k for k in reader.iterkeys() if isinstance(k, str) and k.startswith(prefix)]
+                finally:
+                    reader.close()
+            except (OSError, sqlite3.Error) as exc:
+                _warn(f"plan cache {self.path}: cannot list entries ({type(exc).__name__}: {exc})")
+                return []
+        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
             _warn(f"plan cache {self.path}: cannot list entries ({type(exc).__name__}: {exc})")
             return []
 
