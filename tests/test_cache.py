@@ -133,7 +133,7 @@ def test_wisdom_round_trip_in_process(tmp_path):
     assert record["problem"] == problem.to_dict()
     assert record["fingerprint"] == fingerprint("cpu")
     assert record["tree"] == first.tree.to_dict()
-    assert record["strategy"] is None and record["tol"] is None and record["artifacts"] == {}
+    assert record["strategy"] is None and record["tol"] == 1e-6 and record["artifacts"] == {}  # the resolved bound
     json.dumps(record)  # plain JSON, nothing else
     assert "stored as " + key in first.explain()
 

@@ -245,6 +245,9 @@ def render_explain(plan: Plan) -> str:
             f"{_time(node.time_us):>10}  err ≤ {node.error:.1e}"
         )
     lines += ["", "candidates at the top level"]
+    if not plan.candidates:
+        lines.append("  (not recorded with this wisdom)")
+        return "\n".join(lines)
     width = max(len(c.solver) for c in plan.candidates) + 2
     for c in plan.candidates:
         pred = f"{_time(c.node.time_us):>10}  err {c.node.error:.1e}" if c.node is not None else f"{'—':>10}  {'':11}"
@@ -296,6 +299,8 @@ def _resolve_device(problem: Problem, device) -> torch.device:
     if reason is not None:
         raise BackendUnavailable(reason)
     dev = torch.device(device)
+    if dev.type == "cpu":
+        return torch.device("cpu")  # torch has one CPU device: "cpu:0" tensors report "cpu"
     if dev.type == "cuda":
         index = torch.cuda.current_device() if dev.index is None else dev.index
         if index >= torch.cuda.device_count():
@@ -349,11 +354,20 @@ def plan_many(
     strategy : str, optional
         Force the root solver (``"stockham"``) or a whole tree as an s-expression, e.g.
         ``"(four-step 4096=64x64 (dft-gemm) (stockham))"`` (see ``str(plan.tree)``).
-    effort : {"estimate"}, default "estimate"
-        Planning effort; "measure", "patient" and "wisdom_only" are reserved for later.
+    effort : {"estimate", "wisdom_only"}, default "estimate"
+        "estimate" plans from the cost model (or loads the plan from the cache); "wisdom_only"
+        never plans or compiles, and raises WisdomMiss when the cache has no answer
+        (``TRNPLAN_WISDOM_ONLY=1`` sets it for the process). "measure" and "patient" are
+        reserved for later.
     tol : float, optional
         Relative L2 error bound every candidate must be predicted to meet (default 1e-6 for
         fp32, 1e-12 for fp64).
+    cache : PlanCache or None, optional
+        The on-disk plan cache (default: :func:`trnplan.cache.default_cache`, at
+        ``$TRNPLAN_CACHE_DIR`` or ``~/.cache/trnplan``); ``None`` bypasses it.
+    compile : {"auto", "eager", "aot"}, default "auto"
+        The artifact to build and cache: none (eager), an AOTInductor package (aot); "auto" is
+        eager on the CPU and aot on CUDA. See docs/cache.md.
 
     Returns
     -------
@@ -369,6 +383,10 @@ def plan_many(
         A valid request this version does not build yet (r2c, rank ≥ 2, bf16, cores > 1 …).
     trnplan.errors.BackendUnavailable
         The device cannot run here (no GPU, no Neuron SDK).
+    trnplan.errors.WisdomMiss
+        ``wisdom_only`` and the cache has no plan (the message names the differing fingerprint).
+    trnplan.cache.UntrustedCacheError
+        An artifact would be loaded from a cache directory other users can write.
 
     Examples
     --------
@@ -379,6 +397,14 @@ def plan_many(
     >>> bool(torch.allclose(y, torch.fft.fft(x), atol=1e-3))
     True
     """
+    return _plan_many(shape, batch, kind=kind, inverse=inverse, dtype=dtype, precision=precision, norm=norm,
+                      device=device, cores=cores, strategy=strategy, effort=effort, tol=tol, cache=cache,
+                      compile=compile, use_lru=True)
+
+
+def _plan_many(shape, batch, *, kind, inverse, dtype, precision, norm, device, cores, strategy, effort, tol,
+               cache, compile, use_lru: bool) -> Plan:
+    """plan_many's work; ``use_lru=False`` (precompile) always goes to the on-disk cache."""
     problem = Problem.create(shape, batch, kind=kind, inverse=inverse, dtype=dtype, precision=precision,
                              norm=norm, device=device, cores=cores)
     _check_supported(problem, effort)
@@ -392,8 +418,10 @@ def plan_many(
     if compile not in ("auto", "eager", "aot", "neuron"):
         raise ValueError(f"compile must be 'auto', 'eager', 'aot' or 'neuron'; got {compile!r}")
     wisdom_only = effort == "wisdom_only" or config.wisdom_only()
+    if not use_lru:
+        return _build_plan(problem, spec, dev, tol, cache, compile, wisdom_only)
     key = (problem.digest(), str(spec) if spec else None, str(dev), tol,
-           str(cache.path) if cache is not None else None, compile)
+           str(cache.path) if cache is not None else None, compile, wisdom_only)
     with _LRU_LOCK:
         plan = _LRU.get(key)
         if plan is not None:

@@ -69,7 +69,10 @@ class AOTRunner:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         device_index = device.index if device.type == "cuda" and device.index is not None else -1
-        self._loader = torch._C._aoti.AOTIModelPackageLoader(path, "model", False, 1, device_index)
+        try:
+            self._loader = torch._C._aoti.AOTIModelPackageLoader(path, "model", False, 1, device_index)
+        finally:
+            os.remove(path)  # the loader has extracted what it needs (runs fine after removal)
         self._lock = threading.Lock()
 
     def __call__(self, re: torch.Tensor, im: torch.Tensor):

@@ -45,6 +45,7 @@ class CUDABackend(Backend):
     def fingerprint(self) -> dict:
         fp = super().fingerprint()
         if torch.cuda.is_available():
-            props = torch.cuda.get_device_properties(0)
+            # the current device: plan on another GPU model with torch.cuda.set_device first
+            props = torch.cuda.get_device_properties(torch.cuda.current_device())
             fp.update(gpu=props.name, capability=f"{props.major}.{props.minor}", cuda=torch.version.cuda)
         return fp

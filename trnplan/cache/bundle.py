@@ -56,7 +56,11 @@ def export_bundle(cache: PlanCache, path) -> dict:
 def import_bundle(cache: PlanCache, path) -> ImportReport:
     """Verify and add every entry of the bundle at ``path`` to ``cache`` (existing keys are kept)."""
     rejected, n_wisdom, n_art = [], 0, 0
-    with zipfile.ZipFile(path) as zf:
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise ValueError(f"{path} is not a trnplan cache bundle ({exc})") from None
+    with zf:
         try:
             meta = json.loads(zf.read("bundle.json"))
         except (KeyError, ValueError) as exc:
@@ -69,9 +73,16 @@ def import_bundle(cache: PlanCache, path) -> ImportReport:
             if not isinstance(key, str) or not key.startswith("wisdom:") or record is None:
                 rejected.append((str(key), "not a valid wisdom record"))
                 continue
+            files = item.get("files", {})
+            bad_keys = [a["key"] for m, a in record.get("artifacts", {}).items()
+                        if not (a["key"].startswith("artifact:") and a["key"].endswith(f":{m}"))]
+            if not isinstance(files, dict) or bad_keys:
+                rejected.append((key, f"artifact entries with keys outside the artifact store: {bad_keys}"
+                                 if bad_keys else "its 'files' is not a table"))
+                continue
             ok = True
             for mode, art in record.get("artifacts", {}).items():
-                name = item.get("files", {}).get(mode)
+                name = files.get(mode)
                 try:
                     data = zf.read(name) if name else None
                 except KeyError:

@@ -36,6 +36,12 @@ KEYS = {
 _DTYPES = {"complex64": torch.complex64, "complex128": torch.complex128}
 
 
+def _defaults_of(fn) -> dict:
+    import inspect
+
+    return {k: p.default for k, p in inspect.signature(fn).parameters.items() if k != "shape"}
+
+
 class ManifestError(TrnplanError, ValueError):
     """The manifest cannot be read or names something plan_many does not take."""
 
@@ -110,14 +116,16 @@ def _plan_kwargs(entry: dict) -> dict:
 
 def _precompile_one(index: int, entry: dict, cache_path: str | None) -> PrecompileResult:
     from trnplan.cache import PlanCache, default_cache
-    from trnplan.plan import plan_many
+    from trnplan.plan import _plan_many, plan_many
 
     cache = PlanCache(cache_path) if cache_path is not None else default_cache()
     kwargs = _plan_kwargs(entry)
     label = f"{kwargs['shape']} × batch {kwargs.get('batch', 1)}"
     t0 = time.perf_counter()
     try:
-        plan = plan_many(**kwargs, cache=cache)
+        # past the in-process LRU: its plan may predate this cache's contents (e.g. after a clear)
+        args = {**_defaults_of(plan_many), **kwargs, "cache": cache}
+        plan = _plan_many(args.pop("shape"), args.pop("batch"), **args, use_lru=False)
     except Exception as exc:  # noqa: BLE001 - one bad entry must not stop the others
         return PrecompileResult(index, label, None, None, None, 0.0, 0, time.perf_counter() - t0,
                                 f"{type(exc).__name__}: {exc}")

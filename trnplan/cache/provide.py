@@ -72,7 +72,7 @@ def variant_digest(spec, tol) -> str:
 
 
 def _warn(message: str) -> None:
-    warnings.warn(message, CacheWarning, stacklevel=5)
+    warnings.warn(message, CacheWarning, stacklevel=6)  # _warn, provide, _build_plan, _plan_many, plan_many: the caller
 
 
 def _candidates_to_json(candidates) -> list:
@@ -117,7 +117,8 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
     fpd = fingerprint_digest(fp)
     prov = Provenance(fingerprint=fp, compile_mode=mode, compile_reason=mode_reason,
                       cache_path=str(cache.path) if cache is not None else None)
-    key = f"wisdom:{problem.digest()}:{fpd}:{variant_digest(spec, tol)}"
+    # the resolved bound: tol=None and an explicit default tol are the same plan
+    key = f"wisdom:{problem.digest()}:{fpd}:{variant_digest(spec, planner.tol(problem))}"
     t0 = time.perf_counter()
 
     # 1. wisdom
@@ -138,13 +139,18 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
         cache.count("wisdom_hits")
     else:
         # 2. miss: explain it, then plan (or refuse)
-        note = None
+        note, others = None, []
         if cache is not None:
             cache.count("wisdom_misses")
-            others = [r for r in cache.wisdom_for_problem(problem.digest()) if r.get("fingerprint") != fp]
+            stored = cache.wisdom_for_problem(problem.digest())
+            others = [r for r in stored if r.get("fingerprint") != fp]
+            variants = [r for r in stored if r.get("fingerprint") == fp]
             if others:
                 nearest = min((diff(r["fingerprint"], fp) for r in others), key=len)
                 note = "stored wisdom for this problem has another fingerprint: " + "; ".join(nearest)
+            elif variants:
+                note = ("stored wisdom for this problem has another strategy or tol: " + "; ".join(
+                    f"strategy {r.get('strategy')}, tol {r.get('tol')}" for r in variants[:3]))
         if wisdom_only:
             if cache is None:
                 where = "no plan cache (cache=None)"
@@ -158,7 +164,7 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
                 + (f"; {note}" if note else "; no entry for this problem under any fingerprint")
                 + ". Precompile it (trnplan precompile MANIFEST --cache-dir DIR) or plan with effort='estimate'"
             )
-        if note:
+        if note and others:
             prov.fingerprint_note = note + " (re-planned)"
             _warn(f"plan cache {cache.path}: {note}; re-planning")
         tree, candidates = planner.search(problem, spec)
@@ -180,7 +186,7 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
     if cache is not None and (record is None or artifacts != record.get("artifacts", {})):
         new = {
             "format": WISDOM_FORMAT, "problem": problem.to_dict(), "fingerprint": fp, "tree": tree.to_dict(),
-            "strategy": str(spec) if spec else None, "tol": tol, "planning_ms": prov.planning_ms,
+            "strategy": str(spec) if spec else None, "tol": planner.tol(problem), "planning_ms": prov.planning_ms,
             "candidates": _candidates_to_json(candidates), "artifacts": artifacts, "created": time.time(),
         }
         if record is None:

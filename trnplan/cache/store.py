@@ -309,15 +309,18 @@ class PlanCache:
             else:  # float totals (seconds): read-modify-write inside a transaction
                 with store.transact():
                     store.set(f"stats:{name}", float(store.get(f"stats:{name}", 0.0)) + amount)
-        except (OSError, sqlite3.Error, diskcache.Timeout, UnsafeEntry):
-            pass
+        except (OSError, sqlite3.Error, diskcache.Timeout, UnsafeEntry, TypeError, ValueError):
+            pass  # a damaged counter is not worth a warning: it only feeds `trnplan cache info`
 
     def stats(self) -> dict:
         """Counters and sizes: hits, misses, compiles, entries, bytes, compile seconds saved."""
         store = self._open()
         names = ("wisdom_hits", "wisdom_misses", "artifact_hits", "compiles", "compile_seconds",
                  "compile_seconds_saved")
-        out = {name: (self._get(f"stats:{name}") or 0) for name in names}
+        out = {}
+        for name in names:
+            value = self._get(f"stats:{name}")
+            out[name] = value if isinstance(value, (int, float)) else 0
         out["wisdom_entries"] = len(self._keys("wisdom:"))
         out["artifact_entries"] = len(self._keys("artifact:"))
         try:
