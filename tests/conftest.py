@@ -43,3 +43,20 @@ def _fresh_plan_cache(tmp_path, monkeypatch):
     trnplan.clear_plan_cache()
     yield
     trnplan.clear_plan_cache()
+
+
+def exported_bundle_meta(tmp_path, shape=(64,)):
+    """Precompile one plan, export it, and return (bundle path, its parsed bundle.json) for forging."""
+    import json
+    import zipfile
+
+    from trnplan.cache import PlanCache
+    from trnplan.cache.bundle import export_bundle
+    from trnplan.cache.precompile import precompile
+
+    src = PlanCache(tmp_path / "src")
+    precompile([{"shape": list(shape)}], cache=src, progress=False)
+    bundle = tmp_path / "b.zip"
+    export_bundle(src, bundle)
+    with zipfile.ZipFile(bundle) as zf:
+        return bundle, json.loads(zf.read("bundle.json"))

@@ -12,9 +12,9 @@ import pytest
 import torch
 
 import trnplan
-from conftest import BAR, random_complex, reference, rel_l2
+from conftest import BAR, exported_bundle_meta, random_complex, reference, rel_l2
 from trnplan.cache import PlanCache
-from trnplan.cache.bundle import export_bundle, import_bundle
+from trnplan.cache.bundle import import_bundle
 from trnplan.cache.precompile import ManifestError, load_manifest, precompile
 from trnplan.cli import main
 
@@ -152,13 +152,8 @@ def test_cache_cli_info_list_export_import_clear(tmp_path, capsys):
 
 
 def test_import_rejects_tampered_entries(tmp_path):
-    src = PlanCache(tmp_path / "src")
-    precompile([{"shape": [64]}], cache=src, progress=False)
     # plant a fake artifact claim with a wrong sha256 and a garbage record into a bundle
-    bundle = tmp_path / "b.zip"
-    export_bundle(src, bundle)
-    with zipfile.ZipFile(bundle) as zf:
-        meta = json.loads(zf.read("bundle.json"))
+    bundle, meta = exported_bundle_meta(tmp_path)
     good = meta["entries"][0]
     forged = json.loads(json.dumps(good))
     forged["key"] = good["key"] + "x"

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 import trnplan
-from conftest import BAR, random_complex, reference, rel_l2
+from conftest import BAR, exported_bundle_meta, random_complex, reference, rel_l2
 from trnplan.cache import PlanCache
-from trnplan.cache.bundle import export_bundle, import_bundle
+from trnplan.cache.bundle import import_bundle
 from trnplan.cache.precompile import precompile
 from trnplan.cli import main
 
@@ -56,14 +56,9 @@ def test_wisdom_miss_names_a_stored_variant_with_another_tol(tmp_path):
 
 
 def test_bundle_cannot_write_outside_the_artifact_store(tmp_path):
-    src = PlanCache(tmp_path / "src")
-    precompile([{"shape": [64]}], cache=src, progress=False)
-    bundle = tmp_path / "b.zip"
-    export_bundle(src, bundle)
-    with zipfile.ZipFile(bundle) as zf:
-        meta = json.loads(zf.read("bundle.json"))
     import hashlib
 
+    bundle, meta = exported_bundle_meta(tmp_path)
     payload = b"\x00\x01"
     entry = meta["entries"][0]
     entry["record"]["artifacts"] = {"aot": {"key": "stats:wisdom_misses", "sha256": hashlib.sha256(payload).hexdigest()}}
