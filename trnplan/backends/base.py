@@ -2,9 +2,9 @@
 
 A backend knows whether it can run here (:meth:`unavailable_reason`), whether it has a native
 FFT (:meth:`has_native_fft`), its cost profile (:attr:`profile`), its fingerprint (what a plan
-or an artifact depends on), and how to turn a device string into a ``torch.device``. Turning a
-lowered module into an artifact (AOTInductor ``.pt2`` / NEFF) is the plan-cache issue's seam:
-in this version every backend runs the lowered module eagerly.
+or an artifact depends on), which artifact kinds it builds (:meth:`resolve_compile`), and how
+to build a lowered module into artifact bytes and load them back without recompiling
+(:meth:`build_artifact`, :meth:`load_artifact`; see :mod:`trnplan.backends.artifacts`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,6 @@ class Backend:
 
     def has_native_fft(self, precision: str) -> bool:
         return False
-
-    def torch_device(self, device) -> torch.device:
-        return torch.device(device)
 
     # ------------------------------------------------------------------ artifacts
     #: the artifact kinds this backend can build, besides "eager" (none)
