@@ -133,7 +133,7 @@ def test_wisdom_round_trip_in_process(tmp_path):
     assert record["problem"] == problem.to_dict()
     assert record["fingerprint"] == fingerprint("cpu")
     assert record["tree"] == first.tree.to_dict()
-    assert record["strategy"] is None and record["tol"] == 1e-6 and record["artifacts"] == {}  # the resolved bound
+    assert record["strategy"] is None and record["tol"] == 5e-7 and record["artifacts"] == {}  # the resolved bound
     json.dumps(record)  # plain JSON, nothing else
     assert "stored as " + key in first.explain()
 
@@ -334,6 +334,9 @@ def test_aot_cross_process_artifact_hit(aot_cache, tmp_path):
     a = aot_cache["a"]
     assert a["origin"] == "planned now" and a["artifact"] == "compiled now" and a["mode"] == "aot"
     assert a["runner"] == "AOTRunner" and a["compile_s"] > 0 and a["bytes"] > 0
+    # the plan module exports with a dynamic batch on torch 2.13: a static artifact here is a
+    # regression (the varargs forward once made every export fall back to static)
+    assert a["dynamic"] is True
     x = random_complex((4, 64), seed=0)
     assert rel_l2(np.load(aot_cache["out"] / "a.npy"), reference(x, False)) <= BAR["fp32"]
 
@@ -348,7 +351,7 @@ def test_aot_cross_process_artifact_hit(aot_cache, tmp_path):
         np.save(os.path.join(OUT, "b.npy"), run(plan, rnd((4, 64), 0)))
         if pv.dynamic_batch:  # the artifact itself, on a batch other than the one it was traced at
             x7 = torch.from_numpy(rnd((7, 64), 3)).to(torch.complex64)
-            yr, yi = plan._runner(x7.real.contiguous(), x7.imag.contiguous())
+            yr, yi = plan._runner(x7.real.contiguous(), x7.imag.contiguous())  # returns a tuple
             np.save(os.path.join(OUT, "b7.npy"), torch.complex(yr, yi).numpy())
         stats = trnplan.cache.default_cache().stats()
         done(origin=pv.origin, artifact=pv.artifact, mode=pv.compile_mode, compile_s=pv.compile_s,

@@ -162,25 +162,31 @@ def test_bad_plan_lru_size_environment(monkeypatch):
 
 
 # ---------------------------------------------------------------------------- NotSupportedYet
-@pytest.mark.parametrize("kind", ["r2c", "c2r"])
-def test_real_kinds_not_supported_yet(kind):
-    with pytest.raises(NotSupportedYet, match=rf"kind='{kind}' is not built yet in this version .*use kind='c2c'"):
-        plan_many(8, kind=kind)
+@pytest.mark.parametrize("kind,inverse,match", [
+    ("r2c", True, r"kind='r2c' is a forward transform .*its inverse is kind='c2r'"),
+    ("c2r", False, r"kind='c2r' is an inverse transform .*pass inverse=True"),
+])
+def test_real_kinds_have_one_direction(kind, inverse, match):
+    # built by the real/N-D issue (tests/test_real_nd.py checks them); a contradictory direction is an error
+    with pytest.raises(ValueError, match=match):
+        plan_many(8, kind=kind, inverse=inverse)
 
 
 @pytest.mark.parametrize("shape", [(8, 8), [4, 4, 4], (1, 8)])
-def test_rank_above_one_not_supported_yet(shape):
-    rank = len(shape)
-    with pytest.raises(NotSupportedYet, match=esc(f"shape {tuple(shape)} has rank {rank}; only 1-D plans are built")
-                       + r".*use shape=\(n,\)"):
-        plan_many(shape)
+def test_rank_above_one_plans(shape):
+    # built by the real/N-D issue: the nd solver plans every rank ≥ 2
+    assert plan_many(shape).tree.solver == "nd"
 
 
-@pytest.mark.parametrize("precision", ["bf16", "bf16x3", "bf16x6", "tf32", "auto"])
-def test_future_precisions_not_supported_yet(precision):
-    with pytest.raises(NotSupportedYet, match=rf"precision='{precision}' is not built yet .*use 'fp32' \(complex64\) "
-                                              r"or 'fp64' \(complex128\)"):
-        plan_many(8, precision=precision)
+@pytest.mark.parametrize("precision", ["bf16", "bf16x3", "bf16x6", "auto"])
+def test_precision_modes_plan_on_the_cpu(precision):
+    # built by the precision-modes issue (tests/test_precision.py checks their accuracy)
+    assert plan_many(8, precision=precision).problem.precision == precision
+
+
+def test_tf32_off_cuda_is_a_clear_error():
+    with pytest.raises(PlanningError, match=r"precision='tf32' uses TF32 tensor cores, which only device='cuda' has"):
+        plan_many(8, precision="tf32")
 
 
 @pytest.mark.parametrize("cores", [2, 8])
@@ -197,7 +203,7 @@ def test_planning_efforts_not_supported_yet(effort):
 
 def test_not_supported_yet_is_a_not_implemented_error():
     with pytest.raises(NotImplementedError):
-        plan_many(8, kind="r2c")
+        plan_many(8, cores=2)
 
 
 # ---------------------------------------------------------------------------- BackendUnavailable
@@ -324,7 +330,7 @@ MALFORMED = [
     ("(stockham foo)", r"strategy '\(stockham foo\)': cannot read 'foo'; expected a solver name \("
                        + esc(ALL_SOLVERS) + r"\), a length like 4096 or 4096=64x64, or an option like m=256"),
     ("(stockham -256)", r"cannot read '-256'; expected a solver name"),
-    ("(bluestein m=abc)", r"cannot read 'm=abc'; expected"),
+    ("(bluestein m=abc)", r"bluestein's option m takes an integer, got 'abc'"),
     ("(stockham 256=8xa)", r"strategy '\(stockham 256=8xa\)': bad factor list '256=8xa' \(write e\.g\. 4096=64x64\)"),
     ("(stockham 256=)", r"bad factor list '256='"),
     ("_", r"strategy '_' names no solver; use one of " + esc(ALL_SOLVERS)),

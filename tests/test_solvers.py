@@ -88,9 +88,12 @@ def test_large_prime_through_bluestein_with_gemm_children():
     ("(stockham 1024=2x8x8x8)", 1024),
 ])
 def test_forced_trees_without_native(spec, n):
-    plan = trnplan.plan_many(n, batch=2, strategy=spec)
+    # tol = the bar checked below: the planner's default fp32 bound is now 5e-7 (the precision
+    # issue's bar), which the model cannot certify for the deepest of these forced GEMM trees
+    # (Bluestein over four-step over dft-gemm: predicted 5.2e-7)
+    plan = trnplan.plan_many(n, batch=2, strategy=spec, tol=BAR["fp32"])
     assert "native" not in str(plan.tree)
     for inverse in (False, True):
-        p = trnplan.plan_many(n, batch=2, strategy=spec, inverse=inverse)
+        p = trnplan.plan_many(n, batch=2, strategy=spec, inverse=inverse, tol=BAR["fp32"])
         x = random_complex((2, n), seed=5)
         assert rel_l2(p(torch.from_numpy(x).to(torch.complex64)), reference(x, inverse)) <= BAR["fp32"]

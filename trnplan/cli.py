@@ -1,6 +1,6 @@
 """The ``trnplan`` command line.
 
-    trnplan plan SHAPE [--batch B] [--inverse] [--precision P] [--strategy S] [--explain] [--verify]
+    trnplan plan SHAPE [--batch B] [--kind K] [--inverse] [--precision P] [--strategy S] [--explain] [--verify]
     trnplan solvers
     trnplan precompile MANIFEST [--cache-dir D] [--jobs N]
     trnplan cache info|list|clear|export FILE|import FILE [--cache-dir D]
@@ -55,11 +55,16 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Plan a transform, run it on seeded random complex data, print the plan "
                                    "tree and the median execute time; --verify compares with numpy.fft in "
                                    "complex128 and exits 1 when the relative L2 error is over the bound.")
-    p.add_argument("shape", type=parse_shape, metavar="SHAPE", help="transform length, e.g. 4096 (1-D in this version)")
+    p.add_argument("shape", type=parse_shape, metavar="SHAPE",
+                   help="transform shape, e.g. 4096, 256x256 or 32x64x64 (for r2c/c2r the real shape)")
+    p.add_argument("--kind", choices=["c2c", "r2c", "c2r"], default="c2c",
+                   help="c2c (default), r2c (real input, half spectrum out) or c2r (its inverse)")
     p.add_argument("--batch", type=int, default=1, help="number of transforms per call (default 1)")
     p.add_argument("--inverse", action="store_true", help="plan the inverse transform")
-    p.add_argument("--precision", choices=["fp32", "fp64"], default=None,
-                   help="arithmetic: fp32 (complex64, default) or fp64 (complex128)")
+    p.add_argument("--precision", choices=["fp32", "fp64", "bf16", "bf16x3", "bf16x6", "tf32", "auto"], default=None,
+                   help="arithmetic: fp32 (complex64, default), fp64 (complex128), bf16 / bf16x3 / bf16x6 (bf16 "
+                        "GEMM operands, 1, 3 or 6 products), tf32 (CUDA), or auto (cheapest mode meeting --tol); "
+                        "see docs/precision.md")
     p.add_argument("--norm", choices=["backward", "ortho", "forward"], default="backward",
                    help="scaling, as in torch.fft (default backward)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:i]")
@@ -67,7 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="force a solver (" + ", ".join(s.name for s in SOLVERS) + ") or a tree s-expression, "
                         "e.g. '(four-step 4096=64x64 (dft-gemm) (stockham))'")
     p.add_argument("--tol", type=float, default=None,
-                   help="relative L2 error bound (default 1e-6 for fp32, 1e-12 for fp64)")
+                   help="relative L2 error bound (default: the precision's bar, 5e-7 for fp32, 1e-13 for fp64, "
+                        "4e-3 bf16, 1e-5 bf16x3, 5e-7 bf16x6)")
     p.add_argument("--explain", action="store_true", help="print the full explanation (tree, costs, candidates)")
     p.add_argument("--verify", action="store_true",
                    help="compare with numpy.fft (complex128); exit 1 if the error is over the bound")
@@ -120,13 +126,18 @@ def _cmd_plan(args) -> int:
         print("error: --batch and --repeats must be positive", file=sys.stderr)
         return EXIT_USAGE
     dtype = torch.complex128 if args.precision == "fp64" else torch.complex64
-    plan = plan_many(args.shape, batch=args.batch, inverse=args.inverse, dtype=dtype, precision=args.precision,
+    if args.kind != "c2c" and args.inverse:
+        print("error: --inverse is implied by --kind c2r and impossible for r2c; drop it", file=sys.stderr)
+        return EXIT_USAGE
+    inverse = True if args.kind == "c2r" else args.inverse
+    plan = plan_many(args.shape, batch=args.batch, kind=args.kind, inverse=inverse, dtype=dtype, precision=args.precision,
                      norm=args.norm, device=args.device, strategy=args.strategy, tol=args.tol, cache=_cache(args),
                      compile=args.compile, effort="wisdom_only" if args.wisdom_only else "estimate")
     rng = np.random.default_rng(args.seed)
-    shape = (args.batch, *args.shape)
-    x64 = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
-    x = torch.from_numpy(x64).to(dtype=dtype, device=plan.device)
+    p = plan.problem
+    shape = (args.batch, *p.in_shape)
+    x64 = rng.standard_normal(shape) + (0 if p.real_input else 1j * rng.standard_normal(shape))
+    x = torch.from_numpy(x64).to(dtype=p.real_dtype if p.real_input else dtype, device=plan.device)
     sync = torch.cuda.synchronize if plan.device.type == "cuda" else (lambda: None)
     for _ in range(3):
         y = plan.execute(x)
@@ -143,7 +154,12 @@ def _cmd_plan(args) -> int:
     if not args.verify:
         return EXIT_OK
     axes = tuple(range(1, len(shape)))
-    ref = (np.fft.ifftn if args.inverse else np.fft.fftn)(x64, axes=axes, norm=args.norm)
+    if p.kind == "r2c":
+        ref = np.fft.rfftn(x64, axes=axes, norm=args.norm)
+    elif p.kind == "c2r":
+        ref = np.fft.irfftn(x64, s=p.shape, axes=axes, norm=args.norm)
+    else:
+        ref = (np.fft.ifftn if args.inverse else np.fft.fftn)(x64, axes=axes, norm=args.norm)
     err = float(np.linalg.norm(y.cpu().numpy() - ref) / np.linalg.norm(ref))
     ok = err <= plan.tol
     print(f"verify:  relative L2 error {err:.2e} vs numpy.fft complex128; bound {plan.tol:.0e}; "

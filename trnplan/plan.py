@@ -19,12 +19,13 @@ from trnplan.backends import get_backend
 from trnplan.cache import PlanCache, default_cache
 from trnplan.cache.provide import provide
 from trnplan.errors import BackendUnavailable, NotSupportedYet, PlanningError
-from trnplan.planner.native import NativeFFT
 from trnplan.planner.planner import CHOSEN, PlanModule
+from trnplan.planner.real import hermitian_weights
 from trnplan.planner.node import PlanNode
 from trnplan.planner.registry import solver_names
 from trnplan.planner.spec import Spec, parse_strategy
-from trnplan.problem import EFFORTS, FUTURE_PRECISIONS, Problem
+from trnplan.problem import EFFORTS, Problem
+from trnplan.verify import describe_measured
 
 __all__ = ["Plan", "PlanModule", "plan_many", "clear_plan_cache", "plan_cache_info"]
 
@@ -54,15 +55,19 @@ class Plan:
         self.provenance, self.strategy, self.tol = provenance, strategy, tol
         self.profile_name = profile_name
         # a compiled artifact runs the whole transform (norm included); the eager module stays
-        # for autograd, which an AOT/NEFF artifact does not carry
+        # for the pair form's autograd, which an AOT/NEFF artifact does not carry
         self._runner = runner
         self.cache_hits = 0
-        self._flat = (problem.batch, problem.n)
+        self._in_flat = (problem.batch, math.prod(problem.in_shape))
+        self._lib_in = (problem.batch, *problem.in_shape)
         # (shape, dtype, device) signatures already validated: repeated calls skip the checks
         self._accepted: set = set()
         self._native = None
-        if runner is None and isinstance(module.root, NativeFFT):
+        if runner is None and hasattr(module.root, "library_call"):
             self._native = module.root.library_call(problem.norm)
+        self._adjoint: Plan | None = None
+        #: how to plan the adjoint the same way (cache, compile, tol); set by plan_many
+        self._plan_options: dict = {}
 
     # ------------------------------------------------------------------ running
     def execute(self, x):
@@ -71,49 +76,111 @@ class Plan:
         Parameters
         ----------
         x : torch.Tensor or (torch.Tensor, torch.Tensor)
-            A complex tensor of the plan's dtype whose trailing dimensions equal the plan's
-            shape and whose leading dimensions multiply to the plan's batch (any layout,
-            contiguous or not), on the plan's device; or a pair ``(re, im)`` of real tensors of
-            the matching real dtype (float32 for complex64), each of that shape.
+            The input on the plan's device, any layout (contiguous or not), whose trailing
+            dimensions are the plan's input shape and whose leading dimensions multiply to the
+            plan's batch:
+
+            * c2c: complex (``dtype``), trailing shape ``shape``; or a pair ``(re, im)`` of real
+              tensors of the matching real dtype (float32 for complex64);
+            * r2c: real (float32 for complex64, float64 for complex128), trailing shape ``shape``;
+            * c2r: complex, trailing shape ``(*shape[:-1], shape[-1] // 2 + 1)``; or a pair.
 
         Returns
         -------
         torch.Tensor or (torch.Tensor, torch.Tensor)
-            The transform, same shape as ``x``; a pair when a pair came in.
+            c2c: complex of the input's shape (a pair when a pair came in); r2c: complex with
+            trailing shape ``(*shape[:-1], shape[-1] // 2 + 1)``; c2r: real with trailing shape
+            ``shape``. Like torch.fft.irfft, c2r ignores the imaginary parts of the DC and (even
+            ``shape[-1]``) Nyquist bins.
 
         Raises
         ------
         TypeError
-            ``x`` is not a tensor or pair of tensors, is real when complex was expected, or has
-            the wrong dtype.
+            ``x`` is not a tensor or pair of tensors, is real where complex is expected (or the
+            reverse), or has the wrong dtype.
         ValueError
             The shape or batch does not match the plan, or ``x`` is on another device.
+
+        Notes
+        -----
+        Differentiable: when ``x`` requires grad, the backward pass runs the adjoint transform
+        (:meth:`adjoint`) as another cached plan.
         """
         p = self.problem
         if isinstance(x, torch.Tensor):
             signature = (x.shape, x.dtype, x.device)
             if signature not in self._accepted:
-                self._check_complex(x)
+                self._check_tensor(x)
                 self._check_layout(x, "x")
                 self._accept(signature)
-            flat = x.shape == self._flat
-            z = x if flat else x.reshape(self._flat)
-            if self._native is not None:
-                y = self._native(z)
-            else:
-                yr, yi = self._split_module(x)(z.real, z.imag)
-                y = torch.complex(yr, yi)
-            return y if flat else y.reshape(x.shape)
+            if x.requires_grad and torch.is_grad_enabled():
+                return _PlanFunction.apply(self, x)
+            return self._run(x)
         if isinstance(x, (tuple, list)):
+            if p.real_input:
+                raise TypeError(f"this r2c plan takes one real {_name(p.real_dtype)} tensor, not a pair")
             re, im = self._check_pair(x)
-            yr, yi = self._split_module(re, im)(re.reshape(self._flat), im.reshape(self._flat))
-            return yr.reshape(re.shape), yi.reshape(im.shape)
+            lead = re.shape[: re.ndim - p.rank]
+            out = self._split_module(re, im)(re.reshape(self._in_flat), im.reshape(self._in_flat))
+            return tuple(t.reshape(*lead, *p.out_shape) for t in out) if len(out) == 2 else out[0].reshape(*lead, *p.out_shape)
         raise TypeError(
-            f"execute() takes a {p.dtype} tensor of shape (..., {', '.join(map(str, p.shape))}) or a "
-            f"(re, im) pair of {str(p.real_dtype).removeprefix('torch.')} tensors; got {type(x).__name__}"
+            f"execute() takes {self._wanted()}; got {type(x).__name__}"
         )
 
     __call__ = execute
+
+    def _run(self, x: torch.Tensor) -> torch.Tensor:
+        """The transform of a validated tensor, outside autograd."""
+        p = self.problem
+        lead = x.shape[: x.ndim - p.rank]
+        if self._native is not None:
+            y = self._native(x.reshape(self._lib_in))
+        else:
+            z = x.reshape(self._in_flat)
+            out = self._split_module()(z) if p.real_input else self._split_module()(z.real, z.imag)
+            y = out[0] if p.real_output else torch.complex(out[0], out[1])
+        return y.reshape(*lead, *p.out_shape)
+
+    def adjoint(self) -> "Plan":
+        """The plan of the adjoint transform (cached), which autograd's backward pass runs.
+
+        The adjoint of a DFT with scale s is the opposite-direction DFT with the same scale, so
+        the adjoint plan flips ``inverse`` and mirrors ``norm`` ("backward" ↔ "forward"). For real
+        transforms it swaps r2c and c2r; :meth:`backward` applies the Hermitian weights.
+        """
+        if self._adjoint is None:
+            p = self.problem
+            kind = {"c2c": "c2c", "r2c": "c2r", "c2r": "r2c"}[p.kind]
+            norm = {"backward": "forward", "forward": "backward", "ortho": "ortho"}[p.norm]
+            self._adjoint = plan_many(p.shape, p.batch, kind=kind, inverse=not p.inverse, dtype=p.torch_dtype,
+                                      precision=p.precision, norm=norm, device=self.device, **self._plan_options)
+        return self._adjoint
+
+    def backward(self, g: torch.Tensor) -> torch.Tensor:
+        """The gradient with respect to the input, given the gradient ``g`` of the output.
+
+        Runs the adjoint plan (:meth:`adjoint`): for c2c ``adjoint().execute(g)``; for r2c the
+        c2r of ``g / c_k``; for c2r ``c_k`` times the r2c of ``g``, with the Hermitian weights c_k
+        (1 for DC and Nyquist, 2 otherwise). This is what ``loss.backward()`` calls through
+        :meth:`execute`; it is public for custom autograd code (trnplan.fft's compiled path).
+
+        Parameters
+        ----------
+        g : torch.Tensor
+            Gradient of the output: the shape and dtype :meth:`execute` returns.
+
+        Returns
+        -------
+        torch.Tensor
+            Gradient of the input, the shape and dtype :meth:`execute` takes.
+        """
+        p, adj = self.problem, self.adjoint()
+        if p.kind == "c2c":
+            return adj.execute(g)
+        weights = torch.as_tensor(hermitian_weights(p.shape[-1]), dtype=p.real_dtype, device=g.device)
+        if p.kind == "r2c":  # Re(Σ_k g_k ω^{-jk}) over the half spectrum = c2r of g with weights 1/c_k
+            return adj.execute(g / weights)
+        return adj.execute(g.real.contiguous() if g.is_complex() else g) * weights  # c2r: c_k · rfft(g)
 
     def _split_module(self, *inputs):
         """The compiled artifact, unless a gradient is needed (artifacts carry no autograd)."""
@@ -125,32 +192,48 @@ class Plan:
         if len(self._accepted) < 64:  # bounded: a plan sees few distinct layouts
             self._accepted.add(signature)
 
-    def _check_complex(self, x: torch.Tensor):
+    def _wanted(self, two: str = "") -> str:
         p = self.problem
+        trailing = ", ".join(map(str, p.in_shape))
+        if p.real_input:
+            return f"a real {_name(p.real_dtype)} tensor of shape (..., {trailing})"
+        return (f"a {p.dtype} tensor of shape (..., {trailing}) or a (re, im) pair of {two}"
+                f"{_name(p.real_dtype)} tensors")
+
+    def _check_tensor(self, x: torch.Tensor):
+        p = self.problem
+        got = _name(x.dtype)
+        if p.real_input:
+            if x.is_complex():
+                raise TypeError(f"this r2c plan takes real input ({_name(p.real_dtype)}), got a complex {got} tensor; "
+                                f"use a c2c plan (kind='c2c') for complex data, or pass x.real")
+            if x.dtype != p.real_dtype:
+                raise TypeError(f"this r2c plan was made for {_name(p.real_dtype)} input but x is {got}; convert with "
+                                f"x.to(torch.{_name(p.real_dtype)}) or plan with dtype=torch.{got}")
+            return
         if not x.is_complex():
             raise TypeError(
-                f"this c2c plan takes complex input ({p.dtype}), got a real {str(x.dtype).removeprefix('torch.')} "
-                f"tensor; pass torch.complex(x, torch.zeros_like(x)), or the pair (x, torch.zeros_like(x))"
+                f"this {p.kind} plan takes complex input ({p.dtype}), got a real {got} tensor; pass "
+                f"torch.complex(x, torch.zeros_like(x)), or the pair (x, torch.zeros_like(x))"
+                + ("; for real input to a forward transform plan kind='r2c'" if p.kind == "c2c" else "")
             )
         if x.dtype != p.torch_dtype:
-            got = str(x.dtype).removeprefix("torch.")
             replan = f" or plan with dtype=torch.{got}" if x.dtype in (torch.complex64, torch.complex128) else ""
             raise TypeError(f"this plan was made for {p.dtype} but x is {got}; convert with x.to(torch.{p.dtype}){replan}")
 
     def _check_pair(self, x):
         p = self.problem
-        want = str(p.real_dtype).removeprefix("torch.")
+        want = _name(p.real_dtype)
         if len(x) != 2 or not all(isinstance(t, torch.Tensor) for t in x):
             types = sorted({type(t).__name__ for t in x})
             raise TypeError(
-                f"execute() takes a {p.dtype} tensor of shape (..., {', '.join(map(str, p.shape))}) or a (re, im) "
-                f"pair of two {want} tensors; got a {type(x).__name__} of {len(x)} item(s) of type(s) {', '.join(types)}"
+                f"execute() takes {self._wanted('two ')}; got a {type(x).__name__} of {len(x)} item(s) of type(s) {', '.join(types)}"
             )
         re, im = x
         for name, t in (("re", re), ("im", im)):
             if t.is_complex() or t.dtype != p.real_dtype:
                 raise TypeError(f"pair input {name} must be {want} (the real dtype of {p.dtype}); "
-                                f"got {str(t.dtype).removeprefix('torch.')}")
+                                f"got {_name(t.dtype)}")
         if re.shape != im.shape:
             raise ValueError(f"pair input re and im must have the same shape; got {tuple(re.shape)} and {tuple(im.shape)}")
         self._check_layout(re, "re")
@@ -159,11 +242,13 @@ class Plan:
 
     def _check_layout(self, t: torch.Tensor, name: str):
         p = self.problem
-        if t.ndim < p.rank or tuple(t.shape[t.ndim - p.rank:]) != p.shape:
+        want = p.in_shape
+        side = {"r2c": " (the real shape)", "c2r": f" (the half spectrum of {p.shape}: last axis {p.shape[-1]}//2+1)"}
+        if t.ndim < p.rank or tuple(t.shape[t.ndim - p.rank:]) != want:
             raise ValueError(
                 f"{name} has shape {tuple(t.shape)}, but this plan transforms trailing dimension(s) "
-                f"{p.shape}: expected shape (..., {', '.join(map(str, p.shape))}) with leading dimensions "
-                f"multiplying to batch={p.batch}"
+                f"{want}{side.get(p.kind, '')}: expected shape (..., {', '.join(map(str, want))}) with leading "
+                f"dimensions multiplying to batch={p.batch}"
             )
         leading = math.prod(t.shape[: t.ndim - p.rank])
         if leading == 0:
@@ -185,6 +270,27 @@ class Plan:
 
     def __repr__(self) -> str:
         return f"<trnplan.Plan {self.problem.describe()}: {self.tree}>"
+
+
+def _name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")
+
+
+class _PlanFunction(torch.autograd.Function):
+    """A plan as an autograd node: forward runs the plan, backward runs its adjoint plan.
+
+    The backward itself goes through :meth:`Plan.execute`, so it is differentiable again
+    (double backward) and uses the adjoint's cached plan and artifact.
+    """
+
+    @staticmethod
+    def forward(ctx, plan, x):
+        ctx.plan = plan
+        return plan._run(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return None, ctx.plan.backward(g)
 
 
 # ---------------------------------------------------------------------- explain()
@@ -233,6 +339,8 @@ def render_explain(plan: Plan) -> str:
         f"  tree       {tree}",
         f"  predicted  {_time(tree.time_us)}, {_si(tree.flops)} flop, {_si(tree.bytes)}B moved, "
         f"{tree.launches:.0f} ops; relative L2 error ≤ {tree.error:.1e} (bound {plan.tol:.0e})",
+        *([f"  accuracy   {describe_measured(tree.measured_error)}"] if tree.measured_error is not None else []),
+        *([f"  probe      {pv.probe}; {pv.probe_origin}"] if getattr(pv, "probe", "") else []),
         f"  scale      {p.scale:.6g} (norm={p.norm!r})",
         "",
         f"plan tree (each line: the subtree's predicted totals on the {plan.profile_name!r} cost profile)",
@@ -275,15 +383,9 @@ def plan_cache_info() -> dict:
 
 
 def _check_supported(problem: Problem, effort: str) -> None:
-    if problem.kind != "c2c":
-        raise NotSupportedYet(f"kind={problem.kind!r} is not built yet in this version (real transforms arrive "
-                              f"with the real/N-D issue); use kind='c2c' on complex input")
-    if problem.rank != 1:
-        raise NotSupportedYet(f"shape {problem.shape} has rank {problem.rank}; only 1-D plans are built in this "
-                              f"version (N-D arrives with the real/N-D issue): plan each axis, or use shape=(n,)")
-    if problem.precision in FUTURE_PRECISIONS:
-        raise NotSupportedYet(f"precision={problem.precision!r} is not built yet (the precision-modes issue); "
-                              f"use 'fp32' (complex64) or 'fp64' (complex128)")
+    unsupported = get_backend(problem.device).precision_unsupported_reason(problem.precision)
+    if unsupported is not None:
+        raise PlanningError(unsupported)
     if problem.cores != 1:
         raise NotSupportedYet(f"cores={problem.cores} is not built yet (the multicore issue); use cores=1")
     if effort not in EFFORTS:
@@ -314,7 +416,7 @@ def plan_many(
     batch: int = 1,
     *,
     kind: str = "c2c",
-    inverse: bool = False,
+    inverse: bool | None = None,
     dtype=torch.complex64,
     precision: str | None = None,
     norm: str | None = "backward",
@@ -325,24 +427,36 @@ def plan_many(
     tol: float | None = None,
     cache=_DEFAULT_CACHE,
     compile: str = "auto",
+    verify: bool = False,
 ) -> Plan:
     """Plan ``batch`` transforms of ``shape`` and return a ready :class:`Plan`.
 
     Parameters
     ----------
     shape : int or sequence of int
-        Transform length (1-D in this version; an int is accepted).
+        Transform shape over the input's trailing axes: ``4096`` or ``(4096,)`` for 1-D,
+        ``(256, 256)`` for 2-D, ``(32, 64, 64)`` for 3-D. For r2c and c2r, the *real* shape.
     batch : int, default 1
         Number of transforms per :meth:`Plan.execute` call; the leading dimensions of the input
         must multiply to it.
-    kind : {"c2c"}, default "c2c"
-        Complex-to-complex. ("r2c" and "c2r" are reserved for a later version.)
-    inverse : bool, default False
-        Forward (``exp(-2πi jk/n)``) or inverse transform.
+    kind : {"c2c", "r2c", "c2r"}, default "c2c"
+        Complex-to-complex; real-to-complex (forward, output ``shape[-1] // 2 + 1`` values on
+        the last axis, as torch.fft.rfftn); complex-to-real (inverse, output ``shape``, as
+        torch.fft.irfftn with ``s=shape``).
+    inverse : bool, optional
+        Forward (``exp(-2πi jk/n)``) or inverse transform; default: forward for c2c and r2c,
+        inverse for c2r (the only direction each real kind has).
     dtype : torch.dtype, default torch.complex64
-        ``torch.complex64`` or ``torch.complex128``.
-    precision : {"fp32", "fp64"} or None
+        ``torch.complex64`` or ``torch.complex128``; for r2c/c2r also ``torch.float32`` /
+        ``torch.float64``, naming the same precision by the real side's dtype.
+    precision : {"fp32", "fp64", "bf16", "bf16x3", "bf16x6", "tf32", "auto"} or None
         Arithmetic; ``None`` means native to ``dtype`` (fp32 for complex64, fp64 for complex128).
+        The reduced modes take complex64 data, keep it and all elementwise work in fp32, and
+        change only the matrix-engine GEMMs: "bf16" rounds their operands to bf16 (≤ 4e-3),
+        "bf16x3" splits each into two bf16 slices and sums three products (≤ 1e-5), "bf16x6"
+        three slices and six products (≤ 5e-7), "tf32" allows TF32 tensor cores (CUDA only).
+        "auto" lets the planner choose the mode *and* the strategy: the cheapest combination
+        predicted to meet ``tol``. See docs/precision.md.
     norm : {"backward", "ortho", "forward"}, default "backward"
         Scaling with torch.fft's meaning: "backward" scales the inverse by 1/n, "forward" the
         forward by 1/n, "ortho" both by 1/√n.
@@ -360,14 +474,22 @@ def plan_many(
         (``TRNPLAN_WISDOM_ONLY=1`` sets it for the process). "measure" and "patient" are
         reserved for later.
     tol : float, optional
-        Relative L2 error bound every candidate must be predicted to meet (default 1e-6 for
-        fp32, 1e-12 for fp64).
+        Relative L2 error bound (vs float64 numpy.fft on random input) every candidate must be
+        predicted to meet. Default: the precision's bar — fp32 5e-7, fp64 1e-13, bf16 4e-3,
+        bf16x3 1e-5, bf16x6 5e-7, tf32 2e-3; "auto" targets fp32's 5e-7 for complex64 (fp64's
+        1e-13 for complex128). A tol the precision cannot reach raises PlanningError naming the
+        smallest bound it reaches and a precision that meets the tol.
     cache : PlanCache or None, optional
         The on-disk plan cache (default: :func:`trnplan.cache.default_cache`, at
         ``$TRNPLAN_CACHE_DIR`` or ``~/.cache/trnplan``); ``None`` bypasses it.
     compile : {"auto", "eager", "aot"}, default "auto"
         The artifact to build and cache: none (eager), an AOTInductor package (aot); "auto" is
-        eager on the CPU and aot on CUDA. See docs/cache.md.
+        eager on the CPU and on CUDA (an AOT build takes 30–90 s; ask for it, or precompile).
+        See docs/cache.md.
+    verify : bool, default False
+        Run the plan once on seeded random input against float64 numpy.fft, keep the measured
+        error (``plan.tree.measured_error``, stored in the wisdom entry, shown by explain()), and
+        raise PlanningError if it is over the bound (see :func:`trnplan.verify.verify_plan`).
 
     Returns
     -------
@@ -378,9 +500,10 @@ def plan_many(
     ValueError, TypeError
         Invalid arguments (the message names the argument and what is accepted).
     trnplan.errors.PlanningError
-        A forced strategy does not apply (the message lists the solvers that do).
+        A forced strategy does not apply (the message lists the solvers that do); ``tol`` is out
+        of reach for the precision; tf32 off CUDA; a verified plan measured over its bound.
     trnplan.errors.NotSupportedYet
-        A valid request this version does not build yet (r2c, rank ≥ 2, bf16, cores > 1 …).
+        A valid request this version does not build yet (cores > 1, effort="measure" …).
     trnplan.errors.BackendUnavailable
         The device cannot run here (no GPU, no Neuron SDK).
     trnplan.errors.WisdomMiss
@@ -399,11 +522,11 @@ def plan_many(
     """
     return _plan_many(shape, batch, kind=kind, inverse=inverse, dtype=dtype, precision=precision, norm=norm,
                       device=device, cores=cores, strategy=strategy, effort=effort, tol=tol, cache=cache,
-                      compile=compile, use_lru=True)
+                      compile=compile, use_lru=True, verify=verify)
 
 
 def _plan_many(shape, batch, *, kind, inverse, dtype, precision, norm, device, cores, strategy, effort, tol,
-               cache, compile, use_lru: bool) -> Plan:
+               cache, compile, use_lru: bool, verify: bool = False) -> Plan:
     """plan_many's work; ``use_lru=False`` (precompile) always goes to the on-disk cache."""
     problem = Problem.create(shape, batch, kind=kind, inverse=inverse, dtype=dtype, precision=precision,
                              norm=norm, device=device, cores=cores)
@@ -419,16 +542,16 @@ def _plan_many(shape, batch, *, kind, inverse, dtype, precision, norm, device, c
         raise ValueError(f"compile must be 'auto', 'eager', 'aot' or 'neuron'; got {compile!r}")
     wisdom_only = effort == "wisdom_only" or config.wisdom_only()
     if not use_lru:
-        return _build_plan(problem, spec, dev, tol, cache, compile, wisdom_only)
+        return _build_plan(problem, spec, dev, tol, cache, compile, wisdom_only, verify)
     key = (problem.digest(), str(spec) if spec else None, str(dev), tol,
-           str(cache.path) if cache is not None else None, compile, wisdom_only)
+           str(cache.path) if cache is not None else None, compile, wisdom_only, bool(verify))
     with _LRU_LOCK:
         plan = _LRU.get(key)
         if plan is not None:
             _LRU.move_to_end(key)
             plan.cache_hits += 1
             return plan
-    plan = _build_plan(problem, spec, dev, tol, cache, compile, wisdom_only)
+    plan = _build_plan(problem, spec, dev, tol, cache, compile, wisdom_only, verify)
     with _LRU_LOCK:  # another thread may have built the same plan meanwhile: keep the first
         existing = _LRU.get(key)
         if existing is not None:
@@ -441,11 +564,17 @@ def _plan_many(shape, batch, *, kind, inverse, dtype, precision, norm, device, c
 
 
 def _build_plan(problem: Problem, spec: Spec | None, dev: torch.device, tol: float | None, cache,
-                compile: str, wisdom_only: bool) -> Plan:
+                compile: str, wisdom_only: bool, verify: bool = False) -> Plan:
     try:
         got = provide(problem, spec, dev, tol, cache, compile, wisdom_only)
     except PlanningError as exc:  # re-raised here: the recursion's traceback says nothing the message doesn't
         raise PlanningError(str(exc)) from None
-    return Plan(problem, got.tree, got.candidates, got.module, dev, provenance=got.provenance, runner=got.runner,
+    plan = Plan(problem, got.tree, got.candidates, got.module, dev, provenance=got.provenance, runner=got.runner,
                 strategy=str(spec) if spec else None, tol=got.tol,
                 profile_name=get_backend(problem.device).profile.name)
+    plan._plan_options = {"tol": tol, "cache": cache, "compile": compile}
+    if verify:
+        from trnplan.verify import verify_plan
+
+        verify_plan(plan, cache)
+    return plan

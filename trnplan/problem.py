@@ -24,14 +24,27 @@ NORMS = ("backward", "ortho", "forward")
 DEVICE_KINDS = ("cpu", "cuda", "neuron")
 EFFORTS = ("estimate", "measure", "patient", "wisdom_only")
 #: precision mode -> (complex dtype it stores, real dtype it computes in)
+#: (docs/precision.md). The bf16 modes and tf32 store complex64 and compute in float32: only the
+#: operands of matrix-engine GEMMs are rounded or split; "auto" is not a mode of arithmetic but
+#: asks the planner to choose one (any dtype: complex64 picks among the float32-storage modes,
+#: complex128 plans fp64), so it is not listed here
 PRECISIONS = {
     "fp32": ("complex64", "float32"),
     "fp64": ("complex128", "float64"),
+    "bf16": ("complex64", "float32"),
+    "bf16x3": ("complex64", "float32"),
+    "bf16x6": ("complex64", "float32"),
+    "tf32": ("complex64", "float32"),
 }
-#: modes designed for (issue: precision modes) but not built yet
-FUTURE_PRECISIONS = ("bf16", "bf16x3", "bf16x6", "tf32", "auto")
+#: the planner's choice of mode (with ``tol=``): valid with complex64 or complex128 data
+AUTO = "auto"
+#: modes designed for but not built yet (none: kept for callers that check it)
+FUTURE_PRECISIONS: tuple = ()
 _DTYPE_NAMES = {torch.complex64: "complex64", torch.complex128: "complex128"}
 _NATIVE_PRECISION = {"complex64": "fp32", "complex128": "fp64"}
+#: an r2c/c2r plan may name its real dtype: it is stored as the complex partner
+_REAL_PARTNER = {torch.float32: "complex64", torch.float64: "complex128",
+                 "float32": "complex64", "float64": "complex128"}
 
 
 def _positive_int(name: str):
@@ -61,8 +74,8 @@ def _one_of(name: str, allowed):
 
 
 def _check_precision(_inst, _attr, value):
-    if value not in PRECISIONS and value not in FUTURE_PRECISIONS:
-        known = ", ".join(map(repr, (*PRECISIONS, *FUTURE_PRECISIONS)))
+    if value not in PRECISIONS and value != AUTO:
+        known = ", ".join(map(repr, (*PRECISIONS, AUTO)))
         raise ValueError(f"precision must be one of {known}; got {value!r}")
 
 
@@ -76,16 +89,21 @@ class Problem:
     Attributes
     ----------
     shape : tuple of int
-        Transform lengths, one per transformed axis (rank 1 in this version).
+        Transform lengths, one per transformed axis (for r2c/c2r the *real* lengths: the
+        complex side's last axis holds ``shape[-1] // 2 + 1`` values).
     batch : int
         Number of independent transforms.
     kind : {"c2c", "r2c", "c2r"}
+        Complex to complex; real to half-spectrum (forward only); half-spectrum to real
+        (inverse only). The last axis is the real one, as in torch.fft.rfftn.
     inverse : bool
         ``False`` for the forward transform (``exp(-2πi jk/n)``), ``True`` for the inverse.
     dtype : {"complex64", "complex128"}
         The complex dtype of the data at the API boundary.
     precision : str
-        Arithmetic mode: ``"fp32"`` (complex64) or ``"fp64"`` (complex128).
+        Arithmetic mode: ``"fp32"`` (complex64), ``"fp64"`` (complex128), ``"bf16"``,
+        ``"bf16x3"``, ``"bf16x6"``, ``"tf32"`` (complex64 data, matrix-engine operands rounded or
+        split, see docs/precision.md), or ``"auto"`` (the planner picks the mode with the strategy).
     norm : {"backward", "ortho", "forward"}
         Scaling, with torch.fft's meaning.
     device : {"cpu", "cuda", "neuron"}
@@ -105,6 +123,12 @@ class Problem:
     cores: int = attrs.field(default=1, validator=_positive_int("cores"))
 
     def __attrs_post_init__(self):
+        if self.kind == "r2c" and self.inverse:
+            raise ValueError("kind='r2c' is a forward transform (real input → n//2+1 complex outputs); "
+                             "its inverse is kind='c2r' (inverse=True)")
+        if self.kind == "c2r" and not self.inverse:
+            raise ValueError("kind='c2r' is an inverse transform (n//2+1 complex inputs → n real outputs); "
+                             "pass inverse=True, or use kind='r2c' for the forward real transform")
         if self.precision in PRECISIONS and PRECISIONS[self.precision][0] != self.dtype:
             want = PRECISIONS[self.precision][0]
             raise ValueError(
@@ -121,7 +145,7 @@ class Problem:
         batch: int = 1,
         *,
         kind: str = "c2c",
-        inverse: bool = False,
+        inverse: bool | None = None,
         dtype=torch.complex64,
         precision: str | None = None,
         norm: str | None = "backward",
@@ -131,9 +155,13 @@ class Problem:
         """Normalise user-facing arguments and build a validated Problem.
 
         ``shape`` may be an int (1-D) or a sequence of ints; ``dtype`` a torch dtype or its
-        name; ``precision=None`` means the native precision of ``dtype``; ``norm=None`` means
+        name (for r2c/c2r the real dtype float32/float64 names its complex partner);
+        ``inverse=None`` means the kind's own direction (forward for c2c and r2c, inverse for
+        c2r); ``precision=None`` means the native precision of ``dtype``; ``norm=None`` means
         ``"backward"`` as in torch.fft; ``device`` a string or ``torch.device``.
         """
+        if inverse is None:
+            inverse = kind == "c2r"
         if isinstance(shape, bool):
             raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}")
         if isinstance(shape, int):
@@ -144,6 +172,8 @@ class Problem:
             raise TypeError(
                 f"shape must be an int or a sequence of ints, got {type(shape).__name__}: {shape!r}"
             )
+        if kind in ("r2c", "c2r") and dtype in _REAL_PARTNER:
+            dtype = _REAL_PARTNER[dtype]
         if isinstance(dtype, torch.dtype):
             if dtype not in _DTYPE_NAMES:
                 raise TypeError(
@@ -177,6 +207,29 @@ class Problem:
         return len(self.shape)
 
     @property
+    def half(self) -> int:
+        """Length of the complex side's last axis for r2c/c2r: ``shape[-1] // 2 + 1``."""
+        return self.shape[-1] // 2 + 1
+
+    @property
+    def in_shape(self) -> tuple:
+        """Trailing shape of one input: ``shape``, except c2r takes ``(..., shape[-1]//2 + 1)``."""
+        return (*self.shape[:-1], self.half) if self.kind == "c2r" else self.shape
+
+    @property
+    def out_shape(self) -> tuple:
+        """Trailing shape of one output: ``shape``, except r2c gives ``(..., shape[-1]//2 + 1)``."""
+        return (*self.shape[:-1], self.half) if self.kind == "r2c" else self.shape
+
+    @property
+    def real_input(self) -> bool:
+        return self.kind == "r2c"
+
+    @property
+    def real_output(self) -> bool:
+        return self.kind == "c2r"
+
+    @property
     def sign(self) -> int:
         """Exponent sign: -1 forward, +1 inverse."""
         return 1 if self.inverse else -1
@@ -199,7 +252,7 @@ class Problem:
         is_scaled = (scaled_side == "forward") != self.inverse
         return 1.0 / self.n if is_scaled else 1.0
 
-    def unscaled(self, n: int, batch: int, inverse: bool) -> "Problem":
+    def unscaled(self, n: int, batch: int, inverse: bool, kind: str = "c2c") -> "Problem":
         """A 1-D sub-problem of this one (same dtype, precision, device) with scale 1.
 
         Composite solvers plan their children through this: the root applies ``norm`` once,
@@ -207,7 +260,7 @@ class Problem:
         ``"backward"`` for the forward and ``"forward"`` for the inverse transform.
         """
         return attrs.evolve(
-            self, shape=(n,), batch=batch, inverse=inverse, norm="forward" if inverse else "backward"
+            self, shape=(n,), batch=batch, kind=kind, inverse=inverse, norm="forward" if inverse else "backward"
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import io
+import math
 import os
 import shutil
 import tempfile
@@ -40,10 +41,17 @@ def _private_tmp() -> str:
         return _TMP_DIR
 
 
-def example_inputs(batch: int, n: int, dtype: torch.dtype, device: torch.device):
+def example_inputs(batch: int, n: int, dtype: torch.dtype, device: torch.device, count: int = 2):
+    """``count`` random (batch, n) tensors: (re, im) for complex input, one tensor for r2c."""
     # a batch of 1 would be specialised by torch.export (0/1 specialisation): trace with 2
     b = max(batch, 2)
-    return torch.randn(b, n, dtype=dtype, device=device), torch.randn(b, n, dtype=dtype, device=device)
+    return tuple(torch.randn(b, n, dtype=dtype, device=device) for _ in range(count))
+
+
+def problem_inputs(problem, device: torch.device):
+    """Example inputs of a problem's lowered module: flat (batch, points) real tensors."""
+    return example_inputs(problem.batch, math.prod(problem.in_shape), problem.real_dtype, device,
+                          count=1 if problem.real_input else 2)
 
 
 def aot_compile(module: torch.nn.Module, example) -> tuple[bytes, bool]:
@@ -51,7 +59,8 @@ def aot_compile(module: torch.nn.Module, example) -> tuple[bytes, bool]:
     module = module.eval()
     batch = torch.export.Dim("batch", min=1)
     try:
-        exported = torch.export.export(module, example, dynamic_shapes=({0: batch}, {0: batch}))
+        # forward(*inputs): the varargs are one argument to export, so the spec is one tuple deep
+        exported = torch.export.export(module, example, dynamic_shapes=(tuple({0: batch} for _ in example),))
         dynamic = True
     except Exception:  # noqa: BLE001 - any export failure: fall back to the static batch
         exported = torch.export.export(module, example)
@@ -62,7 +71,7 @@ def aot_compile(module: torch.nn.Module, example) -> tuple[bytes, bool]:
 
 
 class AOTRunner:
-    """Runs a loaded AOTInductor package on (re, im); thread-safe."""
+    """Runs a loaded AOTInductor package on the plan module's inputs, returning its outputs as a tuple; thread-safe."""
 
     def __init__(self, data: bytes, device: torch.device):
         fd, path = tempfile.mkstemp(suffix=".pt2", dir=_private_tmp())
@@ -75,10 +84,10 @@ class AOTRunner:
             os.remove(path)  # the loader has extracted what it needs (runs fine after removal)
         self._lock = threading.Lock()
 
-    def __call__(self, re: torch.Tensor, im: torch.Tensor):
+    def __call__(self, *inputs: torch.Tensor):
         with self._lock:
-            out = self._loader.run([re.contiguous(), im.contiguous()])
-        return out[0], out[1]
+            out = self._loader.run([t.contiguous() for t in inputs])
+        return tuple(out)
 
 
 def neuron_compile(module: torch.nn.Module, example) -> bytes:
@@ -91,11 +100,11 @@ def neuron_compile(module: torch.nn.Module, example) -> bytes:
 
 
 class TorchScriptRunner:
-    """Runs a TorchScript artifact (a traced Neuron model) on (re, im)."""
+    """Runs a TorchScript artifact (a traced Neuron model) on the plan module's inputs."""
 
     def __init__(self, data: bytes):
         self._module = torch.jit.load(io.BytesIO(data))
 
-    def __call__(self, re: torch.Tensor, im: torch.Tensor):
-        out = self._module(re.contiguous(), im.contiguous())
-        return out[0], out[1]
+    def __call__(self, *inputs: torch.Tensor):
+        out = self._module(*(t.contiguous() for t in inputs))
+        return tuple(out)

@@ -10,10 +10,90 @@ to build a lowered module into artifact bytes and load them back without recompi
 from __future__ import annotations
 
 import platform
+import threading
 
+import attrs
 import torch
 
 from trnplan.planner.cost import CostProfile
+
+
+@attrs.frozen
+class PrecisionProbe:
+    """What a device's GEMM path really does with reduced-precision operands.
+
+    Attributes
+    ----------
+    bf16_products_exact : bool
+        A bf16×bf16 product reaches the fp32 accumulator exactly through the GEMM path the bf16
+        modes use (false on an engine that rounds products, or its output, to bf16: then the
+        split modes bf16x3/bf16x6 are no better than bf16).
+    fp32_matmul : {"fp32", "tf32", "bf16"}
+        What an fp32 matmul really computes in (an auto-cast to TF32 or bf16 shows here).
+    source : str
+        "probed" with where, or "assumed" with why (a device that cannot be probed here).
+    """
+
+    bf16_products_exact: bool = True
+    fp32_matmul: str = "fp32"
+    source: str = ""
+
+    def describe(self) -> str:
+        exact = "exact" if self.bf16_products_exact else "NOT exact (split modes predicted at bf16 accuracy)"
+        fp32 = "fp32" if self.fp32_matmul == "fp32" else f"{self.fp32_matmul} (fp32 GEMMs predicted at that accuracy)"
+        return f"bf16×bf16 products into the fp32 accumulator: {exact}; fp32 matmul computes in {fp32} ({self.source})"
+
+    def to_dict(self) -> dict:
+        return attrs.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> PrecisionProbe:
+        if set(data) != {"bf16_products_exact", "fp32_matmul", "source"} or data["fp32_matmul"] not in (
+                "fp32", "tf32", "bf16") or not isinstance(data["bf16_products_exact"], bool):
+            raise ValueError(f"not a precision probe record: {data!r}")
+        return cls(**data)
+
+
+def run_precision_probe(device: torch.device) -> PrecisionProbe:
+    """Probe the GEMM path of :mod:`trnplan.kernels.gemm` on ``device`` (a few tiny matmuls).
+
+    (a) ``[1 + 2^-7, 2^-10] · [1 + 2^-7, 2^-10]`` in the bf16 modes' operand format: the exact
+    sum 1 + 2^-6 + 2^-14 + 2^-20 needs 21 bits, so it survives only if each product is exact and
+    the accumulator is fp32 (a product rounded to bf16 loses the 2^-14).
+    (b) ``(1 + 2^-20)²`` as an fp32 matmul is 1 + 2^-19 in fp32 but 1 under TF32 or bf16
+    operands (10- and 7-bit fractions); ``(1 + 2^-9)²`` then tells TF32 (exact) from bf16 (1).
+    """
+    from trnplan.kernels import gemm
+
+    def mm(a_val, b_val, dtype, mode):
+        a = torch.zeros(8, 64, dtype=torch.float64)
+        b = torch.zeros(64, 8, dtype=torch.float64)
+        a[:, : len(a_val)] = torch.tensor(a_val, dtype=torch.float64)
+        b[: len(b_val), :] = torch.tensor(b_val, dtype=torch.float64)[:, None]
+        return gemm.matmul(a.to(dtype=dtype, device=device), b.to(dtype=dtype, device=device), mode).double().cpu()
+
+    bf16_dtype = torch.bfloat16 if gemm.native_bf16_matmul(device.type) else torch.float32
+    t = 1 + 2.0**-7
+    got = mm([t, 2.0**-10], [t, 2.0**-10], bf16_dtype, "bf16x3")
+    exact = bool((got == t * t + 2.0**-20).all())
+    if bool((mm([1 + 2.0**-20], [1 + 2.0**-20], torch.float32, "fp32") == 1 + 2.0**-19).all()):
+        fp32 = "fp32"
+    elif bool((mm([1 + 2.0**-9], [1 + 2.0**-9], torch.float32, "fp32") == (1 + 2.0**-9) ** 2).all()):
+        fp32 = "tf32"
+    else:
+        fp32 = "bf16"
+    how = "bf16 tensors, out_dtype=float32" if bf16_dtype == torch.bfloat16 else "bf16 values in an fp32 GEMM"
+    return PrecisionProbe(exact, fp32, f"probed on {device} ({how})")
+
+
+_PROBES: dict = {}
+_PROBE_LOCK = threading.Lock()
+
+
+def clear_probe_cache() -> None:
+    """Forget every in-process probe result (tests that simulate a device call this)."""
+    with _PROBE_LOCK:
+        _PROBES.clear()
 
 
 class Backend:
@@ -26,6 +106,45 @@ class Backend:
 
     def has_native_fft(self, precision: str) -> bool:
         return False
+
+    # ------------------------------------------------------------------ precision
+    #: the precision modes this backend runs (tf32 needs TF32 tensor cores: CUDA only)
+    precisions: tuple[str, ...] = ("fp32", "fp64", "bf16", "bf16x3", "bf16x6")
+
+    def precision_unsupported_reason(self, precision: str) -> str | None:
+        """``None`` if this backend runs ``precision`` ("auto" always), else why not and the fix."""
+        if precision == "auto" or precision in self.precisions:
+            return None
+        if precision == "tf32":
+            return (f"precision='tf32' uses TF32 tensor cores, which only device='cuda' has (this is {self.kind}); "
+                    f"use precision='bf16x3' (about 1e-5, split bf16 GEMMs) or 'fp32' here, or "
+                    f"precision='auto' with a tol")
+        return f"precision={precision!r} is not available on {self.kind}; use one of {', '.join(self.precisions)}"
+
+    def precision_probe(self, device: torch.device | None = None) -> PrecisionProbe:
+        """The device's :class:`PrecisionProbe`, run once per process and device."""
+        if device is None:  # the backend's default device; "neuron" is no torch device type
+            device = self.kind if self.kind == "neuron" else torch.device(self.kind)
+        key = (self.kind, str(device))
+        with _PROBE_LOCK:
+            probe = _PROBES.get(key)
+        if probe is None:
+            probe = self._probe(device)
+            with _PROBE_LOCK:
+                probe = _PROBES.setdefault(key, probe)
+        return probe
+
+    def remember_probe(self, device: torch.device, probe: PrecisionProbe) -> PrecisionProbe:
+        """Adopt a probe result loaded from the plan cache (unless this process already has one)."""
+        with _PROBE_LOCK:
+            return _PROBES.setdefault((self.kind, str(device)), probe)
+
+    def has_probe(self, device: torch.device) -> bool:
+        with _PROBE_LOCK:
+            return (self.kind, str(device)) in _PROBES
+
+    def _probe(self, device: torch.device) -> PrecisionProbe:
+        return run_precision_probe(device)
 
     # ------------------------------------------------------------------ artifacts
     #: the artifact kinds this backend can build, besides "eager" (none)

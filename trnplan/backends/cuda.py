@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import torch
 
-from trnplan.backends.base import Backend
+from trnplan.backends.base import Backend, PrecisionProbe
 from trnplan.planner.cost import CostProfile
 
 CUDA_PROFILE = CostProfile(
     name="cuda",
     launch_us=8.0,
-    gemm_gflops={"float32": 40000.0, "float64": 30000.0},
+    # bf16 and TF32 tensor-core rates (H100 SXM dense: 989 and 495 TFLOP/s published), derated
+    # like fp32 to ~60-70%; bf16 modes are priced at this rate × their product count
+    gemm_gflops={"float32": 40000.0, "float64": 30000.0, "bfloat16": 600000.0, "tf32": 300000.0},
     fft_gflops={"float32": 3000.0, "float64": 1500.0},
     fft_launch_us=10.0,
     bandwidth_gbs=2000.0,
@@ -37,10 +39,22 @@ class CUDABackend(Backend):
     def has_native_fft(self, precision: str) -> bool:
         return precision in ("fp32", "fp64")
 
+    precisions = ("fp32", "fp64", "bf16", "bf16x3", "bf16x6", "tf32")
+
+    def _probe(self, device):
+        if not torch.cuda.is_available():  # planning for CUDA on a machine without one
+            return PrecisionProbe(True, "fp32", "assumed, not probed: no CUDA device here (bf16 tensor cores "
+                                                "accumulate exact products in fp32)")
+        if device.index is None:
+            device = torch.device("cuda", torch.cuda.current_device())
+        return super()._probe(device)
+
     def auto_compile(self):
-        # Inductor fuses the elementwise twiddle and transpose work into GEMM epilogues on CUDA
-        # (../shared/FACTS.md); not measured on a GPU by trnplan yet
-        return "aot", "on CUDA, Inductor fuses the twiddle and transpose work (not yet measured here)"
+        # Eager until measured: an AOTInductor build costs 30–90 s per plan (so compile="auto"
+        # would make the first trnplan.fft call on a new shape take a minute), and on an H200
+        # with torch 2.11 loading a freshly built artifact in the building process crashed once
+        # (docs/gpu.md). compile="aot" and precompile build artifacts on request.
+        return "eager", "on CUDA an AOT artifact's gain is not measured yet and costs 30–90 s to build"
 
     def fingerprint(self) -> dict:
         fp = super().fingerprint()

@@ -11,13 +11,14 @@ from __future__ import annotations
 import importlib.metadata
 import importlib.util
 
-from trnplan.backends.base import Backend
+from trnplan.backends.base import Backend, PrecisionProbe
 from trnplan.planner.cost import CostProfile
 
 NEURON_PROFILE = CostProfile(
     name="neuron",
     launch_us=670.0,
-    gemm_gflops={"float32": 20000.0},
+    # trn1: 190 bf16 vs 47.5 fp32 TFLOP/s per chip (../shared/FACTS.md): bf16 is 4× the fp32 rate
+    gemm_gflops={"float32": 20000.0, "bfloat16": 80000.0},
     fft_gflops={},
     bandwidth_gbs=400.0,
     source="seed project trn1 figures (../shared/FACTS.md); not measured by trnplan",
@@ -38,6 +39,13 @@ class NeuronBackend(Backend):
 
     def has_native_fft(self, precision: str) -> bool:
         return False  # aten::fft_* is unsupported by neuronx-cc
+
+    def _probe(self, device):
+        # not run on Trainium in this version: the seed project measured its Ozaki (split bf16)
+        # modes at 1.7e-3 on trn1 and trn2, no better than plain bf16 (products are rounded before
+        # PSUM accumulation), and fp32 matmuls stay fp32 with --auto-cast none (../shared/FACTS.md)
+        return PrecisionProbe(False, "fp32", "assumed from the seed project's trn1/trn2 measurements; "
+                                             "not probed on a NeuronCore")
 
     artifact_modes = ("neuron",)
 

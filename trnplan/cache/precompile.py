@@ -31,7 +31,7 @@ from trnplan.errors import TrnplanError
 KEYS = {
     "shape": (list, int), "batch": (int,), "kind": (str,), "inverse": (bool,), "precision": (str,),
     "dtype": (str,), "norm": (str,), "device": (str,), "cores": (int,), "effort": (str,),
-    "strategy": (str,), "tol": (float, int), "compile": (str,),
+    "strategy": (str,), "tol": (float, int), "compile": (str,), "verify": (bool,),
 }
 _DTYPES = {"complex64": torch.complex64, "complex128": torch.complex128}
 

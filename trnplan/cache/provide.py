@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 import warnings
 
@@ -26,14 +27,15 @@ import attrs
 import torch
 
 from trnplan.backends import get_backend
-from trnplan.backends.artifacts import example_inputs
+from trnplan.backends.artifacts import problem_inputs
+from trnplan.backends.base import PrecisionProbe
 from trnplan.cache.fingerprint import diff, fingerprint, fingerprint_digest
 from trnplan.cache.store import WISDOM_FORMAT, CacheWarning, PlanCache
-from trnplan.errors import WisdomMiss
+from trnplan.errors import PlanningError, WisdomMiss
 from trnplan.planner.node import PlanNode
 from trnplan.planner.planner import Candidate, Planner
 from trnplan.planner.registry import solver_names
-from trnplan.planner.spec import parse_strategy
+from trnplan.planner.spec import Spec, parse_strategy
 
 
 @attrs.define
@@ -55,6 +57,8 @@ class Provenance:
     compile_s: float = 0.0
     load_ms: float = 0.0
     dynamic_batch: bool | None = None
+    probe: str = ""  # the device's precision probe, one line (explain)
+    probe_origin: str = ""  # "probed now" | "from the plan cache" | "from this process"
 
 
 @attrs.frozen
@@ -108,15 +112,82 @@ def _trusted_tree(record: dict, problem, planner) -> PlanNode:
     return tree
 
 
+def precision_probe(backend, device: torch.device, cache: PlanCache | None, fpd: str):
+    """(probe, origin): the device's precision probe, from this process, the plan cache (keyed by
+    the fingerprint digest) or run now and stored there."""
+    if backend.has_probe(device):
+        return backend.precision_probe(device), "from this process"
+    key = f"probe:{fpd}:{device}"
+    text = cache._get(key) if cache is not None else None
+    if text is not None:
+        try:
+            return backend.remember_probe(device, PrecisionProbe.from_dict(json.loads(text))), "from the plan cache"
+        except (ValueError, TypeError) as exc:
+            _warn(f"plan cache {cache.path}: precision probe {key!r} is not valid ({exc}); probing again")
+            cache._delete(key)
+    probe = backend.precision_probe(device)
+    if cache is not None:
+        cache._add(key, json.dumps(probe.to_dict(), sort_keys=True))
+    return probe, "probed now"
+
+
+def _unreachable(problem, spec, planner, backend, probe) -> str:
+    """Why ``planner.tol`` cannot be met: the smallest bound this precision reaches, and a
+    precision that would meet the tol (for the PlanningError a tol too tight raises)."""
+    tol = planner.tol(problem)
+
+    def reaches(p, bound):
+        try:
+            return Planner(backend, tol=bound, probe=probe).plan(p, spec)
+        except PlanningError:
+            return None
+
+    free = reaches(problem, math.inf)
+    if free is None:
+        return ""
+    # bisect (in log scale) the smallest bound a search still meets: the cheapest tree under an
+    # infinite bound is not always the most accurate one
+    lo, hi = tol, free.error
+    for _ in range(6):  # to within a factor (hi/lo)^(1/64): enough to name the reachable bound
+        mid = math.sqrt(lo * hi)
+        if reaches(problem, mid) is not None:
+            hi = mid
+        else:
+            lo = mid
+    msg = (f"tol={tol:.1e} is out of reach for precision={problem.precision!r} at n={problem.n}: the most "
+           f"accurate plan its solvers find is predicted at {hi:.1e}")
+    if problem.precision != "auto":
+        auto = attrs.evolve(problem, precision="auto")
+        pick = reaches(auto, tol) if spec is None else None
+        if spec is not None:  # the same forced strategy, its mode chosen
+            try:
+                pick = Planner(backend, tol=tol, probe=probe).plan(auto, Spec(name="precision", children=(spec,)))
+            except PlanningError:
+                pick = None
+        if pick is not None:
+            return msg + (f"; precision={pick.param('mode')!r} meets it (predicted {pick.error:.1e}), or let "
+                          f"precision='auto' choose")
+    if problem.dtype == "complex64":
+        wide = attrs.evolve(problem, precision="fp64", dtype="complex128")
+        pick = reaches(wide, tol)
+        if pick is not None:
+            return msg + f"; precision='fp64' with dtype=torch.complex128 meets it (predicted {pick.error:.1e})"
+    return msg + "; no precision mode reaches it"
+
+
 def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, compile: str,
             wisdom_only: bool) -> Provided:
     backend = get_backend(problem.device)
-    planner = Planner(backend, tol=tol)
-    mode, mode_reason = backend.resolve_compile(compile)
     fp = fingerprint(problem.device)
     fpd = fingerprint_digest(fp)
+    probe, probe_origin = precision_probe(backend, device, cache, fpd)
+    planner = Planner(backend, tol=tol, probe=probe, device=device)
+    if problem.precision == "auto" and spec is not None and spec.name != "precision":
+        spec = Spec(name="precision", children=(spec,))  # auto with a forced strategy: choose its mode
+    mode, mode_reason = backend.resolve_compile(compile)
     prov = Provenance(fingerprint=fp, compile_mode=mode, compile_reason=mode_reason,
-                      cache_path=str(cache.path) if cache is not None else None)
+                      cache_path=str(cache.path) if cache is not None else None,
+                      probe=probe.describe(), probe_origin=probe_origin)
     # the resolved bound: tol=None and an explicit default tol are the same plan
     key = f"wisdom:{problem.digest()}:{fpd}:{variant_digest(spec, planner.tol(problem))}"
     t0 = time.perf_counter()
@@ -129,7 +200,7 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
             tree = _trusted_tree(record, problem, planner)
             module = planner.lower_plan(tree, problem, device)
             candidates = _candidates_from_json(record.get("candidates"))
-        except Exception as exc:  # noqa: BLE001 - any failure means the record cannot be trusted
+        except Exception as exc:
             _warn(f"plan cache {cache.path}: wisdom {key!r} does not describe a valid plan for this problem "
                   f"({type(exc).__name__}: {exc}); forgetting it and re-planning")
             cache._delete(key)
@@ -167,12 +238,23 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
         if note and others:
             prov.fingerprint_note = note + " (re-planned)"
             _warn(f"plan cache {cache.path}: {note}; re-planning")
-        tree, candidates = planner.search(problem, spec)
+        try:
+            tree, candidates = planner.search(problem, spec)
+        except PlanningError as exc:
+            if "exceeds the bound" not in str(exc) and "no precision mode meets" not in str(exc):
+                raise
+            why = _unreachable(problem, spec, planner, backend, probe)
+            raise PlanningError(f"{why}. ({exc})" if why else str(exc)) from None
         module = planner.lower_plan(tree, problem, device)
         prov.searches = planner.searches
     prov.planning_ms = (time.perf_counter() - t0) * 1e3
 
     # 4. artifact
+    if mode != "eager" and (problem.precision == "tf32" or "mode=tf32" in str(tree)):
+        # TF32 is torch's process-wide matmul flag, scoped around each eager matmul; an AOT artifact
+        # would bake in whatever the flag was when it was compiled
+        mode = prov.compile_mode = "eager"
+        prov.compile_reason = "tf32 plans run eagerly (the TF32 matmul flag is scoped around each call)"
     runner = None
     artifacts = dict(record.get("artifacts", {})) if record is not None else {}
     if mode != "eager":
@@ -218,11 +300,11 @@ def _artifact(problem, tree, module, device, backend, mode, fpd, cache, entry, w
                 f"but its {mode} artifact {akey} is missing or damaged in "
                 f"{cache.path if cache is not None else 'no cache'}; precompile it again"
             )
-        example = example_inputs(problem.batch, problem.n, problem.real_dtype, device)
+        example = problem_inputs(problem, device)
         t0 = time.perf_counter()
         try:
             data, facts = backend.build_artifact(module, example, mode)
-        except Exception as exc:  # noqa: BLE001 - a plan that does not compile still runs eagerly
+        except Exception as exc:
             _warn(f"could not build the {mode} artifact for {tree} ({type(exc).__name__}: {exc}); running eagerly")
             prov.compile_reason = f"{mode} failed to build ({type(exc).__name__}); eager instead"
             return None, None

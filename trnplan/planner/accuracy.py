@@ -11,7 +11,11 @@ children's predicted errors; composites add their children's errors to their own
 * Composite trees (four-step, Bluestein): their stages' errors and their own twiddle or chirp
   rounding, added in quadrature (:func:`combine`).
 
-Constants are per precision: fp64 runs on dgemm and fp64 constants whose errors grow a little
+Reduced-precision modes (bf16, bf16x3, bf16x6, tf32) keep data and elementwise work in fp32
+and round or split only the GEMM operands: their error is the fp32 model of the solver combined
+with :func:`gemm_error` for its GEMM stages, read through the device's precision probe.
+
+Constants are per storage precision: fp64 runs on dgemm and fp64 constants whose errors grow a little
 faster with n (relative to u) than fp32's do on this CPU.
 
 The constants in each solver are fitted to the measurements in ``bench/accuracy.py`` (see
@@ -23,12 +27,79 @@ from __future__ import annotations
 
 import math
 
-#: unit roundoff of each precision mode's arithmetic
-UNIT_ROUNDOFF = {"fp32": 2.0**-24, "fp64": 2.0**-53}
+#: the storage (and elementwise) precision of each mode: the bf16 modes and tf32 keep their data
+#: in float32 and only round or split the operands of matrix-engine GEMMs
+STORAGE = {"fp32": "fp32", "fp64": "fp64", "bf16": "fp32", "bf16x3": "fp32", "bf16x6": "fp32", "tf32": "fp32"}
 
-#: default relative L2 error bound a plan must be predicted to meet, per precision
-#: (the accuracy bar of the engine: fp32 ≤ 1e-6, fp64 ≤ 1e-12 for every solver, n ≤ 2^16)
-DEFAULT_TOL = {"fp32": 1e-6, "fp64": 1e-12}
+#: unit roundoff of each mode's *storage and elementwise* arithmetic (the GEMM operand rounding
+#: of the reduced modes is :data:`GEMM_STAGE_ERROR`)
+UNIT_ROUNDOFF = {mode: (2.0**-53 if storage == "fp64" else 2.0**-24) for mode, storage in STORAGE.items()}
+
+#: default relative L2 error bound a plan must be predicted to meet, per precision: the bars of
+#: the precision-modes issue (relative L2 vs numpy complex128 on seeded complex normal input,
+#: n = 2^4 … 2^20, primes and mixed sizes; docs/precision.md). fp32's 5e-7 is ~8 u32 and at
+#: most 2× scipy.fft's complex64 error over that grid (bench/accuracy.py); fp64's 1e-13 is
+#: ~900 u64; bf16's 4e-3 is ~1 u_bf16 (2^-8), bf16x3's 1e-5 and bf16x6's 5e-7 are what two
+#: and three bf16 slices (2^-16, 2^-24 truncation) leave after several GEMM stages; tf32's 2e-3
+#: is ~4 u_tf32 (2^-11). "auto" without tol targets the fp32 bar for complex64 data (the
+#: accuracy a user of complex64 expects) and the fp64 bar for complex128.
+DEFAULT_TOL = {"fp32": 5e-7, "fp64": 1e-13, "bf16": 4e-3, "bf16x3": 1e-5, "bf16x6": 5e-7, "tf32": 2e-3}
+
+#: relative L2 error one GEMM stage adds by rounding or splitting its operands to the matrix
+#: engine's format, on random input: flat in the contraction length (each output is perturbed by
+#: the relative rounding of its terms, whose squares sum to the output's), so a tree of s GEMM
+#: stages adds √s times this. Keys are the *effective* GEMM accuracy (:func:`gemm_accuracy`):
+#: "bf16-rounded" is a bf16 engine that rounds each product before accumulating (trn1/trn2, per
+#: the seed project's 1.7e-3 for its Ozaki modes), which makes every split mode bf16-accurate.
+#: Two kinds of stage: "dense" (a DFT-GEMM: every constant entry is rounded) and "radix" (a
+#: Stockham radix-8/4/2 butterfly matrix, whose ±1, ±i entries are exact in bf16). Fitted with
+#: bench/accuracy.py on this CPU as max over the grid of measured/(√s·(1 + 1.5/√(n·batch))) —
+#: dense: bf16 2.13e-3, bf16x3 3.94e-6, bf16x6 1.21e-7; radix: bf16 1.71e-3, bf16x3 2.80e-6,
+#: bf16x6 5.0e-8 — and rounded up ~8%; bf16 dense again to 2.45e-3 after the planner's picks
+#: measured 2.30e-3 per stage on non-power-of-two leaves (four-step 1000 and 10000: 3.25e-3,
+#: 3.28e-3 over two stages; their DFT matrices have fewer entries exact in bf16). tf32 is not measured here (no GPU run): 2^-11 scaled by
+#: bf16's measured/unit-roundoff ratio (0.55) gives 2.7e-4, taken as 4e-4.
+GEMM_STAGE_ERROR = {
+    "dense": {"fp32": 0.0, "fp64": 0.0, "bf16": 2.45e-3, "bf16x3": 4.2e-6, "bf16x6": 1.3e-7, "tf32": 4.0e-4,
+              "bf16-rounded": 3.5e-3},
+    "radix": {"fp32": 0.0, "fp64": 0.0, "bf16": 1.85e-3, "bf16x3": 3.0e-6, "bf16x6": 5.5e-8, "tf32": 4.0e-4,
+              "bf16-rounded": 3.5e-3},
+}
+#: the measured error of a transform of few points is a noisy sample of the random-input error
+#: (a relative L2 over 2·n·batch real values): bench/accuracy.py measured bf16 at 2.7e-3 for
+#: 1×4 points where 4×1024 gives 2.1e-3, and bf16x3 4.7e-6 for a single point. A bound that must
+#: hold for *every* input size is widened by 1 + SMALL_SAMPLE/√(n·batch) (2.5× at one point,
+#: 1.02× at 4096)
+SMALL_SAMPLE = 1.5
+
+
+def storage(precision: str) -> str:
+    """The storage precision of a mode ("fp32" or "fp64"): the key of per-solver constants."""
+    return STORAGE[precision]
+
+
+def gemm_accuracy(precision: str, probe=None) -> str:
+    """The accuracy a GEMM in mode ``precision`` really reaches on a device, given its probe.
+
+    Where the precision probe found that bf16 products do not reach the fp32 accumulator
+    exactly, every bf16 mode is only "bf16-rounded"-accurate; where an fp32 matmul is not really
+    fp32 (auto-cast to bf16 or TF32), fp32 GEMMs are predicted at that accuracy.
+    """
+    if probe is None:
+        return precision
+    if precision in ("bf16", "bf16x3", "bf16x6") and not probe.bf16_products_exact:
+        return "bf16-rounded"
+    if precision == "fp32":
+        return probe.fp32_matmul
+    return precision
+
+
+def gemm_error(precision: str, stages: int, probe=None, points: int = 1 << 30, kind: str = "dense") -> float:
+    """Relative error that ``stages`` GEMM stages of ``kind`` ("dense" or "radix") add in mode
+    ``precision`` (0 for true fp32/fp64) to a transform of ``points`` = n·batch values (see
+    :data:`SMALL_SAMPLE`)."""
+    e = GEMM_STAGE_ERROR[kind][gemm_accuracy(precision, probe)] * math.sqrt(stages)
+    return e * (1.0 + SMALL_SAMPLE / math.sqrt(max(points, 1)))
 
 
 def combine(*errors: float) -> float:

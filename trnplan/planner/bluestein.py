@@ -22,13 +22,15 @@ from recursing back into Bluestein.
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
 from trnplan.kernels import chirp, cmul
-from trnplan.planner.accuracy import UNIT_ROUNDOFF, combine
+from trnplan.kernels.gemm import REDUCED_GEMM_MODES
+from trnplan.planner.accuracy import SMALL_SAMPLE, UNIT_ROUNDOFF, combine, storage
 from trnplan.planner.cost import cmul_work, copy
 from trnplan.planner.solver import Solver, best_variant, itemsize, prime_factors
 
@@ -36,7 +38,16 @@ from trnplan.planner.solver import Solver, best_variant, itemsize, prime_factors
 ERROR_C = 4.0
 #: gain on the inner transforms' errors: with gain 1.5 the measured/predicted ratio stayed
 #: ≤ 0.42 over the test grid (bench/accuracy.py); at 1.0 fp64 n=997 reached 0.94, so 1.2
-INNER_GAIN = 1.2
+INNER_GAIN = {"fp32": 1.0, "fp64": 1.2}
+#: (fp32: with gain 1.2 the worst measured/predicted ratio was 0.54 over the grid, so 1.0 keeps
+#: it ≤ 0.65 and lets (bluestein 997 m=2187 (four-step …) (four-step …)) meet fp32's 5e-7)
+#: in the reduced modes (bf16, bf16x3, bf16x6) the inner transforms' operand rounding dominates
+#: and the measured error is 0.75–0.90 × the root-sum-square of their predictions at n = 97, 509,
+#: 4099, 10007, but up to 1.05 × at n = 500–1000 in bf16 (m = 1000, 2000 over 25-, 40-, 50-point
+#: leaves) and for bf16x3 at n = 5 (bench/accuracy.py --section solvers): gain 1.15, times the
+#: ratio of the small-sample widening of n points to that of the m points the children were
+#: predicted for (bf16 n=3, m=5 measured 5.6e-3)
+INNER_GAIN_REDUCED = 1.15
 SMOOTH_PRIMES = (2, 3, 5, 7)
 
 
@@ -91,13 +102,15 @@ class Bluestein(Solver):
     options = ("m",)
 
     def why_not(self, problem, planner, forced):
+        if problem.precision == "auto":
+            return "precision 'auto' is planned by the precision solver, one mode at a time"
         if not forced and max(prime_factors(problem.n), default=1) <= max(SMOOTH_PRIMES):
             return f"n={problem.n} has no prime factor above {max(SMOOTH_PRIMES)} (direct solvers are cheaper)"
         return None
 
     def why_not_spec(self, problem, spec):
         m = spec.option("m")
-        if m is not None and m < 2 * problem.n - 1:
+        if isinstance(m, int) and m < 2 * problem.n - 1:  # a non-int m is refused by the base check
             return f"bluestein's padded length m={m} is under 2n-1={2 * problem.n - 1}"
         return super().why_not_spec(problem, spec)
 
@@ -109,14 +122,28 @@ class Bluestein(Solver):
             lengths = [forced_m]
         else:
             lengths = sorted({next_power_of_two(least), next_smooth(least)})
-        return best_variant(lambda m: self._plan_length(problem, planner, spec, m), lengths)
+        return best_variant(lambda m: self._plan_length(problem, planner, spec, m), lengths,
+                            tol=planner.tol(problem))
 
     def _plan_length(self, problem, planner, spec, m):
         n, b, size = problem.n, problem.batch, itemsize(problem)
-        fwd = planner.plan(problem.unscaled(m, b, False), spec.child(0) if spec else None)
-        inv = planner.plan(problem.unscaled(m, b, True), spec.child(1) if spec else None)
+        sub_f = problem.unscaled(m, b, False), spec.child(0) if spec else None
+        sub_i = problem.unscaled(m, b, True), spec.child(1) if spec else None
+        fwd, inv = planner.plan(*sub_f), planner.plan(*sub_i)
         work = cmul_work(n * b, size) * 2 + cmul_work(m * b, size) + copy(2 * m * b, size, launches=2)
-        error = combine(INNER_GAIN * fwd.error, INNER_GAIN * inv.error, ERROR_C * UNIT_ROUNDOFF[problem.precision])
+        chirps = ERROR_C * UNIT_ROUNDOFF[problem.precision]
+        if problem.precision in REDUCED_GEMM_MODES:
+            gain = INNER_GAIN_REDUCED * (1 + SMALL_SAMPLE / math.sqrt(n * b)) / (1 + SMALL_SAMPLE / math.sqrt(m * b))
+        else:
+            gain = INNER_GAIN[storage(problem.precision)]
+        error = combine(gain * fwd.error, gain * inv.error, chirps)
+        tol = planner.tol(problem)
+        if error > tol > chirps:  # the cheapest inner plans together exceed the bound: give each a share
+            share = math.sqrt((tol * tol - chirps * chirps) / 2) / gain
+            tighter = planner.plan_share(*sub_f, share), planner.plan_share(*sub_i, share)
+            if None not in tighter:
+                fwd, inv = tighter
+                error = combine(gain * fwd.error, gain * inv.error, chirps)
         return self.node(problem, planner, work, error, params={"m": m}, children=(fwd, inv))
 
     def build(self, node, ctx):

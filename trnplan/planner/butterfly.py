@@ -14,7 +14,8 @@ import numpy as np
 import torch
 
 from trnplan.kernels import cmul, twiddle_table
-from trnplan.planner.accuracy import UNIT_ROUNDOFF, log_growth
+from trnplan.kernels.gemm import REDUCED_GEMM_MODES
+from trnplan.planner.accuracy import UNIT_ROUNDOFF, log_growth, storage
 from trnplan.planner.cost import cmul_work, copy, elementwise
 from trnplan.planner.solver import Solver, is_power_of_two, itemsize
 
@@ -62,6 +63,14 @@ class Butterfly(Solver):
     name = "butterfly"
 
     def why_not(self, problem, planner, forced):
+        if problem.precision in REDUCED_GEMM_MODES:
+            # the reduced modes round or split matrix-engine operands only; butterfly's work is all
+            # elementwise, which runs in fp32 in every mode: in bf16/tf32 it would be an fp32 plan
+            # under another name (plan precision='fp32', or 'auto', to have it considered)
+            return (f"butterfly has no GEMM for precision {problem.precision!r} to apply to (its stages are "
+                    f"elementwise, fp32); use precision='fp32' or 'auto'")
+        if problem.precision == "auto":
+            return "precision 'auto' is planned by the precision solver, one mode at a time"
         if not is_power_of_two(problem.n):
             return f"n={problem.n} is not a power of two"
         return None
@@ -74,7 +83,7 @@ class Butterfly(Solver):
             if s:
                 work += cmul_work(n * b / 2, size)
             work += elementwise(4, n * b / 2, size) + copy(2 * n * b, size, launches=2)
-        error = ERROR_C[problem.precision] * UNIT_ROUNDOFF[problem.precision] * log_growth(n)
+        error = ERROR_C[storage(problem.precision)] * UNIT_ROUNDOFF[problem.precision] * log_growth(n)
         return self.node(problem, planner, work, error)
 
     def build(self, node, ctx):

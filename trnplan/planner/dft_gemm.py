@@ -16,10 +16,18 @@ Memory: the matrix holds 4n² values; it is capped at ``MAX_MATRIX_BYTES``.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from trnplan.kernels import dft_matrix, fused_complex_matrix
-from trnplan.planner.accuracy import UNIT_ROUNDOFF, sqrt_growth
+from trnplan.kernels.gemm import Gemm, gemm_work
+from trnplan.planner.accuracy import (
+    UNIT_ROUNDOFF,
+    combine,
+    gemm_error,
+    sqrt_growth,
+    storage,
+)
 from trnplan.planner.cost import Work, copy
 from trnplan.planner.solver import Solver, itemsize
 
@@ -31,6 +39,12 @@ CHUNK = 256
 #: a covers the rounding of the matrix entries (fp64 at n=3 measured 2.9u), b the summation;
 #: fitted to bench/accuracy.py at batch 1 and 4 and rounded up (docs/precision.md)
 ERROR_AB = {"fp32": (2.5, 0.3), "fp64": (3.0, 0.45)}
+#: ... b for GEMMs of 4+ rows, which MKL's sgemm sums blockwise: the fit over the grid at batch 4
+#: is 0.081 (n=64) against 0.186 (n=97) at batch 1, so 0.1. Four-step leaves always have many
+#: rows: with b = 0.3 a (four-step 4096=64x64 (dft-gemm) (dft-gemm)) tree was predicted at 5.4e-7,
+#: over fp32's 5e-7 bar, where it measures 2.8e-7
+ERROR_B_BLOCKED = {"fp32": 0.1, "fp64": 0.45}
+BLOCKED_ROWS = 4
 
 
 def chunking(n: int) -> tuple[int, int]:
@@ -40,27 +54,31 @@ def chunking(n: int) -> tuple[int, int]:
 
 
 class DFTGemm(torch.nn.Module):
-    """``y = [xr | xi] @ W`` with ``W = [[Re F, Im F], [-Im F, Re F]]``, contraction in k chunks."""
+    """``y = [xr | xi] @ W`` with ``W = [[Re F, Im F], [-Im F, Re F]]``, contraction in k chunks.
 
-    def __init__(self, n: int, w: torch.Tensor):
+    The GEMM runs through :class:`~trnplan.kernels.gemm.Gemm`, so the plan's precision mode
+    (bf16 slicing, TF32) applies to it; the partial sums of the chunks are added in fp32.
+    """
+
+    def __init__(self, n: int, w: np.ndarray, ctx):
         super().__init__()
         self.n = n
         self.k, self.c = chunking(n)
         pad = self.k * self.c - 2 * n
         if pad:
-            w = torch.cat([w, w.new_zeros(pad, 2 * n)])
-        self.register_buffer("w", w.reshape(self.k, self.c, 2 * n))
+            w = np.concatenate([w, np.zeros((pad, 2 * n))])
+        self.gemm = Gemm(w.reshape(self.c, 2 * n) if self.k == 1 else w.reshape(self.k, self.c, 2 * n), ctx)
 
     def forward(self, re, im):
         M, n = re.shape[0], self.n
         if self.k == 1:
-            y = torch.mm(torch.cat([re, im], dim=-1), self.w[0])
+            y = self.gemm(torch.cat([re, im], dim=-1))
         else:
             parts = [re, im]
             if self.k * self.c > 2 * n:
                 parts.append(re.new_zeros(M, self.k * self.c - 2 * n))
             x = torch.cat(parts, dim=-1).view(M, self.k, self.c).transpose(0, 1)  # (k, M, c)
-            y = torch.bmm(x, self.w).sum(0)  # partial sums added in fp32
+            y = self.gemm(x).sum(0)  # partial sums added in fp32
         return y[:, :n], y[:, n:]
 
 
@@ -68,6 +86,8 @@ class DFTGemmSolver(Solver):
     name = "dft-gemm"
 
     def why_not(self, problem, planner, forced):
+        if problem.precision == "auto":
+            return "precision 'auto' is planned by the precision solver, one mode at a time"
         matrix = 4 * problem.n**2 * itemsize(problem)
         if matrix > MAX_MATRIX_BYTES:
             return (
@@ -81,15 +101,18 @@ class DFTGemmSolver(Solver):
         k, c = chunking(n)
         work = copy(2 * n * b, size) + Work(  # cat [re | im]
             launches=1,
-            gemm_flops=2.0 * (k * c) * (2 * n) * b,
             bytes=(2 * n * k * c + 2 * n * b * k) * size,
-        )
+        ) + gemm_work(problem.precision, planner.profile, 2.0 * (k * c) * (2 * n) * b, k * c * b, size)
         if k > 1:  # the transposed batched operand, and the sum of the k partial products
             work += Work(launches=2, elementwise_flops=2 * n * b * k, bytes=(k * c * b + 2 * n * b * (k + 1)) * size)
-        a, b_ = ERROR_AB[problem.precision]
+        a, b_ = ERROR_AB[storage(problem.precision)]
+        if b >= BLOCKED_ROWS:
+            b_ = ERROR_B_BLOCKED[storage(problem.precision)]
         error = UNIT_ROUNDOFF[problem.precision] * (a + b_ * (sqrt_growth(c) + sqrt_growth(k)))
+        # one GEMM stage: its operands rounded or split in the reduced modes
+        error = combine(error, gemm_error(problem.precision, 1, planner.probe, n * b))
         return self.node(problem, planner, work, error)
 
     def build(self, node, ctx):
         w = fused_complex_matrix(dft_matrix(node.n, 1 if node.inverse else -1), left=False)
-        return DFTGemm(node.n, ctx.const(w))
+        return DFTGemm(node.n, w, ctx)

@@ -12,14 +12,15 @@ import math
 
 import torch
 
-from trnplan.planner.accuracy import UNIT_ROUNDOFF, log_growth
+from trnplan.kernels.gemm import REDUCED_GEMM_MODES
+from trnplan.planner.accuracy import STORAGE, UNIT_ROUNDOFF, log_growth
 from trnplan.planner.cost import Work
 from trnplan.planner.solver import Solver, itemsize, prime_factors
 
 #: error constant c of c·u·√log2(n) per precision: measured ratios error/(u·√log2 n) reached
 #: 0.69 (fp32) and 1.02 (fp64) on the test grid (bench/accuracy.py); off the grid fp64 n = 3125 = 5^5
 #: measured 1.89 (radix-5 passes), so fp64 is 2.0
-ERROR_C = {"fp32": 1.0, "fp64": 2.0}
+ERROR_C = {mode: {"fp32": 1.0, "fp64": 2.0}[store] for mode, store in STORAGE.items()}
 #: a prime factor p ≤ BLUESTEIN_PRIME runs as a direct O(p²) pass with error growing as √p:
 #: fp64 n=31 measured 3.6u where the smooth model gives 3.1u; the factor (1 + √p/8) covers it
 PRIME_PASS_SLOPE = 1 / 8
@@ -63,6 +64,11 @@ class Native(Solver):
     name = "native"
 
     def why_not(self, problem, planner, forced):
+        if problem.precision in REDUCED_GEMM_MODES:
+            return (f"the native library (torch.fft) has no {problem.precision} mode: it computes in fp32 or fp64 "
+                    f"only; use precision='fp32' or 'auto' to have it considered")
+        if problem.precision == "auto":
+            return "precision 'auto' is planned by the precision solver, one mode at a time"
         if not planner.backend.has_native_fft(problem.precision):
             return f"the {problem.device} backend has no native FFT for precision {problem.precision}"
         return None

@@ -51,35 +51,85 @@ class Planner:
         from :data:`trnplan.planner.accuracy.DEFAULT_TOL`.
     """
 
-    def __init__(self, backend, *, solvers=SOLVERS, tol: float | None = None):
+    def __init__(self, backend, *, solvers=SOLVERS, tol: float | None = None, probe=None, device=None):
         self.backend = backend
         self.profile = backend.profile
         self.solvers = tuple(solvers)
         self.tol_override = tol
+        self._probe = probe
+        self._device = device
         self._memo: dict = {}
+        #: (problem, tol) of the searches in progress: a composite may plan its children to a
+        #: tighter share of its own bound (Planner.plan(..., tol=)); they see it through tol()
+        self._active: list = []
+        self._share_depth = 0
         self._listing = False  # set while applicable() runs, so failures do not recurse into it
         self.searches = 0
 
+    @property
+    def probe(self):
+        """The device's :class:`~trnplan.backends.base.PrecisionProbe` the accuracy model reads
+        (given, or the backend's, run once per process)."""
+        if self._probe is None:
+            self._probe = self.backend.precision_probe(self._device)
+        return self._probe
+
     def tol(self, problem) -> float:
-        return self.tol_override if self.tol_override is not None else DEFAULT_TOL[problem.precision]
+        """The error bound of ``problem``: the given ``tol``, else the precision's default bar
+        ("auto" targets the bar of its storage: fp32's for complex64, fp64's for complex128)."""
+        if self._active and self._active[-1][0] == problem:
+            return self._active[-1][1]
+        if self.tol_override is not None:
+            return self.tol_override
+        if problem.precision == "auto":
+            return DEFAULT_TOL["fp64" if problem.dtype == "complex128" else "fp32"]
+        return DEFAULT_TOL[problem.precision]
 
-    def plan(self, problem, spec: Spec | None = None) -> PlanNode:
-        """The cheapest node for ``problem`` that meets ``spec`` and the accuracy bound."""
-        return self.search(problem, spec)[0]
+    def plan(self, problem, spec: Spec | None = None, tol: float | None = None) -> PlanNode:
+        """The cheapest node for ``problem`` that meets ``spec`` and the accuracy bound
+        (``tol``, if given, instead of :meth:`tol`: a composite's share of its own bound)."""
+        return self.search(problem, spec, tol)[0]
 
-    def search(self, problem, spec: Spec | None = None) -> tuple[PlanNode, tuple[Candidate, ...]]:
+    #: how many budget-share re-plans may nest (a four-step inside a four-step re-planned to a
+    #: share of a share ...): each level shrinks the bound by √2 and multiplies the search, so the
+    #: failure path of an unreachable bound stays cheap (bf16 at n=4099 recursed 12 levels deep)
+    MAX_SHARE_DEPTH = 2
+
+    def plan_share(self, problem, spec: Spec | None, tol: float) -> PlanNode | None:
+        """Re-plan a composite's child to ``tol``, a share of the composite's own bound; ``None``
+        when shares are already nested :data:`MAX_SHARE_DEPTH` deep (the caller keeps its first
+        children and is judged over the bound)."""
+        if self._share_depth >= self.MAX_SHARE_DEPTH:
+            return None
+        self._share_depth += 1
+        try:
+            return self.plan(problem, spec, tol=tol)
+        except PlanningError:  # nothing meets the share: the caller keeps its first children
+            return None
+        finally:
+            self._share_depth -= 1
+
+    def search(self, problem, spec: Spec | None = None,
+               tol: float | None = None) -> tuple[PlanNode, tuple[Candidate, ...]]:
         """(best node, every solver's candidate with its verdict) for ``problem``."""
-        key = (problem, spec)  # both frozen and hashable: cheaper than a digest per search
+        tol = self.tol(problem) if tol is None else tol
+        key = (problem, spec, tol)  # all frozen and hashable: cheaper than a digest per search
         if key in self._memo:
             return self._memo[key]
         self.searches += 1
+        self._active.append((problem, tol))
+        try:
+            return self._search(problem, spec, tol, key)
+        finally:
+            self._active.pop()
+
+    def _search(self, problem, spec, tol, key):
         forced = spec.name if spec is not None else None
-        tol = self.tol(problem)
         candidates = []
         for solver in self.solvers:
             if forced is not None and solver.name != forced:
                 continue
-            reason = solver.why_not(problem, self, forced is not None)
+            reason = solver.why_not_kind(problem) or solver.why_not(problem, self, forced is not None)
             if reason is not None:
                 candidates.append(Candidate(solver.name, NOT_APPLICABLE, reason))
                 continue
@@ -146,28 +196,47 @@ class Planner:
     # ------------------------------------------------------------------ lowering
     def lower(self, node: PlanNode, problem, device):
         """Build the torch module of a node tree (unscaled) for ``problem``'s dtype on ``device``."""
-        by_name = {s.name: s for s in self.solvers}
-
-        def build(n: PlanNode):
-            return by_name[n.solver].build(n, ctx)
-
-        ctx = BuildContext(dtype=problem.real_dtype, device=device, precision=problem.precision, build=build)
-        return build(node)
+        builder = Builder({s.name: s for s in self.solvers})
+        return builder.context(problem.real_dtype, device, problem.precision).build(node)
 
     def lower_plan(self, node: PlanNode, problem, device) -> "PlanModule":
         """The whole transform as one module: the lowered tree, then ``problem``'s norm scale."""
         return PlanModule(self.lower(node, problem, device), problem.scale)
 
 
+class Builder:
+    """Lowers nodes with the solver registry; :meth:`context` makes the BuildContext a build runs in.
+
+    A node builds its children through ``ctx.build``, which lowers them in the *same* context.
+    The precision solver lowers its child in another precision mode with
+    ``ctx.build.context(ctx.dtype, ctx.device, mode)``.
+    """
+
+    def __init__(self, by_name: dict, ctx: BuildContext | None = None):
+        self.by_name, self.ctx = by_name, ctx
+
+    def context(self, dtype, device, precision: str) -> BuildContext:
+        builder = Builder(self.by_name)
+        builder.ctx = BuildContext(dtype=dtype, device=device, precision=precision, build=builder)
+        return builder.ctx
+
+    def __call__(self, node: PlanNode) -> torch.nn.Module:
+        return self.by_name[node.solver].build(node, self.ctx)
+
+
 class PlanModule(torch.nn.Module):
-    """The whole transform as one module on split tensors: the tree's root, then ``norm``'s scale."""
+    """The whole transform as one module on split tensors: the tree's root, then ``norm``'s scale.
+
+    Inputs and outputs are flat ``(batch, points)`` real tensors: ``(re, im)`` on the complex
+    side, one tensor on the real side (r2c input, c2r output); the result is always a tuple.
+    """
 
     def __init__(self, root: torch.nn.Module, scale: float):
         super().__init__()
         self.root, self.scale = root, scale
 
-    def forward(self, re: torch.Tensor, im: torch.Tensor):
-        yr, yi = self.root(re, im)
+    def forward(self, *inputs: torch.Tensor):
+        out = tuple(self.root(*inputs))
         if self.scale != 1.0:
-            yr, yi = yr * self.scale, yi * self.scale
-        return yr, yi
+            out = tuple(t * self.scale for t in out)
+        return out

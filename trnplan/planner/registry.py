@@ -16,6 +16,9 @@ from trnplan.planner.butterfly import Butterfly
 from trnplan.planner.dft_gemm import DFTGemmSolver
 from trnplan.planner.four_step import FourStep
 from trnplan.planner.native import Native
+from trnplan.planner.nd import ND
+from trnplan.planner.precision import Precision
+from trnplan.planner.real import Real
 from trnplan.planner.stockham import Stockham
 
 SOLVERS = (
@@ -25,6 +28,9 @@ SOLVERS = (
     Butterfly(),
     FourStep(),
     Bluestein(),
+    Real(),
+    ND(),
+    Precision(),  # precision="auto" only: one child per concrete mode
 )
 
 BY_NAME = {s.name: s for s in SOLVERS}

@@ -60,7 +60,25 @@ class Solver:
     composite: ClassVar[bool] = False
     #: options a strategy spec may set (``key=value`` atoms), and whether it reads ``n=f1xf2…``
     options: ClassVar[tuple[str, ...]] = ()
+    #: the options whose values are words (``method=half``); every other option takes an int
+    word_options: ClassVar[tuple[str, ...]] = ()
     takes_factors: ClassVar[bool] = False
+    #: the transform kinds and ranks this solver plans; others are declined before why_not
+    kinds: ClassVar[tuple[str, ...]] = ("c2c",)
+    ranks: ClassVar[str] = "1"  # "1": one axis, "n": two or more (the nd solver)
+
+    def why_not_kind(self, problem: Problem) -> str | None:
+        """Why this solver does not plan ``problem``'s kind or rank (checked before ``why_not``)."""
+        if problem.precision == "auto":
+            return "precision='auto' is resolved first, by the precision solver"
+        if self.ranks == "1" and problem.rank != 1:
+            return f"{self.name} plans 1-D transforms; shape {problem.shape} has rank {problem.rank} (the nd solver plans it)"
+        if self.ranks == "n" and problem.rank < 2:
+            return f"{self.name} plans transforms of rank ≥ 2; shape {problem.shape} has rank 1"
+        if problem.kind not in self.kinds:
+            who = " (the real solver plans it)" if problem.kind != "c2c" and problem.rank == 1 else ""
+            return f"{self.name} plans {'/'.join(self.kinds)} transforms, not {problem.kind}{who}"
+        return None
 
     def why_not(self, problem: Problem, planner, forced: bool) -> str | None:  # pragma: no cover
         raise NotImplementedError
@@ -105,6 +123,11 @@ class Solver:
         if unknown:
             takes = ", ".join(self.options) or "none"
             return f"{self.name} has no option {', '.join(map(repr, unknown))} (options it takes: {takes})"
+        for key, value in spec.options:
+            if key in self.word_options and not isinstance(value, str):
+                return f"{self.name}'s option {key} takes a word (such as {key}=half), got {value!r}"
+            if key not in self.word_options and not isinstance(value, int):
+                return f"{self.name}'s option {key} takes an integer, got {value!r}"
         if spec.factors is not None:
             if not self.takes_factors:
                 return f"{self.name} takes no factor list (got {'x'.join(map(str, spec.factors))})"
@@ -120,8 +143,13 @@ class Solver:
         return None
 
 
-def best_variant(make, variants):
-    """The cheapest node ``make(v)`` over ``variants``.
+def best_variant(make, variants, tol: float | None = None):
+    """The cheapest node ``make(v)`` over ``variants`` — among those predicted within ``tol``.
+
+    A variant over the bound is kept only if no variant meets it (the planner then rejects the
+    node with that variant's error, the closest it came): taking the cheapest regardless of
+    error once made an r2c of n=398 at batch 800 unplannable, because its cheapest method was
+    over the fp32 bound while the library method met it.
 
     A variant whose children a strategy spec cannot satisfy raises PlanningError; it is skipped,
     and if every variant fails the last error is re-raised, so the user sees why.
@@ -129,13 +157,23 @@ def best_variant(make, variants):
     from trnplan.errors import PlanningError
 
     best, error = None, None
+
+    def better(node, than):
+        if than is None:
+            return True
+        if tol is not None and (node.error <= tol) != (than.error <= tol):
+            return node.error <= tol
+        if tol is not None and node.error > tol:  # both over: the more accurate
+            return node.error < than.error
+        return node.time_us < than.time_us
+
     for variant in variants:
         try:
             node = make(variant)
         except PlanningError as exc:
             error = exc
             continue
-        if node is not None and (best is None or node.time_us < best.time_us):
+        if node is not None and better(node, best):
             best = node
     if best is None and error is not None:
         raise error

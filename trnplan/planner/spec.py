@@ -11,6 +11,7 @@ Grammar (atoms are separated by white space)::
             | INT                  the node's length (must match the sub-problem)
             | INT "=" INT("x"INT)*  length and factors (radices, or n1 x n2 for four-step)
             | KEY "=" INT          a solver option, e.g. m=256 for Bluestein's padded length
+            | KEY "=" WORD         a named choice, e.g. method=half for the real solver
             | "inv" | "fwd"        direction, decided by the parent; accepted and ignored
 """
 
@@ -23,6 +24,7 @@ import attrs
 from trnplan.errors import PlanningError
 
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
+_WORD = re.compile(r"[a-z][a-z0-9-]*")
 
 
 @attrs.frozen
@@ -110,6 +112,8 @@ def _parse(tokens, pos, text, known):
                     raise PlanningError(f"strategy {text!r}: bad factor list {tok!r} (write e.g. 4096=64x64)") from None
         elif eq and key and value.isdigit():
             options.append((key, int(value)))
+        elif eq and key and _WORD.fullmatch(value):
+            options.append((key, value))
         else:
             raise PlanningError(
                 f"strategy {text!r}: cannot read {tok!r}; expected a solver name "

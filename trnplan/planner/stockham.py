@@ -22,7 +22,14 @@ import math
 import torch
 
 from trnplan.kernels import cmul, dft_matrix, fused_complex_matrix, twiddle_table
-from trnplan.planner.accuracy import UNIT_ROUNDOFF, log_growth
+from trnplan.kernels.gemm import Gemm, gemm_work
+from trnplan.planner.accuracy import (
+    UNIT_ROUNDOFF,
+    combine,
+    gemm_error,
+    log_growth,
+    storage,
+)
 from trnplan.planner.cost import Work, cmul_work, transpose
 from trnplan.planner.solver import Solver, is_power_of_two, itemsize
 
@@ -55,7 +62,7 @@ class StockhamFFT(torch.nn.Module):
         self.n, self.radices = n, tuple(radices)
         L = 1
         for i, r in enumerate(self.radices):
-            self.register_buffer(f"f{i}", ctx.const(fused_complex_matrix(dft_matrix(r, sign), left=True)))
+            setattr(self, f"f{i}", Gemm(fused_complex_matrix(dft_matrix(r, sign), left=True), ctx, side="left"))
             if L > 1:
                 tr, ti = ctx.split_const(twiddle_table(L, r, L * r, sign))
                 self.register_buffer(f"tr{i}", tr[:, :, None])
@@ -76,7 +83,7 @@ class StockhamFFT(torch.nn.Module):
                 z = torch.stack([zr.transpose(0, 1), zi.transpose(0, 1)])  # (2, r, L, K)
             else:
                 z = y
-            x = torch.mm(getattr(self, f"f{i}"), z.reshape(2 * r, L * K))  # [(c, p), (k, j', batch)]
+            x = getattr(self, f"f{i}")(z.reshape(2 * r, L * K))  # [(c, p), (k, j', batch)]
             L *= r
         x = x.view(2, n, M)
         return x[0].t(), x[1].t()
@@ -93,6 +100,8 @@ class Stockham(Solver):
         return super().why_not_factors(problem, factors)
 
     def why_not(self, problem, planner, forced):
+        if problem.precision == "auto":
+            return "precision 'auto' is planned by the precision solver, one mode at a time"
         if not is_power_of_two(problem.n):
             return f"n={problem.n} is not a power of two"
         return None
@@ -106,9 +115,12 @@ class Stockham(Solver):
         for i, r in enumerate(radices):
             if i > 0:  # twiddle, then the (k, q) → (q, k) permuting stack: runs of (n/(L·r))·B
                 work += cmul_work(n * b, size) + transpose(2 * n * b, size, run=n // (L * r) * b, launches=4)
-            work += Work(launches=2, gemm_flops=8.0 * r * n * b, bytes=4 * n * b * size)
+            work += Work(launches=2, bytes=4 * n * b * size) + gemm_work(
+                problem.precision, planner.profile, 8.0 * r * n * b, 2 * n * b, size)
             L *= r
-        error = ERROR_C[problem.precision] * UNIT_ROUNDOFF[problem.precision] * log_growth(n)
+        error = ERROR_C[storage(problem.precision)] * UNIT_ROUNDOFF[problem.precision] * log_growth(n)
+        # each radix stage is one GEMM: in the reduced modes its operands are rounded or split
+        error = combine(error, gemm_error(problem.precision, len(radices), planner.probe, n * b, kind="radix"))
         return self.node(problem, planner, work, error, params={"factors": radices} if radices else {})
 
     def build(self, node, ctx):

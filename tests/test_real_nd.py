@@ -1,0 +1,208 @@
+"""Real (r2c / c2r) and N-D plans: every method of the real solver, the nd solver, adjoints.
+
+References are numpy.fft in complex128 (rfft / irfft / fftn / rfftn / irfftn over the trailing
+axes); bounds are the engine's bar (tests/conftest.py BAR), which every planned tree's predicted
+error must also meet.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import trnplan
+from trnplan.errors import PlanningError
+
+from conftest import BAR, DTYPES, rel_l2
+
+REAL_SIZES = [1, 2, 3, 4, 5, 8, 15, 16, 17, 64, 97, 100, 256, 1024, 4097]
+METHODS = ["half", "full", "gemm", "lib"]
+NORMS = ["backward", "ortho", "forward"]
+
+
+def _data(kind, shape, batch, seed=0):
+    """(numpy input, numpy complex128/float64 reference) for one plan's input shape."""
+    rng = np.random.default_rng(seed)
+    axes = tuple(range(1, len(shape) + 1))
+    if kind == "r2c":
+        x = rng.standard_normal((batch, *shape))
+        return x, lambda norm: np.fft.rfftn(x, axes=axes, norm=norm)
+    if kind == "c2r":
+        ins = (*shape[:-1], shape[-1] // 2 + 1)
+        x = rng.standard_normal((batch, *ins)) + 1j * rng.standard_normal((batch, *ins))
+        return x, lambda norm: np.fft.irfftn(x, s=shape, axes=axes, norm=norm)
+    x = rng.standard_normal((batch, *shape)) + 1j * rng.standard_normal((batch, *shape))
+    return x, lambda norm: np.fft.fftn(x, axes=axes, norm=norm)
+
+
+def _tensor(x, plan):
+    p = plan.problem
+    return torch.as_tensor(x).to(p.real_dtype if p.real_input else p.torch_dtype)
+
+
+def _applicable(method, n):
+    return not ((method == "half" and (n % 2 or n < 2)) or (method == "gemm" and n > 512))
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp64"])
+@pytest.mark.parametrize("kind", ["r2c", "c2r"])
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("n", REAL_SIZES)
+def test_real_methods_match_numpy(precision, kind, method, n):
+    if not _applicable(method, n):
+        with pytest.raises(PlanningError, match=f"method={method}"):
+            trnplan.plan_many(n, batch=3, kind=kind, dtype=DTYPES[precision], strategy=f"(real method={method})")
+        return
+    plan = trnplan.plan_many(n, batch=3, kind=kind, dtype=DTYPES[precision], strategy=f"(real method={method})")
+    x, ref = _data(kind, (n,), 3)
+    y = plan.execute(_tensor(x, plan))
+    assert y.is_complex() == (kind == "r2c")
+    err = rel_l2(y, ref("backward"))
+    assert err <= plan.tree.error <= BAR[precision], (plan.tree, err)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 16, 33, 1000])
+def test_c2r_ignores_imaginary_dc_and_nyquist_like_torch(n):
+    """torch.fft.irfft drops Im X[0] (and Im X[n/2] for even n); so must every method."""
+    h = n // 2 + 1
+    rng = np.random.default_rng(3)
+    x = torch.as_tensor(rng.standard_normal((2, h)) + 1j * rng.standard_normal((2, h)))
+    want = torch.fft.irfft(x, n=n).numpy()
+    for method in METHODS:
+        if not _applicable(method, n):
+            continue
+        plan = trnplan.plan_many(n, batch=2, kind="c2r", dtype=torch.complex128, strategy=f"(real method={method})")
+        assert rel_l2(plan.execute(x), want) <= BAR["fp64"], method
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp64"])
+@pytest.mark.parametrize("kind", ["c2c", "r2c", "c2r"])
+@pytest.mark.parametrize("method", ["rowcol", "lib"])
+@pytest.mark.parametrize("shape", [(4, 6), (5, 7), (3, 4, 5), (8, 8), (1, 6), (6, 1), (2, 3, 4, 5), (16, 33)])
+def test_nd_matches_numpy(precision, kind, method, shape):
+    plan = trnplan.plan_many(shape, batch=2, kind=kind, dtype=DTYPES[precision], strategy=f"(nd method={method})")
+    x, ref = _data(kind, shape, 2)
+    y = plan.execute(_tensor(x, plan))
+    assert tuple(y.shape) == (2, *plan.problem.out_shape)
+    err = rel_l2(y, ref("backward"))
+    assert err <= plan.tree.error <= BAR[precision], (plan.tree, err)
+
+
+@pytest.mark.parametrize("kind", ["c2c", "r2c", "c2r"])
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("shape", [(12,), (9,), (6, 10), (3, 4, 7)])
+def test_planned_trees_and_norms(kind, norm, shape):
+    """Unforced plans, every norm, leading dimensions that multiply to the batch."""
+    plan = trnplan.plan_many(shape, batch=6, kind=kind, dtype=torch.complex128, norm=norm)
+    x, ref = _data(kind, shape, 6, seed=5)
+    xt = _tensor(x, plan).reshape(2, 3, *x.shape[1:])
+    y = plan.execute(xt)
+    assert y.shape[:2] == (2, 3)
+    assert rel_l2(y.reshape(6, *y.shape[2:]), ref(norm)) <= BAR["fp64"]
+
+
+def test_forced_row_column_children_per_axis():
+    plan = trnplan.plan_many((8, 12), batch=2, kind="r2c",
+                             strategy="(nd method=rowcol (real method=half (dft-gemm)) (stockham))")
+    text = str(plan.tree)
+    assert text.startswith("(nd 96=8x12 kind=r2c method=rowcol (real 12 method=half (dft-gemm 6))")
+    assert "(stockham 8" in text
+    # the printed tree replays exactly
+    again = trnplan.plan_many((8, 12), batch=2, kind="r2c", strategy=text, cache=None)
+    assert again.tree.digest() == plan.tree.digest()
+    x, ref = _data("r2c", (8, 12), 2)
+    assert rel_l2(plan.execute(_tensor(x, plan)), ref("backward")) <= BAR["fp32"]
+    explained = plan.explain()
+    assert "nd n=96" in explained and "real n=12" in explained and "dft-gemm n=6" in explained
+
+
+def test_non_contiguous_and_pair_inputs():
+    plan = trnplan.plan_many((6, 8), batch=3, kind="c2r", dtype=torch.complex128, strategy="(nd method=rowcol)")
+    x, ref = _data("c2r", (6, 8), 3)
+    xt = torch.as_tensor(x).transpose(0, 1).contiguous().transpose(0, 1)  # same values, strided layout
+    assert not xt.is_contiguous()
+    assert rel_l2(plan.execute(xt), ref("backward")) <= BAR["fp64"]
+    y = plan.execute((xt.real, xt.imag))
+    assert not y.is_complex() and rel_l2(y, ref("backward")) <= BAR["fp64"]
+
+
+def test_kind_direction_and_dtype_errors():
+    with pytest.raises(ValueError, match="r2c.*forward"):
+        trnplan.plan_many(8, kind="r2c", inverse=True)
+    with pytest.raises(ValueError, match="c2r.*inverse"):
+        trnplan.plan_many(8, kind="c2r", inverse=False)
+    r2c = trnplan.plan_many(8, kind="r2c", dtype=torch.float64)
+    assert r2c.problem.dtype == "complex128"
+    with pytest.raises(TypeError, match="real input"):
+        r2c.execute(torch.zeros(8, dtype=torch.complex128))
+    with pytest.raises(TypeError, match="float64"):
+        r2c.execute(torch.zeros(8, dtype=torch.float32))
+    with pytest.raises(TypeError, match="not a pair"):
+        r2c.execute((torch.zeros(8, dtype=torch.float64), torch.zeros(8, dtype=torch.float64)))
+    c2r = trnplan.plan_many(8, kind="c2r")
+    with pytest.raises(ValueError, match=r"half spectrum.*\(\.\.\., 5\)"):
+        c2r.execute(torch.zeros(8, dtype=torch.complex64))
+    with pytest.raises(TypeError, match="complex input"):
+        c2r.execute(torch.zeros(5))
+    with pytest.raises(PlanningError, match=r"real's option method takes a word \(such as method=half\), got 7"):
+        trnplan.plan_many(8, kind="r2c", strategy="(real method=7)")
+    with pytest.raises(PlanningError, match=r"real plans r2c/c2r transforms, not c2c\. Solvers that apply here: native"):
+        trnplan.plan_many(8, strategy="real")
+    with pytest.raises(PlanningError, match="no method 'quarter'"):
+        trnplan.plan_many(8, kind="r2c", strategy="(real method=quarter)")
+    with pytest.raises(PlanningError, match="nd plans transforms of rank"):
+        trnplan.plan_many(8, strategy="nd")
+    with pytest.raises(PlanningError, match="stockham plans 1-D"):
+        trnplan.plan_many((8, 8), strategy="stockham")
+    with pytest.raises(PlanningError, match="real solver plans it"):
+        trnplan.plan_many(8, kind="r2c", strategy="stockham")
+
+
+@pytest.mark.parametrize("kind", ["c2c", "r2c", "c2r"])
+@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("shape", [(5,), (6,), (4, 6), (3, 5)])
+def test_gradcheck_through_adjoint_plans(kind, norm, shape):
+    """The backward pass runs the adjoint plan; gradcheck compares it to finite differences."""
+    strategy = None if len(shape) == 1 else "(nd method=rowcol)"
+    plan = trnplan.plan_many(shape, batch=2, kind=kind, dtype=torch.complex128, norm=norm, strategy=strategy)
+    x, _ = _data(kind, shape, 2, seed=7)
+    xt = _tensor(x, plan).requires_grad_(True)
+    assert torch.autograd.gradcheck(plan.execute, (xt,))
+    adj = plan.adjoint()
+    assert adj.problem.inverse != plan.problem.inverse
+    assert adj.problem.kind == {"c2c": "c2c", "r2c": "c2r", "c2r": "r2c"}[kind]
+
+
+def test_gradients_match_torch_fft():
+    x = torch.randn(3, 6, 10, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(3, 6, 6, dtype=torch.complex128)
+    plan = trnplan.plan_many((6, 10), batch=3, kind="r2c", dtype=torch.float64)
+    (plan.execute(x) * w).real.sum().backward()
+    ours, x.grad = x.grad.clone(), None
+    (torch.fft.rfft2(x) * w).real.sum().backward()
+    assert rel_l2(ours, x.grad.numpy()) <= BAR["fp64"]
+
+
+def test_aot_artifact_of_a_real_nd_plan(tmp_path):
+    """AOT COMPILE (~20 s): an r2c 2-D row-column plan exports with a dynamic batch, compiles,
+    runs as the artifact, and a second process-free lookup loads it from the cache."""
+    from trnplan.cache import PlanCache
+
+    cache = PlanCache(tmp_path / "cache")
+    strategy = "(nd method=rowcol (real method=half) _)"
+    plan = trnplan.plan_many((6, 8), batch=3, kind="r2c", strategy=strategy, compile="aot", cache=cache)
+    assert plan.provenance.artifact == "compiled now" and plan.provenance.dynamic_batch is True
+    assert plan._runner is not None
+    x, ref = _data("r2c", (6, 8), 3)
+    assert rel_l2(plan.execute(_tensor(x, plan)), ref("backward")) <= BAR["fp32"]
+    # the artifact itself on another batch than it was traced at: (batch, points) in, (re, im) out
+    x5 = torch.randn(5, 48)
+    yr, yi = plan._runner(x5)
+    want = torch.fft.rfft2(x5.reshape(5, 6, 8).double()).reshape(5, -1).numpy()
+    assert rel_l2(torch.complex(yr, yi), want) <= BAR["fp32"]
+    trnplan.clear_plan_cache()
+    again = trnplan.plan_many((6, 8), batch=3, kind="r2c", strategy=strategy, compile="aot", cache=cache,
+                              effort="wisdom_only")
+    assert again.provenance.artifact == "artifact hit"
+    assert rel_l2(again.execute(_tensor(x, again)), ref("backward")) <= BAR["fp32"]

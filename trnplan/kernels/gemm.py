@@ -1,0 +1,223 @@
+"""GEMMs with a constant operand, in the plan's precision mode.
+
+Every solver that multiplies by a constant matrix (a DFT matrix, a radix-r butterfly matrix,
+a real DFT matrix) goes through :class:`Gemm`, so that precision modes apply in one place.
+``side="right"`` computes ``x @ W`` for ``x`` of shape ``(M, K)`` (or a batch ``(B, M, K)``
+against ``W`` of shape ``(B, K, N)``); ``side="left"`` computes ``W @ x`` for ``x`` of shape
+``(K, L)``. The constant is given in float64 and cast (or split) once, at build time.
+
+Precision modes (docs/precision.md):
+
+``fp32`` / ``fp64``
+    One plain GEMM in the storage dtype.
+``tf32`` (CUDA only)
+    One fp32 GEMM with TF32 tensor cores allowed, scoped around the matmul.
+``bf16``
+    Both operands rounded to bf16 (8-bit significand, u = 2^-8), products accumulated in fp32.
+``bf16x3``
+    Each operand split ``a = a1 + a2`` into bf16-representable slices; the products
+    ``a1·b1 + a1·b2 + a2·b1`` are accumulated in fp32 (``a2·b2``, of relative size 2^-16, is
+    dropped).
+``bf16x6``
+    Three slices ``a = a1 + a2 + a3`` (Ozaki-style), the six products with slice indices
+    ``i + j ≤ 4`` (1-based) accumulated in fp32.
+
+The products of a split mode are fused into *one* GEMM by concatenating along the contraction
+dimension, ``[x1 | x1 | x2] @ [w1; w2; w1]`` for bf16x3, so the fp32 accumulator sums them all
+and there is one launch instead of three (or six) plus adds. The constant's slices are made once
+at build time (from float64), the data's at run time (the residual ``r − bf16(r)`` is exact in
+fp32, so slicing loses nothing beyond the last slice's rounding).
+
+Where the arithmetic happens: on CUDA the slices are real bf16 tensors multiplied by
+``torch.mm(a, b, out_dtype=torch.float32)`` (``aten::mm.dtype``, bf16 tensor cores with fp32
+accumulation). On the CPU that op does not exist (torch 2.13: "Could not run 'aten::mm.dtype'
+... from the 'CPU' backend") and a bf16 ``torch.mm`` is ~100× *slower* than fp32 here (see
+docs/precision.md), so the slices are bf16-representable values held in fp32 tensors and
+multiplied by the fp32 GEMM. A product of two bf16 values (8-bit significands) is exact in fp32
+(24 bits) and the sums are fp32: numerically this is what a bf16 matrix engine with an fp32
+accumulator computes. :func:`trnplan.backends.base.run_precision_probe` checks that this holds on
+the device.
+
+Elementwise work (twiddle and chirp products) is not matrix-engine work: it runs in fp32 in
+every fp32-storage mode, as a Trainium Vector engine or a GPU's CUDA cores do.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import numpy as np
+import torch
+
+#: the (data slice, constant slice) products each mode sums, 0-based slice indices; ordered
+#: small terms first, so the fp32 accumulator adds the corrections before the leading product
+PRODUCTS = {
+    "fp32": ((0, 0),),
+    "fp64": ((0, 0),),
+    "tf32": ((0, 0),),
+    "bf16": ((0, 0),),
+    "bf16x3": ((1, 0), (0, 1), (0, 0)),
+    "bf16x6": ((2, 0), (1, 1), (0, 2), (1, 0), (0, 1), (0, 0)),
+}
+#: how many bf16 slices each operand is split into (0: not split, the storage dtype is used)
+SLICES = {"fp32": 0, "fp64": 0, "tf32": 0, "bf16": 1, "bf16x3": 2, "bf16x6": 3}
+BF16_MODES = ("bf16", "bf16x3", "bf16x6")
+#: the modes that change GEMM arithmetic only: solvers without a GEMM (native, butterfly) decline
+REDUCED_GEMM_MODES = ("bf16", "bf16x3", "bf16x6", "tf32")
+GEMM_MODES = tuple(PRODUCTS)
+
+
+def products(mode: str) -> int:
+    """Number of GEMM products a mode costs (1 for the plain modes)."""
+    return len(PRODUCTS[mode])
+
+
+def split_bf16(x: torch.Tensor, slices: int) -> list[torch.Tensor]:
+    """Split ``x`` into ``slices`` bf16-representable parts ``x ≈ s1 + s2 + …``, in ``x``'s dtype.
+
+    Each slice is the bf16 rounding of the residual left by the previous ones; the residual
+    ``r − bf16(r)`` is exact in fp32 (and float64), so the sum of all slices equals ``x`` up to
+    the rounding of the last slice (relative 2^-8, 2^-16 and 2^-24 for 1, 2, 3 slices).
+    """
+    out, r = [], x
+    for s in range(slices):
+        hi = r.to(torch.bfloat16).to(x.dtype)
+        out.append(hi)
+        if s < slices - 1:
+            r = r - hi
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def native_bf16_matmul(device_type: str) -> bool:
+    """Whether torch multiplies bf16 tensors into an fp32 result on this device type
+    (``torch.mm(a, b, out_dtype=torch.float32)``); checked once by trying it."""
+    if device_type != "cuda" or not torch.cuda.is_available():
+        return False
+    try:
+        a = torch.ones(2, 2, dtype=torch.bfloat16, device="cuda")
+        return torch.mm(a, a, out_dtype=torch.float32).dtype == torch.float32
+    except (RuntimeError, TypeError):
+        return False
+
+
+@contextlib.contextmanager
+def tf32_scope():
+    """Allow TF32 tensor cores for fp32 matmuls inside the block, restoring the setting after."""
+    old = torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor, mode: str) -> torch.Tensor:
+    """The one matmul every :class:`Gemm` (and the precision probe) goes through.
+
+    bf16 tensors are multiplied into fp32 (``out_dtype``); fp32 tensors by the plain GEMM, with
+    TF32 allowed in ``tf32`` mode. Tests replace this function to simulate a matrix engine that
+    rounds its products or auto-casts fp32 operands (tests/test_precision.py).
+    """
+    mm = torch.bmm if a.ndim == 3 else torch.mm
+    if a.dtype == torch.bfloat16:
+        return mm(a, b, out_dtype=torch.float32)
+    if mode == "tf32":
+        with tf32_scope():
+            return mm(a, b)
+    return mm(a, b)
+
+
+class Gemm(torch.nn.Module):
+    """``x @ W`` (``side="right"``) or ``W @ x`` (``side="left"``) with a constant ``W``.
+
+    Parameters
+    ----------
+    w : numpy.ndarray
+        The real constant matrix, float64: ``(K, N)`` for ``side="right"`` (or a batch
+        ``(B, K, N)``, multiplied by ``torch.bmm``), ``(N, K)`` for ``side="left"``.
+    ctx : BuildContext
+        Gives the compute dtype, device and precision mode.
+    side : {"right", "left"}
+        Which side the constant multiplies from.
+
+    Notes
+    -----
+    In a split mode the constant is stored as its slices concatenated along the contraction
+    dimension in the order of :data:`PRODUCTS`, and :meth:`forward` concatenates the matching
+    data slices, so that one GEMM with a ``P·K`` contraction sums all ``P`` products in fp32.
+    """
+
+    def __init__(self, w: np.ndarray, ctx, side: str = "right"):
+        super().__init__()
+        if side not in ("right", "left"):
+            raise ValueError(f"side must be 'right' or 'left', got {side!r}")
+        mode = ctx.precision
+        if mode not in PRODUCTS:
+            raise ValueError(f"Gemm has no precision mode {mode!r}; known: {', '.join(PRODUCTS)}")
+        self.side, self.mode = side, mode
+        self.slices = SLICES[mode]
+        self.pairs = PRODUCTS[mode]
+        # real bf16 tensors where the device multiplies them into fp32; else emulate in fp32
+        self.native_bf16 = self.slices > 0 and native_bf16_matmul(torch.device(ctx.device).type)
+        w = np.asarray(w, dtype=np.float64)
+        if self.slices == 0:
+            self.register_buffer("w", ctx.const(w))
+            return
+        w64 = torch.as_tensor(np.ascontiguousarray(w), dtype=torch.float64)
+        parts = split_bf16(w64, self.slices)  # split from float64: the constant's slices are exact
+        contraction = -2 if side == "right" else -1
+        stacked = torch.cat([parts[j] for _, j in self.pairs], dim=contraction)
+        dtype = torch.bfloat16 if self.native_bf16 else ctx.dtype
+        self.register_buffer("w", stacked.to(dtype=dtype, device=ctx.device))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.slices:
+            parts = split_bf16(x, self.slices)
+            contraction = -1 if self.side == "right" else -2
+            x = torch.cat([parts[i] for i, _ in self.pairs], dim=contraction) if len(self.pairs) > 1 else parts[0]
+            if self.native_bf16:
+                x = x.to(torch.bfloat16)  # exact: every slice is bf16-representable
+        if self.side == "right":
+            return matmul(x, self.w, self.mode)
+        return matmul(self.w, x, self.mode)
+
+
+__all__ = [
+    "BF16_MODES",
+    "GEMM_MODES",
+    "PRODUCTS",
+    "REDUCED_GEMM_MODES",
+    "SLICES",
+    "Gemm",
+    "gemm_work",
+    "matmul",
+    "native_bf16_matmul",
+    "products",
+    "split_bf16",
+    "tf32_scope",
+]
+
+
+def gemm_work(precision: str, profile, flops: float, data_elements: float, itemsize: int):
+    """The cost-model :class:`~trnplan.planner.cost.Work` of one constant-operand GEMM in a mode.
+
+    ``flops`` is the plain GEMM's count. A mode with P products multiplies it by P, priced at the
+    profile's bf16 (or TF32) matrix rate where it has one (CUDA, Neuron) and at the fp32 rate
+    where the mode is emulated with fp32 GEMMs (the CPU: ``gemm_flops`` is then counted at the
+    fp32 rate). Splitting the data costs per slice a cast down, a cast back and (but the last) a
+    subtraction over ``data_elements`` values, plus the concatenation of the P operand copies.
+    """
+    from trnplan.planner.cost import Work, copy, elementwise
+
+    rate = "bfloat16" if precision in BF16_MODES else "tf32" if precision == "tf32" else None
+    scale = profile.gemm_gflops["float32"] / profile.gemm_gflops[rate] if rate in profile.gemm_gflops else 1.0
+    p = products(precision)
+    work = Work(gemm_flops=flops * p * scale, bytes=(p - 1) * data_elements * itemsize)
+    slices = SLICES[precision]
+    if slices:
+        work += elementwise(3 * slices - 1, data_elements, itemsize, operands=2)
+        if p > 1:
+            work += copy(p * data_elements, itemsize)
+    return work

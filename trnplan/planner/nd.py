@@ -1,0 +1,178 @@
+"""nd: transforms of rank ≥ 2 as row-column passes, one child plan per axis.
+
+The N-D DFT is separable: it is the 1-D DFT applied along each axis in turn, in any order
+(FFTW's "rank-geq2" solver; Van Loan 1992, §3.4). Each pass is planned through the planner as
+a 1-D batch — the other axes are the batch — so every axis gets its own best solver, and a
+matrix engine sees one batched GEMM tree per axis.
+
+Order: the last (contiguous) axis first, then the others from the back. For r2c the real
+transform must come first, on the last axis, and the complex passes run on the half spectrum
+(torch.fft.rfftn's layout); c2r runs the complex inverse passes first and the real one last.
+A pass over a non-last axis moves that axis last (a transposing copy), runs, and moves it back.
+
+``method=lib`` instead calls the device library's own N-D transform (torch.fft.fftn / rfftn /
+irfftn) as a leaf, where there is one; the cost model chooses.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+
+from trnplan.errors import PlanningError
+from trnplan.planner import native
+from trnplan.planner.accuracy import UNIT_ROUNDOFF, combine, log_growth
+from trnplan.planner.cost import Work, copy, transpose
+from trnplan.planner.solver import Solver, best_variant, itemsize
+
+METHODS = ("lib", "rowcol")
+
+
+def passes(shape: tuple, kind: str, inverse: bool):
+    """The 1-D passes of a row-column plan, in order: (axis, kind, data shape before the pass)."""
+    rank, cur = len(shape), list(shape)
+    if kind == "c2r":
+        cur[-1] = shape[-1] // 2 + 1
+    out = []
+    first = [(rank - 1, "r2c" if kind == "r2c" else "c2c")] if kind != "c2r" else []
+    others = [(a, "c2c") for a in range(rank - 2, -1, -1)]
+    last = [(rank - 1, "c2r")] if kind == "c2r" else []
+    for axis, k in first + others + last:
+        out.append((axis, k, tuple(cur)))
+        if k == "r2c":
+            cur[-1] = shape[-1] // 2 + 1
+        elif k == "c2r":
+            cur[-1] = shape[-1]
+    return out
+
+
+class NDLibrary(torch.nn.Module):
+    """torch.fft.fftn / rfftn / irfftn over the trailing axes (the device library's N-D transform)."""
+
+    def __init__(self, shape: tuple, kind: str, inverse: bool):
+        super().__init__()
+        self.shape, self.kind, self.inverse = tuple(shape), kind, inverse
+        self.in_shape = (*shape[:-1], shape[-1] // 2 + 1) if kind == "c2r" else self.shape
+
+    def library_call(self, norm: str | None = None):
+        """The torch.fft function on the user-facing tensor (batch, *in_shape), with ``norm``."""
+        dims = tuple(range(-len(self.shape), 0))
+        unscaled = "forward" if self.inverse else "backward"
+        if self.kind == "r2c":
+            return functools.partial(torch.fft.rfftn, dim=dims, norm=norm or unscaled)
+        if self.kind == "c2r":
+            return functools.partial(torch.fft.irfftn, s=self.shape, dim=dims, norm=norm or unscaled)
+        fn = torch.fft.ifftn if self.inverse else torch.fft.fftn
+        return functools.partial(fn, dim=dims, norm=norm or unscaled)
+
+    def forward(self, *inputs):
+        M = inputs[0].shape[0]
+        x = inputs[0] if self.kind == "r2c" else torch.complex(*inputs)
+        y = self.library_call()(x.reshape(M, *self.in_shape)).reshape(M, -1)
+        return (y,) if self.kind == "c2r" else (y.real, y.imag)
+
+
+class NDRowColumn(torch.nn.Module):
+    """One child module per axis, applied in :func:`passes` order on (M, *shape) data."""
+
+    def __init__(self, shape: tuple, kind: str, inverse: bool, children):
+        super().__init__()
+        self.shape, self.kind = tuple(shape), kind
+        self.steps = passes(self.shape, kind, inverse)
+        self.passes = torch.nn.ModuleList(children)
+
+    def forward(self, *inputs):
+        M = inputs[0].shape[0]
+        state = tuple(t.reshape(M, *self.steps[0][2]) for t in inputs)
+        last = len(self.shape)  # the last data axis (dim 0 is the batch)
+        for (axis, _kind, cur), child in zip(self.steps, self.passes):
+            dim = axis + 1
+            moved = [t.movedim(dim, -1) for t in state] if dim != last else list(state)
+            lead = moved[0].shape[:-1]
+            out = child(*(t.reshape(-1, t.shape[-1]) for t in moved))
+            out = [t.reshape(*lead, t.shape[-1]) for t in out]
+            state = tuple(t.movedim(-1, dim) for t in out) if dim != last else tuple(out)
+        return tuple(t.reshape(M, -1) for t in state)
+
+
+class ND(Solver):
+    name = "nd"
+    composite = True
+    takes_factors = True
+    kinds = ("c2c", "r2c", "c2r")
+    ranks = "n"
+    options = ("method", "kind")
+    word_options = ("method", "kind")
+
+    def why_not(self, problem, planner, forced):
+        return None
+
+    def why_not_factors(self, problem, factors):
+        if tuple(factors) != problem.shape:
+            return (f"nd's factors are the transform shape: {'x'.join(map(str, problem.shape))}, "
+                    f"not {'x'.join(map(str, factors))}")
+        return None
+
+    def why_not_spec(self, problem, spec):
+        reason = super().why_not_spec(problem, spec)
+        if reason is not None:
+            return reason
+        kind = spec.option("kind")
+        if kind is not None and kind != problem.kind:
+            return f"the strategy's nd node is {kind} but the problem is {problem.kind}"
+        method = spec.option("method")
+        if method is not None and method not in METHODS:
+            return f"nd has no method {method!r} (methods: {', '.join(METHODS)})"
+        return None
+
+    def plan(self, problem, planner, spec):
+        forced = spec.option("method") if spec is not None else None
+        methods = [forced] if forced else list(METHODS)
+        if "lib" in methods and not planner.backend.has_native_fft(problem.precision):
+            if forced:
+                raise PlanningError(f"the {problem.device} backend has no N-D FFT library for precision "
+                                    f"{problem.precision} (use method=rowcol)")
+            methods.remove("lib")
+        return best_variant(lambda m: self._plan_method(problem, planner, spec, m), methods,
+                            tol=planner.tol(problem))
+
+    def _params(self, problem, method):
+        params = {"factors": problem.shape, "method": method}
+        if problem.kind != "c2c":
+            params["kind"] = problem.kind
+        return params
+
+    def _plan_method(self, problem, planner, spec, method):
+        b, size, shape = problem.batch, itemsize(problem), problem.shape
+        total_in = math.prod(problem.in_shape)
+        total_out = math.prod(problem.out_shape)
+        u = UNIT_ROUNDOFF[problem.precision]
+        if method == "lib":
+            n = problem.n
+            flops = 5.0 * n * math.log2(max(n, 2)) * (0.5 if problem.kind != "c2c" else 1.0)
+            work = Work(launches=3, fft_calls=len(shape), fft_flops=flops * b,
+                        bytes=4 * (total_in + total_out) * b * size)
+            error = native.ERROR_C[problem.precision] * u * log_growth(n)
+            return self.node(problem, planner, work, error, params=self._params(problem, method))
+        children, work = [], Work()
+        for i, (axis, kind, cur) in enumerate(passes(shape, problem.kind, problem.inverse)):
+            length = shape[axis]
+            elems = math.prod(cur) // cur[axis]  # transforms in this pass, per batch item
+            child_spec = spec.child(i) if spec is not None else None
+            child = planner.plan(problem.unscaled(length, elems * b, problem.inverse, kind=kind), child_spec)
+            children.append(child)
+            if axis != len(shape) - 1:  # the pass's axis moved last and back: two transposing copies of re, im
+                work += transpose(4 * math.prod(cur) * b, size, run=1, launches=4)
+        work += copy(2 * total_out * b, size, launches=2)  # the final reshape to (batch, points)
+        error = combine(*(c.error for c in children))
+        return self.node(problem, planner, work, error, params=self._params(problem, method),
+                         children=tuple(children))
+
+    def build(self, node, ctx):
+        shape = tuple(node.param("factors"))
+        kind = node.param("kind", "c2c")
+        if node.param("method") == "lib":
+            return NDLibrary(shape, kind, node.inverse)
+        return NDRowColumn(shape, kind, node.inverse, [ctx.build(c) for c in node.children])
