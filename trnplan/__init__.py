@@ -14,6 +14,8 @@ from trnplan.errors import BackendUnavailable, NotSupportedYet, PlanningError, T
 from trnplan.plan import Plan, clear_plan_cache, plan_cache_info, plan_many
 from trnplan.planner import PlanNode, Planner, SOLVERS, solver_names
 from trnplan.problem import Problem
+from trnplan.stft import istft, stft
+from trnplan import fft  # the torch.fft-compatible functions: trnplan.fft.fft(x), ...
 
 __all__ = [
     "BackendUnavailable",
@@ -29,9 +31,12 @@ __all__ = [
     "WisdomMiss",
     "__version__",
     "clear_plan_cache",
+    "fft",
     "get_backend",
+    "istft",
     "plan_cache_info",
     "plan_many",
     "precompile",
     "solver_names",
+    "stft",
 ]

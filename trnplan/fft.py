@@ -1,0 +1,885 @@
+"""trnplan.fft: torch.fft's functions over cached trnplan plans — change one import, keep the code.
+
+Every transform here has torch.fft's signature and semantics (``n``/``s`` zero-pad or crop,
+``dim`` any/negative/non-last, ``norm``, dtype promotion, ``out=``) and runs as one
+:class:`~trnplan.plan.Plan` from the process-wide plan cache: the transformed dimensions are
+moved to the end, every other dimension becomes the plan's batch, the plan runs, and the
+dimensions are moved back. A second call with the same shape, dtype, norm and device reuses the
+same plan without planning again. Results are differentiable (the plan's backward pass runs the
+adjoint transform as another cached plan).
+
+Argument handling follows ATen's ``SpectralOps.cpp`` (``canonicalize_fft_shape_and_dim_args``,
+``resize_fft_input``, ``promote_tensor_fft``) so that errors come with the same exception
+classes as torch.fft; the messages also say how to fix the call.
+
+Where this module differs from torch.fft (on purpose):
+
+- a batch with no transforms (a leading dimension of size 0) returns an empty result of the
+  right shape and dtype; torch.fft on the CPU raises an MKL error there;
+- float16, bfloat16 and complex32 inputs raise :class:`UnsupportedDtypeError` (a ``TypeError``
+  and a ``RuntimeError``, like torch's own "Unsupported dtype Half" on the CPU), because trnplan
+  plans compute in float32 or float64: convert with ``x.float()`` (``x.to(torch.complex64)``).
+
+The Hermitian transforms follow from the real ones: ``hfftn(x, norm) = irfftn(conj(x),
+mirror(norm))`` and ``ihfftn(x, norm) = conj(rfftn(x, mirror(norm)))``, where ``mirror`` swaps
+"backward" and "forward" (the direction of the exponent flips, so does the side that is scaled).
+
+References
+----------
+.. [1] PyTorch, ``torch.fft`` and ``aten/src/ATen/native/SpectralOps.cpp``.
+.. [2] J. W. Cooley and J. W. Tukey, "An algorithm for the machine calculation of complex
+       Fourier series", Math. Comp. 19 (1965), 297–301.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import threading
+import warnings
+
+import torch
+
+from trnplan import plan as _plan_module
+from trnplan.errors import TrnplanError
+from trnplan.plan import plan_many
+
+__all__ = [
+    "UnsupportedDtypeError",
+    "fft",
+    "fft2",
+    "fftfreq",
+    "fftn",
+    "fftshift",
+    "hfft",
+    "hfft2",
+    "hfftn",
+    "ifft",
+    "ifft2",
+    "ifftn",
+    "ifftshift",
+    "ihfft",
+    "ihfft2",
+    "ihfftn",
+    "irfft",
+    "irfft2",
+    "irfftn",
+    "rfft",
+    "rfft2",
+    "rfftfreq",
+    "rfftn",
+]
+
+
+class UnsupportedDtypeError(TrnplanError, TypeError, RuntimeError):
+    """An input dtype trnplan plans do not compute in (float16, bfloat16, complex32, ...).
+
+    It is a ``TypeError`` (a wrong type of argument) and a ``RuntimeError`` (what torch.fft
+    raises for the same inputs on the CPU), so existing ``except RuntimeError`` code still works.
+    """
+
+
+# ---------------------------------------------------------------------------- plan lookup
+#: (kind, shape, batch, dtype, norm, inverse, device) -> (plan, key of that plan in the LRU).
+#: plan_many's own hit costs 48–71 µs here (Problem validation and digest), a third of a
+#: 64 × 1024 complex64 transform on this CPU; keyed by the raw arguments, a hit is a dict lookup
+#: (this whole module's per-call work measured ~5 µs). An entry is used only while the
+#: process-wide LRU still holds the same plan under the same key, so trnplan.clear_plan_cache()
+#: and LRU eviction reach it too. (It reads plan.py's LRU directly: see _lru_key_of.)
+_PLANS: dict = {}
+_PLANS_MAX = 256
+_PLANS_LOCK = threading.Lock()
+
+
+def _lru_key_of(plan):
+    """The plan's key in plan_many's LRU (found once per miss), or None if it is not there."""
+    lru, lock = getattr(_plan_module, "_LRU", None), getattr(_plan_module, "_LRU_LOCK", None)
+    if lru is None or lock is None:
+        return None
+    with lock:
+        return next((k for k, v in lru.items() if v is plan), None)
+
+
+def _get_plan(kind, shape, batch, dtype, norm, inverse, device):
+    key = (kind, shape, batch, dtype, norm, inverse, device)
+    hit = _PLANS.get(key)
+    if hit is not None:
+        plan, lru_key = hit
+        lru = getattr(_plan_module, "_LRU", None)
+        if lru is not None and lru.get(lru_key) is plan:
+            return plan
+    plan = plan_many(shape, batch, kind=kind, inverse=inverse, dtype=dtype, norm=norm, device=device)
+    lru_key = _lru_key_of(plan)
+    if lru_key is not None:
+        with _PLANS_LOCK:
+            if len(_PLANS) >= _PLANS_MAX:
+                del _PLANS[next(iter(_PLANS))]  # oldest inserted; the LRU itself ranks by use
+            _PLANS[key] = (plan, lru_key)
+    return plan
+
+
+# ---------------------------------------------------------------------------- argument checks
+_NORMS = ("backward", "ortho", "forward")
+_MIRROR = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
+_COMPLEX_OF = {torch.float32: torch.complex64, torch.float64: torch.complex128}
+_REAL_OF = {torch.complex64: torch.float32, torch.complex128: torch.float64}
+
+
+def _check_input(name: str, x) -> None:
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not {type(x).__name__}; "
+                        f"convert with torch.as_tensor(x)")
+
+
+def _norm(name: str, norm) -> str:
+    if norm is None:
+        return "backward"
+    if not isinstance(norm, str):
+        raise TypeError(f"{name}(): argument 'norm' must be str, not {type(norm).__name__}; "
+                        f"use None, 'backward', 'ortho' or 'forward'")
+    if norm not in _NORMS:
+        raise RuntimeError(f'Invalid normalization mode: "{norm}"; {name}() takes norm=None (= "backward"), '
+                           f'"backward", "ortho" or "forward"')
+    return norm
+
+
+def _int_arg(name: str, arg: str, value) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{name}(): argument '{arg}' must be int, not bool")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name}(): argument '{arg}' must be int, not {type(value).__name__}") from None
+
+
+def _int_seq(name: str, arg: str, value) -> list:
+    if isinstance(value, (tuple, list, torch.Size)):
+        return [_int_arg(name, arg, v) for v in value]
+    return [_int_arg(name, arg, value)]
+
+
+def _wrap_dim(d: int, ndim: int) -> int:
+    if ndim == 0:
+        raise IndexError(f"Dimension specified as {d} but tensor has no dimensions; "
+                         f"an FFT needs at least one dimension (x.reshape(1) makes one)")
+    if not -ndim <= d < ndim:
+        raise IndexError(f"Dimension out of range (expected to be in range of [{-ndim}, {ndim - 1}], but got {d})")
+    return d + ndim if d < 0 else d
+
+
+def _check_points(shape) -> None:
+    for n in shape:
+        if n < 1:
+            raise RuntimeError(f"Invalid number of data points ({n}) specified; every transform length must be "
+                               f"≥ 1 (pass n/s explicitly for a dimension of size 0 or 1 that would give 0)")
+
+
+def _unsupported(name: str, dtype) -> UnsupportedDtypeError:
+    fix = "x.to(torch.complex64)" if dtype.is_complex else "x.float()"
+    return UnsupportedDtypeError(
+        f"{name}() got a {str(dtype).removeprefix('torch.')} tensor, but trnplan plans compute in float32 "
+        f"(complex64) or float64 (complex128); convert the input first, e.g. {fix}"
+    )
+
+
+def _promote(name: str, x: torch.Tensor, require_complex: bool) -> torch.Tensor:
+    """torch.fft's promotion: integer/bool → the default float dtype; complex if required."""
+    dtype = x.dtype
+    if dtype.is_complex:
+        if dtype not in _REAL_OF:
+            raise _unsupported(name, dtype)
+        return x
+    if not dtype.is_floating_point:
+        dtype = torch.get_default_dtype()
+    if dtype not in _COMPLEX_OF:
+        raise _unsupported(name, dtype)
+    if require_complex:
+        dtype = _COMPLEX_OF[dtype]
+    return x if dtype == x.dtype else x.to(dtype)
+
+
+def _real_input(name: str, x: torch.Tensor) -> torch.Tensor:
+    if x.is_complex():
+        base = name.removesuffix("2").removesuffix("n")
+        other = {"rfft": "fft", "ihfft": "ifft"}.get(base, "fft")
+        raise RuntimeError(f"{name} expects a real input tensor, but got {str(x.dtype).removeprefix('torch.')}; "
+                           f"for complex input use trnplan.fft.{other}{name[len(base):]}")
+    return _promote(name, x, require_complex=False)
+
+
+def _dims_1d(name: str, x: torch.Tensor, n, dim):
+    """The wrapped dim and the transform length of a 1-D call."""
+    d = _wrap_dim(_int_arg(name, "dim", dim), x.ndim)
+    return d, (x.shape[d] if n is None else _int_arg(name, "n", n))
+
+
+def _dims_nd(name: str, x: torch.Tensor, s, dim):
+    """ATen's canonicalize_fft_shape_and_dim_args: the dims to transform and their lengths."""
+    ndim = x.ndim
+    dims = None
+    if dim is not None:
+        dims = [_wrap_dim(d, ndim) for d in _int_seq(name, "dim", dim)]
+        if len(set(dims)) != len(dims):
+            raise RuntimeError(f"FFT dims must be unique; {name}() got dim={tuple(dim)}")
+    if s is not None:
+        s = _int_seq(name, "s", s)
+        if dims is not None and len(dims) != len(s):
+            raise RuntimeError(f"When given, dim and shape arguments must have the same length; {name}() got "
+                               f"s={tuple(s)} and dim={tuple(dims)}")
+        if len(s) > ndim:
+            raise RuntimeError(f"Got shape with {len(s)} values but input tensor only has {ndim} dimensions.")
+        if dims is None:
+            dims = list(range(ndim - len(s), ndim))
+        shape = [x.shape[d] if n == -1 else n for d, n in zip(dims, s)]
+    elif dims is None:
+        dims, shape = list(range(ndim)), list(x.shape)
+    else:
+        shape = [x.shape[d] for d in dims]
+    _check_points(shape)
+    return dims, shape
+
+
+def _resize(x: torch.Tensor, dims, sizes) -> torch.Tensor:
+    """Zero-pad or crop each of ``dims`` to its size (from the end), as torch.fft does for n/s."""
+    pad = None
+    for d, n in zip(dims, sizes):
+        have = x.shape[d]
+        if n < have:
+            x = x.narrow(d, 0, n)
+        elif n > have:
+            if pad is None:
+                pad = [0] * (2 * x.ndim)
+            pad[2 * (x.ndim - 1 - d) + 1] = n - have
+    if pad is not None:
+        last = max(i for i, p in enumerate(pad) if p) + 1
+        x = torch.nn.functional.pad(x, pad[:last])
+    return x
+
+
+def _finish(name: str, y: torch.Tensor, out):
+    """torch's ``out=``: check the dtype kind, resize (warning when out held data), copy."""
+    if out is None:
+        return y
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    if torch.is_grad_enabled() and y.requires_grad:
+        raise RuntimeError(f"{name}(): functions with out=... arguments don't support automatic differentiation, "
+                           f"but one of the arguments requires grad; call without out= (y = {name}(x))")
+    if y.is_complex() and not out.is_complex():
+        raise RuntimeError(f"{name} expects a complex output tensor, but got {str(out.dtype).removeprefix('torch.')}")
+    if not y.is_complex() and not out.is_floating_point():
+        raise RuntimeError(f"{name} expects a floating point output tensor, but got "
+                           f"{str(out.dtype).removeprefix('torch.')}")
+    if out.shape != y.shape:
+        if out.numel() != 0:
+            warnings.warn(f"{name}(): an output with one or more elements was resized since it had shape "
+                          f"{list(out.shape)}, which does not match the required output shape {list(y.shape)}; "
+                          f"pass an empty tensor or one of the right shape to avoid this", UserWarning, stacklevel=3)
+        out.resize_(y.shape)
+    return out.copy_(y)
+
+
+# ---------------------------------------------------------------------------- the engine call
+def _out_meta(kind: str, shape: tuple, dtype: torch.dtype):
+    """(trailing output shape, output dtype) of a plan of ``kind`` over ``shape`` on ``dtype`` input."""
+    cdtype = dtype if dtype.is_complex else _COMPLEX_OF[dtype]
+    if kind == "r2c":
+        return (*shape[:-1], shape[-1] // 2 + 1), cdtype
+    return tuple(shape), (_REAL_OF[cdtype] if kind == "c2r" else cdtype)
+
+
+def _in_meta(kind: str, shape: tuple, dtype: torch.dtype):
+    """(trailing input shape, input dtype) of a plan whose *output* has ``dtype`` (for backward)."""
+    cdtype = dtype if dtype.is_complex else _COMPLEX_OF[dtype]
+    if kind == "c2r":
+        return (*shape[:-1], shape[-1] // 2 + 1), cdtype
+    return tuple(shape), (_REAL_OF[cdtype] if kind == "r2c" else cdtype)
+
+
+def _run_plan(x: torch.Tensor, kind: str, shape: tuple, inverse: bool, norm: str) -> torch.Tensor:
+    """Fetch the plan for ``x`` (transform over its trailing ``len(shape)`` dims) and run it."""
+    lead = x.shape[: x.ndim - len(shape)]
+    batch = math.prod(lead)
+    if batch == 0:  # no transform to run (torch.fft raises here on the CPU); keep the graph connected
+        tail, dtype = _out_meta(kind, shape, x.dtype)
+        y = torch.zeros((*lead, *tail), dtype=dtype, device=x.device)
+        if x.requires_grad and torch.is_grad_enabled():
+            y = y + (x.real if x.is_complex() else x).sum() * 0
+        return y
+    cdtype = x.dtype if x.is_complex() else _COMPLEX_OF[x.dtype]
+    return _get_plan(kind, shape, batch, cdtype, norm, inverse, x.device).execute(x)
+
+
+# Under torch.compile the plan runs as an opaque custom operator: Dynamo cannot trace planning
+# (attrs classes, hashing, the on-disk cache) and Inductor generates no code for complex tensors,
+# so the graph holds one trnplan::execute node per transform, with a fake (shape-only) version for
+# tracing and a trnplan::execute_backward node for autograd, which runs the plan's adjoint plan.
+@torch.library.custom_op("trnplan::execute", mutates_args=())
+def _execute_op(x: torch.Tensor, kind: str, shape: list[int], inverse: bool, norm: str) -> torch.Tensor:
+    y = _run_plan(x, kind, tuple(shape), inverse, norm)
+    return y.clone() if y.data_ptr() == x.data_ptr() and y.numel() else y  # a custom op may not alias
+
+
+@_execute_op.register_fake
+def _execute_fake(x, kind, shape, inverse, norm):
+    tail, dtype = _out_meta(kind, tuple(shape), x.dtype)
+    return x.new_empty((*x.shape[: x.ndim - len(shape)], *tail), dtype=dtype)
+
+
+@torch.library.custom_op("trnplan::execute_backward", mutates_args=())
+def _execute_backward_op(g: torch.Tensor, kind: str, shape: list[int], inverse: bool, norm: str) -> torch.Tensor:
+    shape = tuple(shape)
+    lead = g.shape[: g.ndim - len(shape)]
+    batch = math.prod(lead)
+    tail, dtype = _in_meta(kind, shape, g.dtype)
+    if batch == 0:
+        return torch.zeros((*lead, *tail), dtype=dtype, device=g.device)
+    cdtype = g.dtype if g.is_complex() else _COMPLEX_OF[g.dtype]
+    return _get_plan(kind, shape, batch, cdtype, norm, inverse, g.device).backward(g)
+
+
+@_execute_backward_op.register_fake
+def _execute_backward_fake(g, kind, shape, inverse, norm):
+    tail, dtype = _in_meta(kind, tuple(shape), g.dtype)
+    return g.new_empty((*g.shape[: g.ndim - len(shape)], *tail), dtype=dtype)
+
+
+def _execute_setup(ctx, inputs, output):
+    ctx.args = inputs[1:]
+
+
+def _execute_grad(ctx, g):
+    return _execute_backward_op(g, *ctx.args), None, None, None, None
+
+
+_execute_op.register_autograd(_execute_grad, setup_context=_execute_setup)
+
+
+def _transform(x: torch.Tensor, kind: str, inverse: bool, dims, shape, norm: str) -> torch.Tensor:
+    """Run one plan over ``dims`` of ``x`` (already promoted and resized to the plan's input).
+
+    ``shape`` is the logical transform shape, in the order of ``dims``; for r2c/c2r the last of
+    ``dims`` is the real (halved) axis.
+    """
+    k, ndim = len(dims), x.ndim
+    tail = list(range(ndim - k, ndim))
+    moved = dims != tail
+    xm = x.movedim(dims, tail) if moved else x
+    if torch.compiler.is_compiling():
+        y = _execute_op(xm, kind, list(shape), inverse, norm)
+    else:  # eager: Plan.execute's own autograd Function (which also supports double backward)
+        y = _run_plan(xm, kind, tuple(shape), inverse, norm)
+    return y.movedim(tail, dims) if moved else y
+
+
+def _c2c(name, x, s, dim, norm, out, inverse, nd):
+    _check_input(name, x)
+    norm = _norm(name, norm)
+    if nd:
+        dims, shape = _dims_nd(name, x, s, dim)
+    else:
+        d, n = _dims_1d(name, x, s, dim)
+        dims, shape = [d], [n]
+        _check_points(shape)
+    x = _promote(name, x, require_complex=True)
+    if not dims:  # fftn over no dimensions (a 0-d tensor, or dim=()) is the promoted input itself
+        return _finish(name, x.clone(), out)
+    x = _resize(x, dims, shape)
+    return _finish(name, _transform(x, "c2c", inverse, dims, shape, norm), out)
+
+
+def _r2c(name, x, s, dim, norm, out, nd, conj):
+    """rfft/rfftn, and ihfft/ihfftn (``conj``: conj(rfft) with the norm mirrored)."""
+    _check_input(name, x)
+    norm = _norm(name, norm)
+    if nd:
+        dims, shape = _dims_nd(name, x, s, dim)
+        if not dims:
+            raise RuntimeError(f"{name} must transform at least one axis; pass dim=(-1,) or a non-empty s")
+    else:
+        d, n = _dims_1d(name, x, s, dim)
+        dims, shape = [d], [n]
+        _check_points(shape)
+    x = _resize(_real_input(name, x), dims, shape)
+    y = _transform(x, "r2c", False, dims, shape, _MIRROR[norm] if conj else norm)
+    if conj:  # torch returns ihfft as a lazy conjugate view and ihfftn materialised; so do we
+        y = torch.conj_physical(y) if nd else y.conj()
+    return _finish(name, y, out)
+
+
+def _c2r(name, x, s, dim, norm, out, nd, conj):
+    """irfft/irfftn, and hfft/hfftn (``conj``: irfft(conj(x)) with the norm mirrored)."""
+    _check_input(name, x)
+    norm = _norm(name, norm)
+    if nd:
+        dims, shape = _dims_nd(name, x, s, dim)
+        if not dims:
+            raise RuntimeError(f"{name} must transform at least one axis; pass dim=(-1,) or a non-empty s")
+        last = shape[-1] if s is not None and _int_seq(name, "s", s)[-1] != -1 else 2 * (x.shape[dims[-1]] - 1)
+    else:
+        d = _wrap_dim(_int_arg(name, "dim", dim), x.ndim)
+        dims, shape = [d], [x.shape[d]]
+        last = 2 * (x.shape[d] - 1) if s is None else _int_arg(name, "n", s)
+    shape[-1] = last
+    _check_points(shape)
+    x = _promote(name, x, require_complex=True)
+    if conj:
+        x = x.conj()
+    x = _resize(x, dims, [*shape[:-1], last // 2 + 1])
+    y = _transform(x, "c2r", True, dims, shape, _MIRROR[norm] if conj else norm)
+    return _finish(name, y, out)
+
+
+# ---------------------------------------------------------------------------- docstrings
+_PARAMS_1D = """\
+    input : torch.Tensor
+        {input}
+    n : int, optional
+        {n}
+    dim : int, default -1
+        The dimension to transform (negative counts from the end).
+    norm : {{"backward", "ortho", "forward"}}, optional
+        Scaling, as in torch.fft: ``None`` or "backward" leaves the forward transform unscaled
+        and scales the inverse by 1/n; "forward" does the opposite; "ortho" scales both by
+        1/√n. ``n`` is the logical (output, for the inverse real transforms) length.{norm_note}
+    out : torch.Tensor, optional
+        Where to write the result (resized to fit, as torch does); not with autograd."""
+
+_PARAMS_ND = """\
+    input : torch.Tensor
+        {input}
+    s : sequence of int, optional
+        {s}
+    dim : sequence of int, optional
+        The dimensions to transform, in any order, unique, negative allowed; default {dim}.
+    norm : {{"backward", "ortho", "forward"}}, optional
+        Scaling, as in torch.fft: ``None`` or "backward" leaves the forward transform unscaled
+        and scales the inverse by 1/n; "forward" does the opposite; "ortho" scales both by
+        1/√n, where n is the product of the logical lengths.{norm_note}
+    out : torch.Tensor, optional
+        Where to write the result (resized to fit, as torch does); not with autograd."""
+
+_RAISES = """\
+    Raises
+    ------
+    IndexError
+        ``dim`` is out of range for ``input``.
+    RuntimeError
+        A length in ``n``/``s`` (or the input's size along a transformed dimension) is < 1, an
+        unknown ``norm``, repeated dims, ``s`` and ``dim`` of different lengths{extra_raise}
+        (the same cases and classes as torch.fft).
+    UnsupportedDtypeError
+        ``input`` is float16, bfloat16 or complex32 (convert with ``x.float()``).
+    trnplan.errors.TrnplanError
+        Planning failed (the message says why)."""
+
+_DOC = """{summary}
+
+{body}
+
+Parameters
+----------
+{params}
+
+Returns
+-------
+torch.Tensor
+    {returns}
+
+{raises}
+
+Notes
+-----
+Drop-in for ``torch.fft.{name}``: same signature, semantics and output dtype. The transform
+runs as one cached trnplan plan ({plan}); the other dimensions form the plan's batch. A batch
+with no transforms (a leading dimension of size 0) returns an empty tensor.{notes}
+Gradients flow through it (autograd runs the adjoint plan).
+
+See Also
+--------
+torch.fft.{name}{see_also}
+
+Examples
+--------
+>>> import torch
+>>> from trnplan import fft as tfft
+{examples}
+"""
+
+_IN_C = "Input; real, integer or bool input is promoted to complex (float32 → complex64, float64 → complex128)."
+_IN_R = "Real input (integer or bool is promoted to the default float dtype); complex input is an error."
+_IN_H = "The one-sided Hermitian half-spectrum; real input is promoted to complex."
+
+
+def _doc(name, summary, body, *, nd, input, length, returns, plan, norm_note="", notes="", see_also="",
+         examples, dim="all dimensions (or the last ``len(s)`` when ``s`` is given)", extra_raise=""):
+    if nd:
+        params = _PARAMS_ND.format(input=input, s=length, dim=dim, norm_note=norm_note)
+    else:
+        params = _PARAMS_1D.format(input=input, n=length, norm_note=norm_note)
+    raises = _RAISES.format(extra_raise=extra_raise)
+
+    def deindent(text):
+        return "\n".join(line.removeprefix("    ") for line in text.splitlines())
+
+    return _DOC.format(summary=summary, body=body, params=deindent(params), returns=returns,
+                       raises=deindent(raises), name=name, plan=plan, notes=notes,
+                       see_also=see_also, examples=examples)
+
+
+_N_C = "Length of the transform: the input is zero-padded or cropped to ``n`` along ``dim`` (default: its size)."
+_S_C = ("Length per transformed dimension: the input is zero-padded or cropped to it; -1 keeps that "
+        "dimension's size (default: the input's sizes).")
+
+
+# ---------------------------------------------------------------------------- 1-D transforms
+def fft(input, n=None, dim=-1, norm=None, *, out=None):
+    return _c2c("fft", input, n, dim, norm, out, inverse=False, nd=False)
+
+
+def ifft(input, n=None, dim=-1, norm=None, *, out=None):
+    return _c2c("ifft", input, n, dim, norm, out, inverse=True, nd=False)
+
+
+def rfft(input, n=None, dim=-1, norm=None, *, out=None):
+    return _r2c("rfft", input, n, dim, norm, out, nd=False, conj=False)
+
+
+def irfft(input, n=None, dim=-1, norm=None, *, out=None):
+    return _c2r("irfft", input, n, dim, norm, out, nd=False, conj=False)
+
+
+def hfft(input, n=None, dim=-1, norm=None, *, out=None):
+    return _c2r("hfft", input, n, dim, norm, out, nd=False, conj=True)
+
+
+def ihfft(input, n=None, dim=-1, norm=None, *, out=None):
+    return _r2c("ihfft", input, n, dim, norm, out, nd=False, conj=True)
+
+
+# ---------------------------------------------------------------------------- N-D transforms
+def fft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
+    return _c2c("fft2", input, s, dim, norm, out, inverse=False, nd=True)
+
+
+def ifft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
+    return _c2c("ifft2", input, s, dim, norm, out, inverse=True, nd=True)
+
+
+def fftn(input, s=None, dim=None, norm=None, *, out=None):
+    return _c2c("fftn", input, s, dim, norm, out, inverse=False, nd=True)
+
+
+def ifftn(input, s=None, dim=None, norm=None, *, out=None):
+    return _c2c("ifftn", input, s, dim, norm, out, inverse=True, nd=True)
+
+
+def rfft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
+    return _r2c("rfft2", input, s, dim, norm, out, nd=True, conj=False)
+
+
+def irfft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
+    return _c2r("irfft2", input, s, dim, norm, out, nd=True, conj=False)
+
+
+def rfftn(input, s=None, dim=None, norm=None, *, out=None):
+    return _r2c("rfftn", input, s, dim, norm, out, nd=True, conj=False)
+
+
+def irfftn(input, s=None, dim=None, norm=None, *, out=None):
+    return _c2r("irfftn", input, s, dim, norm, out, nd=True, conj=False)
+
+
+def hfft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
+    return _c2r("hfft2", input, s, dim, norm, out, nd=True, conj=True)
+
+
+def ihfft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
+    return _r2c("ihfft2", input, s, dim, norm, out, nd=True, conj=True)
+
+
+def hfftn(input, s=None, dim=None, norm=None, *, out=None):
+    return _c2r("hfftn", input, s, dim, norm, out, nd=True, conj=True)
+
+
+def ihfftn(input, s=None, dim=None, norm=None, *, out=None):
+    return _r2c("ihfftn", input, s, dim, norm, out, nd=True, conj=True)
+
+
+# ---------------------------------------------------------------------------- helpers (torch's own)
+def fftfreq(n, d=1.0, *, out=None, dtype=None, layout=torch.strided, device=None, requires_grad=False):
+    """The sample frequencies of an ``n``-point FFT: ``[0, 1, …, ⌈n/2⌉−1, −⌊n/2⌋, …, −1] / (d·n)``.
+
+    Delegates to ``torch.fft.fftfreq`` (no transform is involved, so no plan is made).
+
+    Parameters
+    ----------
+    n : int
+        The FFT length.
+    d : float, default 1.0
+        The sample spacing (the inverse of the sampling rate).
+    out : torch.Tensor, optional
+        Where to write the result.
+    dtype : torch.dtype, optional
+        Default: ``torch.get_default_dtype()``.
+    layout : torch.layout, default torch.strided
+    device : torch.device, optional
+    requires_grad : bool, default False
+
+    Returns
+    -------
+    torch.Tensor
+        ``n`` frequencies, in cycles per unit of ``d``.
+
+    Raises
+    ------
+    RuntimeError
+        As ``torch.fft.fftfreq`` does (e.g. a negative ``n``).
+
+    See Also
+    --------
+    torch.fft.fftfreq, rfftfreq, fftshift
+
+    Examples
+    --------
+    >>> from trnplan import fft as tfft
+    >>> tfft.fftfreq(5)
+    tensor([ 0.0000,  0.2000,  0.4000, -0.4000, -0.2000])
+    """
+    return torch.fft.fftfreq(n, d, out=out, dtype=dtype, layout=layout, device=device, requires_grad=requires_grad)
+
+
+def rfftfreq(n, d=1.0, *, out=None, dtype=None, layout=torch.strided, device=None, requires_grad=False):
+    """The sample frequencies of :func:`rfft`'s output: ``[0, 1, …, ⌊n/2⌋] / (d·n)``.
+
+    Delegates to ``torch.fft.rfftfreq`` (no transform is involved, so no plan is made).
+
+    Parameters
+    ----------
+    n : int
+        The real FFT length (the output has ``n // 2 + 1`` entries).
+    d : float, default 1.0
+        The sample spacing.
+    out : torch.Tensor, optional
+    dtype : torch.dtype, optional
+    layout : torch.layout, default torch.strided
+    device : torch.device, optional
+    requires_grad : bool, default False
+
+    Returns
+    -------
+    torch.Tensor
+        ``n // 2 + 1`` non-negative frequencies.
+
+    Raises
+    ------
+    RuntimeError
+        As ``torch.fft.rfftfreq`` does.
+
+    See Also
+    --------
+    torch.fft.rfftfreq, fftfreq
+
+    Examples
+    --------
+    >>> from trnplan import fft as tfft
+    >>> tfft.rfftfreq(5)
+    tensor([0.0000, 0.2000, 0.4000])
+    """
+    return torch.fft.rfftfreq(n, d, out=out, dtype=dtype, layout=layout, device=device, requires_grad=requires_grad)
+
+
+def fftshift(input, dim=None):
+    """Move the zero-frequency term to the centre (a roll by ``n // 2`` along each dim).
+
+    Delegates to ``torch.fft.fftshift`` (a roll, not a transform).
+
+    Parameters
+    ----------
+    input : torch.Tensor
+        A spectrum in FFT order.
+    dim : int or sequence of int, optional
+        The dimensions to shift (default: all).
+
+    Returns
+    -------
+    torch.Tensor
+        The shifted tensor.
+
+    Raises
+    ------
+    IndexError
+        ``dim`` is out of range.
+
+    See Also
+    --------
+    torch.fft.fftshift, ifftshift
+
+    Examples
+    --------
+    >>> from trnplan import fft as tfft
+    >>> tfft.fftshift(tfft.fftfreq(5))
+    tensor([-0.4000, -0.2000,  0.0000,  0.2000,  0.4000])
+    """
+    return torch.fft.fftshift(input, dim)
+
+
+def ifftshift(input, dim=None):
+    """The inverse of :func:`fftshift` (a roll by ``-(n // 2)``; they differ for odd n).
+
+    Delegates to ``torch.fft.ifftshift``.
+
+    Parameters
+    ----------
+    input : torch.Tensor
+        A centred spectrum.
+    dim : int or sequence of int, optional
+        The dimensions to shift (default: all).
+
+    Returns
+    -------
+    torch.Tensor
+        The tensor in FFT order.
+
+    Raises
+    ------
+    IndexError
+        ``dim`` is out of range.
+
+    See Also
+    --------
+    torch.fft.ifftshift, fftshift
+
+    Examples
+    --------
+    >>> from trnplan import fft as tfft
+    >>> tfft.ifftshift(tfft.fftshift(tfft.fftfreq(5)))
+    tensor([ 0.0000,  0.2000,  0.4000, -0.4000, -0.2000])
+    """
+    return torch.fft.ifftshift(input, dim)
+
+
+# ---------------------------------------------------------------------------- documentation
+_EX_FFT = """>>> x = torch.randn(8, 100)
+>>> y = tfft.{name}(x)                         # complex64, like torch.fft.{name}
+>>> bool(torch.allclose(y, torch.fft.{name}(x), atol=1e-4))
+True"""
+
+fft.__doc__ = _doc(
+    "fft", "Compute the one-dimensional discrete Fourier transform of ``input``.",
+    "``X[k] = Σ_j x[j]·exp(−2πi·jk/n)`` along ``dim``.",
+    nd=False, input=_IN_C, length=_N_C, returns="Complex, ``input``'s shape with ``dim`` of size n.",
+    plan="c2c forward", examples=_EX_FFT.format(name="fft"), see_also=", ifft, rfft")
+ifft.__doc__ = _doc(
+    "ifft", "Compute the one-dimensional inverse discrete Fourier transform of ``input``.",
+    "``x[j] = (1/n)·Σ_k X[k]·exp(+2πi·jk/n)`` along ``dim`` (with the default norm).",
+    nd=False, input=_IN_C, length=_N_C, returns="Complex, ``input``'s shape with ``dim`` of size n.",
+    plan="c2c inverse", examples=_EX_FFT.format(name="ifft"), see_also=", fft, irfft")
+rfft.__doc__ = _doc(
+    "rfft", "Compute the one-dimensional Fourier transform of real ``input``, one-sided.",
+    "Returns the ``n // 2 + 1`` non-negative frequencies; the rest follow by Hermitian symmetry.",
+    nd=False, input=_IN_R, length=_N_C.replace("along ``dim``", "along ``dim`` before the transform"),
+    returns="Complex, ``input``'s shape with ``dim`` of size ``n // 2 + 1``.", plan="r2c",
+    examples=_EX_FFT.format(name="rfft"), see_also=", irfft, fft",
+    extra_raise=", or complex input")
+irfft.__doc__ = _doc(
+    "irfft", "Compute the inverse of :func:`rfft`: a one-sided spectrum to a real signal.",
+    "The imaginary parts of the zero-frequency term (and of the Nyquist term for even n) are "
+    "ignored, as in torch.fft.irfft.",
+    nd=False, input=_IN_H.replace("Hermitian half-spectrum", "half-spectrum (as rfft returns)"),
+    length="Length of the real *output* (default ``2 * (m - 1)`` for input size m along ``dim``); the "
+           "input is zero-padded or cropped to ``n // 2 + 1``. Pass it for odd lengths.",
+    returns="Real, ``input``'s shape with ``dim`` of size n.", plan="c2r",
+    examples=""">>> x = torch.randn(8, 101)
+>>> bool(torch.allclose(tfft.irfft(tfft.rfft(x), n=101), x, atol=1e-5))
+True""", see_also=", rfft, ifft")
+hfft.__doc__ = _doc(
+    "hfft", "Compute the Fourier transform of a Hermitian-symmetric signal given by its one-sided half.",
+    "The output is real: ``hfft(x, n) = irfft(conj(x), n)`` with the norm mirrored (forward "
+    "direction, so ``norm='backward'`` leaves it unscaled).",
+    nd=False, input=_IN_H, length="Length of the real output (default ``2 * (m - 1)``); the input is "
+    "zero-padded or cropped to ``n // 2 + 1``.",
+    returns="Real, ``input``'s shape with ``dim`` of size n.", plan="c2r on the conjugate",
+    examples=""">>> x = torch.randn(8, 6, dtype=torch.complex64)
+>>> bool(torch.allclose(tfft.hfft(x, n=10), torch.fft.hfft(x, n=10), atol=1e-4))
+True""", see_also=", ihfft, irfft")
+ihfft.__doc__ = _doc(
+    "ihfft", "Compute the inverse of :func:`hfft`: a real signal to the one-sided half of its inverse DFT.",
+    "``ihfft(x) = conj(rfft(x))`` with the norm mirrored; returned as a lazy conjugate view, as torch does.",
+    nd=False, input=_IN_R, length=_N_C, returns="Complex, ``input``'s shape with ``dim`` of size ``n // 2 + 1``.",
+    plan="r2c, conjugated", examples=""">>> x = torch.randn(8, 10)
+>>> bool(torch.allclose(tfft.ihfft(x), torch.fft.ihfft(x), atol=1e-5))
+True""", see_also=", hfft, rfft", extra_raise=", or complex input")
+
+_EX_2D = """>>> x = torch.randn(4, 32, 48)
+>>> y = tfft.{name}(x)
+>>> bool(torch.allclose(y, torch.fft.{name}(x), atol=1e-3))
+True"""
+_EX_ND_INV = """>>> X = torch.randn(4, 32, 48, dtype=torch.complex64)
+>>> bool(torch.allclose(tfft.{name}(X), torch.fft.{name}(X), atol=1e-5))
+True"""
+_D2 = "``(-2, -1)``"
+_HALF_LAST = ("The last of ``dim`` is the real (halved) dimension: its output holds ``s[-1] // 2 + 1`` "
+              "values.")
+_C2R_S = ("Logical (real output) length per dimension; the last defaults to ``2 * (m - 1)`` for input "
+          "size m along the last of ``dim`` and is needed for odd lengths; the input is zero-padded or "
+          "cropped to ``s[:-1] + [s[-1] // 2 + 1]``. -1 keeps the default.")
+
+for _f, _summary, _body, _kw in (
+    (fft2, "Compute the two-dimensional discrete Fourier transform of ``input``.",
+     "The 1-D transform applied along both of ``dim``.",
+     {"input": _IN_C, "length": _S_C, "returns": "Complex, ``input``'s shape with ``dim`` resized to ``s``.",
+          "plan": "c2c forward, rank 2", "dim": _D2, "examples": _EX_2D.format(name="fft2"), "see_also": ", fftn, ifft2"}),
+    (ifft2, "Compute the two-dimensional inverse discrete Fourier transform of ``input``.",
+     "The 1-D inverse transform applied along both of ``dim``.",
+     {"input": _IN_C, "length": _S_C, "returns": "Complex, ``input``'s shape with ``dim`` resized to ``s``.",
+          "plan": "c2c inverse, rank 2", "dim": _D2, "examples": _EX_ND_INV.format(name="ifft2"), "see_also": ", ifftn, fft2"}),
+    (fftn, "Compute the N-dimensional discrete Fourier transform of ``input``.",
+     "The 1-D transform applied along every dimension of ``dim``.",
+     {"input": _IN_C, "length": _S_C, "returns": "Complex, ``input``'s shape with ``dim`` resized to ``s``.",
+          "plan": "c2c forward, rank len(dim)", "examples": _EX_2D.format(name="fftn"), "see_also": ", fft2, ifftn"}),
+    (ifftn, "Compute the N-dimensional inverse discrete Fourier transform of ``input``.",
+     "The 1-D inverse transform applied along every dimension of ``dim``.",
+     {"input": _IN_C, "length": _S_C, "returns": "Complex, ``input``'s shape with ``dim`` resized to ``s``.",
+          "plan": "c2c inverse, rank len(dim)", "examples": _EX_ND_INV.format(name="ifftn"), "see_also": ", fftn, ifft2"}),
+    (rfft2, "Compute the two-dimensional Fourier transform of real ``input``, one-sided in the last dim.",
+     _HALF_LAST,
+     {"input": _IN_R, "length": _S_C, "returns": "Complex; ``dim`` resized to ``s`` with the last halved.",
+          "plan": "r2c, rank 2", "dim": _D2, "examples": _EX_2D.format(name="rfft2"), "see_also": ", rfftn, irfft2",
+          "extra_raise": ", or complex input"}),
+    (irfft2, "Compute the inverse of :func:`rfft2`.",
+     "The imaginary parts the real output cannot carry are ignored, as in torch.fft.irfft2.",
+     {"input": _IN_H, "length": _C2R_S, "returns": "Real; ``dim`` resized to ``s``.", "plan": "c2r, rank 2", "dim": _D2,
+          "examples": _EX_ND_INV.format(name="irfft2"), "see_also": ", rfft2, irfftn"}),
+    (rfftn, "Compute the N-dimensional Fourier transform of real ``input``, one-sided in the last dim.",
+     _HALF_LAST,
+     {"input": _IN_R, "length": _S_C, "returns": "Complex; ``dim`` resized to ``s`` with the last halved.",
+          "plan": "r2c, rank len(dim)", "examples": _EX_2D.format(name="rfftn"), "see_also": ", rfft2, irfftn",
+          "extra_raise": ", complex input, or no dimension to transform"}),
+    (irfftn, "Compute the inverse of :func:`rfftn`.",
+     "The imaginary parts the real output cannot carry are ignored, as in torch.fft.irfftn.",
+     {"input": _IN_H, "length": _C2R_S, "returns": "Real; ``dim`` resized to ``s``.", "plan": "c2r, rank len(dim)",
+          "examples": _EX_ND_INV.format(name="irfftn"), "see_also": ", rfftn, irfft2",
+          "extra_raise": ", or no dimension to transform"}),
+    (hfft2, "Compute the two-dimensional Fourier transform of a Hermitian-symmetric signal's half.",
+     "``hfft2(x, s) = irfft2(conj(x), s)`` with the norm mirrored; real output.",
+     {"input": _IN_H, "length": _C2R_S, "returns": "Real; ``dim`` resized to ``s``.", "plan": "c2r on the conjugate, rank 2",
+          "dim": _D2, "examples": _EX_ND_INV.format(name="hfft2"), "see_also": ", ihfft2, hfftn"}),
+    (ihfft2, "Compute the inverse of :func:`hfft2` on real input.",
+     "``ihfft2(x) = conj(rfft2(x))`` with the norm mirrored.",
+     {"input": _IN_R, "length": _S_C, "returns": "Complex; ``dim`` resized to ``s`` with the last halved.",
+          "plan": "r2c, conjugated, rank 2", "dim": _D2, "examples": _EX_2D.format(name="ihfft2"),
+          "see_also": ", hfft2, ihfftn", "extra_raise": ", or complex input"}),
+    (hfftn, "Compute the N-dimensional Fourier transform of a Hermitian-symmetric signal's half.",
+     "``hfftn(x, s) = irfftn(conj(x), s)`` with the norm mirrored; real output.",
+     {"input": _IN_H, "length": _C2R_S, "returns": "Real; ``dim`` resized to ``s``.",
+          "plan": "c2r on the conjugate, rank len(dim)", "examples": _EX_ND_INV.format(name="hfftn"),
+          "see_also": ", ihfftn, hfft2", "extra_raise": ", or no dimension to transform"}),
+    (ihfftn, "Compute the inverse of :func:`hfftn` on real input.",
+     "``ihfftn(x) = conj(rfftn(x))`` with the norm mirrored.",
+     {"input": _IN_R, "length": _S_C, "returns": "Complex; ``dim`` resized to ``s`` with the last halved.",
+          "plan": "r2c, conjugated, rank len(dim)", "examples": _EX_2D.format(name="ihfftn"),
+          "see_also": ", hfftn, ihfft2", "extra_raise": ", complex input, or no dimension to transform"}),
+):
+    _f.__doc__ = _doc(_f.__name__, _summary, _body, nd=True, **_kw)
+del _f, _summary, _body, _kw
