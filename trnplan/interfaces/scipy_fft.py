@@ -1,0 +1,284 @@
+"""A scipy.fft backend: scipy.fft's transforms run as trnplan plans (the uarray protocol).
+
+Use it for a block of code, or for the whole process::
+
+    import scipy.fft
+    from trnplan.interfaces import scipy_fft as trnplan_backend
+
+    with scipy.fft.set_backend(trnplan_backend):
+        y = scipy.fft.rfft2(image)            # a trnplan plan
+        c = scipy.fft.dct(image)              # not implemented here: scipy's own pocketfft
+
+    scipy.fft.set_global_backend(trnplan_backend)
+
+scipy.fft calls :func:`__ua_function__` with the public function and its arguments. This
+module implements fft, ifft, rfft, irfft, hfft, ihfft and their 2-D and N-D forms (fft2, ifft2,
+rfft2, irfft2, hfft2, ihfft2, fftn, ifftn, rfftn, irfftn, hfftn, ihfftn) with scipy.fft's
+signatures, argument rules, errors and dtypes:
+
+- float16 is computed (and returned) in single precision, integers and bools in double;
+  float32/complex64 stay single, float64/complex128 double;
+- ``s``/``axes``: a scalar is one axis; ``-1`` in ``s`` keeps the input's length; axes must be
+  unique; ``fftn`` over no axes returns its input unchanged; ``irfftn`` of a size-1 last axis
+  (default ``s``) returns length 1, as scipy's pocketfft does;
+- results do not depend on the input's memory layout (C, Fortran, strided): non-C-contiguous
+  input is copied to C order first (see :mod:`trnplan.interfaces._bridge`);
+- ``workers`` is validated as scipy does and otherwise ignored: trnplan plans run on torch's
+  intra-op thread pool (``torch.set_num_threads`` is process-wide); ``overwrite_x`` is a hint
+  and is ignored (the input is never written).
+
+It returns ``NotImplemented`` — so that scipy tries the next backend, its own pocketfft unless
+``only=True`` — for every other function (dct, dst, fht, …), for long double / complex long
+double data (trnplan plans compute in float32 or float64), for a ``plan=`` argument, and for
+arrays of other array libraries (a torch tensor, a CuPy array): this backend takes numpy
+arrays and array-likes and returns numpy arrays.
+"""
+
+from __future__ import annotations
+
+import operator
+import os
+from numbers import Number
+
+import numpy as np
+
+from trnplan import fft as _tfft
+from trnplan.interfaces._bridge import to_numpy, to_torch
+
+__all__ = ["__ua_domain__", "__ua_function__"]
+
+#: the uarray domain of scipy.fft's multimethods
+__ua_domain__ = "numpy.scipy.fft"
+
+_NORMS = (None, "backward", "ortho", "forward")
+_SUPPORTED = {np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128)}
+_COMPLEX_OF = {np.dtype(np.float32): np.complex64, np.dtype(np.float64): np.complex128,
+               np.dtype(np.complex64): np.complex64, np.dtype(np.complex128): np.complex128}
+_REAL_OF = {np.dtype(np.complex64): np.float32, np.dtype(np.complex128): np.float64,
+            np.dtype(np.float32): np.float32, np.dtype(np.float64): np.float64}
+
+
+# ------------------------------------------------------------------------------ argument rules
+def _foreign(x) -> bool:
+    """An array of another array library (a torch tensor, a CuPy or JAX array): not numpy's own,
+    but it speaks the array API or DLPack. scipy.fft handles those itself (SCIPY_ARRAY_API)."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        return False
+    return hasattr(x, "__array_namespace__") or hasattr(x, "__dlpack__")
+
+
+def _asfarray(x) -> np.ndarray:
+    """scipy's ``_asfarray``: float16 → float32, non-float, non-complex → float64."""
+    a = np.asarray(x)
+    if a.dtype == np.float16:
+        return a.astype(np.float32)
+    if a.dtype.kind not in "fc":
+        return a.astype(np.float64)
+    return a.astype(a.dtype.newbyteorder("="), copy=False)  # native byte order, as scipy's own
+
+
+def _prepare(x, workers, plan):
+    """The input as a numpy array trnplan can transform, or None: hand the call back to scipy."""
+    if plan is not None or _foreign(x):
+        return None
+    _check_workers(workers)
+    a = _asfarray(x)
+    return a if a.dtype in _SUPPORTED else None
+
+
+def _check_workers(workers) -> None:
+    """scipy's ``_workers`` checks (the count itself does not change torch's thread pool)."""
+    if workers is None:
+        return
+    workers = operator.index(workers)
+    if workers == 0:
+        raise ValueError("workers must not be zero")
+    if workers < -(os.cpu_count() or 1):
+        raise ValueError(f"workers value out of range; got {workers}, must not be less than {-(os.cpu_count() or 1)}")
+
+
+def _norm(norm) -> str:
+    if norm not in _NORMS:
+        raise ValueError(f'Invalid norm value {norm!r}, should be "backward", "ortho" or "forward"')
+    return "backward" if norm is None else norm
+
+
+def _axis(axis, ndim: int) -> int:
+    axis = operator.index(axis)
+    if not -ndim <= axis < ndim:
+        raise IndexError(f"axis {axis} is out of range for an array of dimension {ndim}")
+    return axis % ndim
+
+
+def _points(n) -> None:
+    if n < 1:
+        raise ValueError(f"invalid number of data points ({n}) specified")
+
+
+def _iterable_of_int(x, name):
+    if isinstance(x, Number):
+        x = (x,)
+    try:
+        return [operator.index(v) for v in x]
+    except TypeError as e:
+        raise ValueError(f"{name} must be a scalar or iterable of integers") from e
+
+
+def _shape_and_axes(a: np.ndarray, s, axes):
+    """scipy's ``_init_nd_shape_and_axes``: lengths and non-negative, unique axes."""
+    if axes is not None:
+        axes = [v + a.ndim if v < 0 else v for v in _iterable_of_int(axes, "axes")]
+        if any(v >= a.ndim or v < 0 for v in axes):
+            raise ValueError("axes exceeds dimensionality of input")
+        if len(set(axes)) != len(axes):
+            raise ValueError("all axes must be unique")
+    if s is not None:
+        s = _iterable_of_int(s, "shape")
+        if axes and len(axes) != len(s):
+            raise ValueError("when given, axes and shape arguments have to be of the same length")
+        if axes is None:
+            if len(s) > a.ndim:
+                raise ValueError("shape requires more axes than are present")
+            axes = list(range(a.ndim - len(s), a.ndim))
+        s = [a.shape[ax] if v == -1 else v for v, ax in zip(s, axes)]
+    elif axes is None:
+        s, axes = list(a.shape), list(range(a.ndim))
+    else:
+        s = [a.shape[ax] for ax in axes]
+    if any(v < 1 for v in s):
+        raise ValueError(f"invalid number of data points ({s}) specified")
+    return list(s), list(axes)
+
+
+# ------------------------------------------------------------------------------ transforms
+def _c2c(name, x, n=None, axis=-1, norm=None, overwrite_x=False, workers=None, *, plan=None):
+    a = _prepare(x, workers, plan)
+    if a is None:
+        return NotImplemented
+    norm = _norm(norm)
+    axis = _axis(axis, a.ndim)
+    n = a.shape[axis] if n is None else operator.index(n)
+    _points(n)
+    f = _tfft.ifft if name == "ifft" else _tfft.fft
+    return to_numpy(f(to_torch(a, _COMPLEX_OF[a.dtype]), n=n, dim=axis, norm=norm))
+
+
+def _r2c(name, x, n=None, axis=-1, norm=None, overwrite_x=False, workers=None, *, plan=None):
+    a = _prepare(x, workers, plan)
+    if a is None:
+        return NotImplemented
+    norm = _norm(norm)
+    if np.iscomplexobj(a):
+        raise TypeError("x must be a real sequence")
+    axis = _axis(axis, a.ndim)
+    n = a.shape[axis] if n is None else operator.index(n)
+    _points(n)
+    f = _tfft.ihfft if name == "ihfft" else _tfft.rfft
+    return to_numpy(f(to_torch(a, a.dtype), n=n, dim=axis, norm=norm))
+
+
+def _c2r(name, x, n=None, axis=-1, norm=None, overwrite_x=False, workers=None, *, plan=None):
+    a = _prepare(x, workers, plan)
+    if a is None:
+        return NotImplemented
+    norm = _norm(norm)
+    axis = _axis(axis, a.ndim)
+    if n is None:
+        n = (a.shape[axis] - 1) * 2
+        if n < 1:
+            raise ValueError(f"Invalid number of data points ({n}) specified")
+    else:
+        n = operator.index(n)
+        _points(n)
+    f = _tfft.hfft if name == "hfft" else _tfft.irfft
+    return to_numpy(f(to_torch(a, _COMPLEX_OF[a.dtype]), n=n, dim=axis, norm=norm))
+
+
+def _c2cn(name, x, s=None, axes=None, norm=None, overwrite_x=False, workers=None, *, plan=None):
+    a = _prepare(x, workers, plan)
+    if a is None:
+        return NotImplemented
+    s, axes = _shape_and_axes(a, s, axes)
+    if not axes:
+        return x  # scipy.fft.fftn over no axes returns its input, as given
+    norm = _norm(norm)
+    f = _tfft.ifftn if name.startswith("ifft") else _tfft.fftn
+    return to_numpy(f(to_torch(a, _COMPLEX_OF[a.dtype]), s=s, dim=axes, norm=norm))
+
+
+def _r2cn(name, x, s=None, axes=None, norm=None, overwrite_x=False, workers=None, *, plan=None):
+    a = _prepare(x, workers, plan)
+    if a is None:
+        return NotImplemented
+    if np.iscomplexobj(a):
+        raise TypeError("x must be a real sequence")
+    s, axes = _shape_and_axes(a, s, axes)
+    norm = _norm(norm)
+    if not axes:
+        raise ValueError("at least 1 axis must be transformed")
+    f = _tfft.ihfftn if name.startswith("ihfft") else _tfft.rfftn
+    return to_numpy(f(to_torch(a, a.dtype), s=s, dim=axes, norm=norm))
+
+
+def _c2rn(name, x, s=None, axes=None, norm=None, overwrite_x=False, workers=None, *, plan=None):
+    a = _prepare(x, workers, plan)
+    if a is None:
+        return NotImplemented
+    noshape = s is None
+    s, axes = _shape_and_axes(a, s, axes)
+    if not axes:
+        raise ValueError("at least 1 axis must be transformed")
+    if noshape:
+        # scipy passes (m - 1) * 2 to pocketfft, which reads a last length of 0 (only when m = 1)
+        # as 2 * m - 1: irfftn of a size-1 last axis returns length 1 (1-D irfft raises instead)
+        s[-1] = (a.shape[axes[-1]] - 1) * 2 or 2 * a.shape[axes[-1]] - 1
+    norm = _norm(norm)
+    f = _tfft.hfftn if name.startswith("hfft") else _tfft.irfftn
+    return to_numpy(f(to_torch(a, _COMPLEX_OF[a.dtype]), s=s, dim=axes, norm=norm))
+
+
+def _bind(impl, name, nd=False):
+    default_axes = None if name.endswith("n") else (-2, -1)
+    if not nd:
+        def transform(x, n=None, axis=-1, norm=None, overwrite_x=False, workers=None, *, plan=None):
+            return impl(name, x, n, axis, norm, overwrite_x, workers, plan=plan)
+    else:
+        def transform(x, s=None, axes=default_axes, norm=None, overwrite_x=False, workers=None, *, plan=None):
+            return impl(name, x, s, axes, norm, overwrite_x, workers, plan=plan)
+    transform.__name__ = transform.__qualname__ = name
+    transform.__doc__ = (f"scipy.fft.{name} over a trnplan plan (numpy arrays in and out); returns NotImplemented "
+                         f"for what this backend does not take (see the module docstring).")
+    return transform
+
+
+#: scipy.fft function name -> implementation with scipy.fft's signature
+IMPLEMENTED = {
+    **{name: _bind(_c2c, name) for name in ("fft", "ifft")},
+    **{name: _bind(_r2c, name) for name in ("rfft", "ihfft")},
+    **{name: _bind(_c2r, name) for name in ("irfft", "hfft")},
+    **{name: _bind(_c2cn, name, nd=True) for name in ("fftn", "ifftn", "fft2", "ifft2")},
+    **{name: _bind(_r2cn, name, nd=True) for name in ("rfftn", "ihfftn", "rfft2", "ihfft2")},
+    **{name: _bind(_c2rn, name, nd=True) for name in ("irfftn", "hfftn", "irfft2", "hfft2")},
+}
+
+
+def __ua_function__(method, args, kwargs):
+    """The uarray entry point: run ``method`` (a scipy.fft function) here, or return NotImplemented.
+
+    Parameters
+    ----------
+    method : callable
+        The scipy.fft multimethod being called (its ``__name__`` selects the implementation).
+    args, kwargs : tuple, dict
+        The arguments as the caller passed them.
+
+    Returns
+    -------
+    numpy.ndarray or NotImplemented
+        The transform, or NotImplemented for a function, dtype, ``plan`` or array type this
+        backend does not take (scipy then tries its next backend).
+    """
+    impl = IMPLEMENTED.get(getattr(method, "__name__", None))
+    if impl is None:
+        return NotImplemented
+    return impl(*args, **kwargs)

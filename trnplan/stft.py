@@ -1,0 +1,401 @@
+"""Short-time Fourier transform and its inverse over trnplan plans, with torch.stft's semantics.
+
+:func:`stft` cuts the signal into overlapping frames, multiplies each by the window and runs
+*one* batched plan over all frames of all signals: an r2c plan (``n_fft // 2 + 1`` bins) for
+real input, a c2c plan for complex input or window or ``onesided=False``. :func:`istft` runs one
+batched c2r (or c2c) plan over the frames, windows them again and overlap-adds them, dividing by
+the overlap-added squared window — the least-squares inverse of Griffin and Lim [1]_.
+
+Frames are cut and put back by *index arithmetic*: a ``(frames, length)`` tensor of sample
+indices ``t * hop + k`` drives one ``index_select`` (cutting) or one ``index_add`` (overlap-add).
+``Tensor.unfold`` is not used because it has no XLA lowering (the seed project's STFT failed to
+compile for Trainium on it), and ``as_strided`` views are avoided because they describe memory
+layout rather than data flow: XLA functionalisation turns them into copies or rejects them, and
+their backward (``as_strided_backward``) materialises a full-size scatter. A gather and a scatter
+with an explicit index lower on every backend torch has (eager, Inductor, export, XLA/Neuron), and
+their gradients are each other.
+
+References
+----------
+.. [1] D. W. Griffin and J. S. Lim, "Signal estimation from modified short-time Fourier
+   transform," IEEE Trans. ASSP, vol. 32, no. 2, pp. 236-243, 1984.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+import torch.nn.functional as F
+
+# trnplan.fft's plan lookup: a dict hit on the raw arguments (~1 µs) in front of plan_many's LRU
+# (~70-90 µs per hit for Problem validation and digest on this CPU), kept in step with the LRU
+from trnplan.fft import _get_plan
+
+__all__ = ["istft", "stft"]
+
+_PAD_MODES = ("constant", "reflect", "replicate", "circular")
+_REAL_OF = {torch.complex64: torch.float32, torch.complex128: torch.float64}
+_COMPLEX_OF = {torch.float32: torch.complex64, torch.float64: torch.complex128}
+#: torch.istft's NOLA threshold: an overlap-added squared window below this is "zero"
+_NOLA_EPS = 1e-11
+
+
+def _check_int(name: str, value, lo: int = 1):
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+        raise ValueError(f"{name} must be an int ≥ {lo}, got {value!r}")
+
+
+def _check_dtype(t: torch.Tensor, what: str) -> None:
+    if t.dtype in (torch.float32, torch.float64, torch.complex64, torch.complex128):
+        return
+    if t.dtype in (torch.float16, torch.bfloat16, torch.complex32):
+        raise TypeError(f"{what} is {str(t.dtype).removeprefix('torch.')}: trnplan plans compute in float32 or "
+                        f"float64; convert with .float() (or .to(torch.complex64) for complex32)")
+    raise TypeError(f"{what} must hold floating-point or complex values, got {str(t.dtype).removeprefix('torch.')}; "
+                    f"convert with .to(torch.float32) or .to(torch.float64)")
+
+
+def _frame_index(n_frames: int, hop: int, length: int, offset: int, device) -> torch.Tensor:
+    """Flat sample indices of ``n_frames`` frames of ``length`` samples, ``hop`` apart, from ``offset``.
+
+    Row ``t`` is ``offset + t * hop + [0, 1, …, length - 1]``; built from two ``arange`` and a
+    broadcast add, so it lowers anywhere (see the module docstring for why not ``unfold``).
+    """
+    starts = torch.arange(n_frames, device=device) * hop + offset
+    return (starts[:, None] + torch.arange(length, device=device)[None, :]).reshape(-1)
+
+
+def _window_for(window, win_length: int, device, what: str):
+    """The user's window (validated) or ``None`` for the rectangular default."""
+    if window is None:
+        return None
+    if not isinstance(window, torch.Tensor):
+        raise TypeError(f"window must be a 1-D torch.Tensor of win_length={win_length} samples "
+                        f"(e.g. torch.hann_window({win_length})), got {type(window).__name__}")
+    if window.dim() != 1 or window.shape[0] != win_length:
+        raise ValueError(f"{what}: window has shape {tuple(window.shape)} but must be 1-D with win_length="
+                         f"{win_length} samples; pass win_length=window.numel() or a window of that length")
+    if window.device != device:
+        raise ValueError(f"{what}: window is on {window.device} but the input is on {device}; "
+                         f"move it with window.to({str(device)!r})")
+    if window.is_floating_point() or window.is_complex():
+        _check_dtype(window, f"{what}: window")
+    return window
+
+
+def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=True, pad_mode="reflect",
+         normalized=False, onesided=None, return_complex=None, align_to_window=None):
+    r"""Short-time Fourier transform, with :func:`torch.stft`'s arguments and results.
+
+    Computes, for each frame ``m`` and frequency ``ω``,
+
+    .. math::
+        X[ω, m] = \sum_{k=0}^{n\_fft-1} w[k]\, x[m \cdot hop + k]\, e^{-2πi ωk / n\_fft},
+
+    with all frames of all signals transformed by one batched trnplan plan (r2c for real input
+    and window, c2c otherwise). Differentiable.
+
+    Parameters
+    ----------
+    input : torch.Tensor
+        Signal of shape ``(L,)`` or a batch ``(B, L)``; float32/float64 or complex64/complex128.
+    n_fft : int
+        Transform length of each frame.
+    hop_length : int, optional
+        Samples between the starts of neighbouring frames (default ``n_fft // 4``).
+    win_length : int, optional
+        Length of ``window`` (default ``n_fft``); a shorter window is zero-padded on both sides
+        to ``n_fft`` (left ``(n_fft - win_length) // 2``), as torch.stft does.
+    window : torch.Tensor, optional
+        1-D window of ``win_length`` samples (default: rectangular, all ones).
+    center : bool, default True
+        Pad ``input`` by ``n_fft // 2`` on both sides so that frame ``m`` is centred at
+        ``m * hop_length``.
+    pad_mode : {"reflect", "constant", "replicate", "circular"}, default "reflect"
+        How ``center`` pads (see :func:`torch.nn.functional.pad`).
+    normalized : bool, default False
+        Multiply by ``n_fft ** -0.5`` (the plan runs with ``norm="ortho"``).
+    onesided : bool, optional
+        Return only the ``n_fft // 2 + 1`` non-negative frequencies (default: True for real
+        input and window, False otherwise; True with complex input or window is an error).
+    return_complex : bool, optional
+        Return a complex tensor (True) or, deprecated as in torch, its ``view_as_real`` (False).
+        Required for real input, as torch requires it; defaults to True for complex input.
+    align_to_window : bool, optional
+        Only with ``center=False``: when True, frame ``m`` starts where its window starts
+        (``m * hop_length``) rather than where its ``n_fft`` span starts, so frames are counted
+        over ``win_length`` (torch ≥ 2.6's meaning).
+
+    Returns
+    -------
+    torch.Tensor
+        Complex ``(B?, N, T)`` with ``N = n_fft // 2 + 1`` (onesided) or ``n_fft`` and
+        ``T = 1 + (L' - n_fft) // hop_length`` frames (``L'`` the padded length); a real
+        ``(B?, N, T, 2)`` with ``return_complex=False``. Complex dtype is complex64 for float32
+        data and window, complex128 when either is 64-bit.
+
+    Raises
+    ------
+    TypeError
+        ``input`` is not a tensor or is not float32/float64/complex; ``window`` is not a tensor.
+    ValueError
+        ``return_complex`` missing for real input; ``onesided=True`` with complex data; a
+        non-positive ``n_fft``/``hop_length``; ``win_length`` outside ``1..n_fft``; a window of the
+        wrong shape or device; ``n_fft`` longer than the (padded) signal; an unknown ``pad_mode``;
+        ``align_to_window`` with ``center=True``.
+
+    Notes
+    -----
+    Frames are cut by index arithmetic (one ``index_select`` with a ``(frames, win_length)``
+    index), never ``Tensor.unfold``, so the graph lowers to XLA/Neuron. Only the
+    ``win_length`` samples under the window are gathered; the zero padding to ``n_fft`` is
+    added afterwards. Plans are fetched from the process-wide plan cache (through trnplan.fft's
+    lookup), keyed by ``(n_fft, frames × batch, dtype, norm)``, so repeated calls with the same
+    shape do not re-plan.
+
+    Examples
+    --------
+    >>> import torch, trnplan
+    >>> x = torch.randn(16000)
+    >>> X = trnplan.stft(x, 512, hop_length=128, window=torch.hann_window(512), return_complex=True)
+    >>> X.shape
+    torch.Size([257, 126])
+    >>> bool(torch.allclose(X, torch.stft(x, 512, 128, window=torch.hann_window(512), return_complex=True),
+    ...                     atol=1e-4))
+    True
+    """
+    if not isinstance(input, torch.Tensor):
+        raise TypeError(f"stft() takes a torch.Tensor of shape (L,) or (B, L), got {type(input).__name__}")
+    if input.dim() not in (1, 2):
+        raise ValueError(f"stft() takes a 1-D signal (L,) or a 2-D batch (B, L); got shape {tuple(input.shape)}: "
+                         f"reshape to (-1, L) and back")
+    _check_dtype(input, "stft() input")
+    _check_int("n_fft", n_fft)
+    hop = n_fft // 4 if hop_length is None else hop_length
+    win = n_fft if win_length is None else win_length
+    if hop_length is None and hop < 1:
+        raise ValueError(f"the default hop_length n_fft // 4 is 0 for n_fft={n_fft}; pass hop_length ≥ 1")
+    _check_int("hop_length", hop)
+    _check_int("win_length", win)
+    if win > n_fft:
+        raise ValueError(f"win_length={win} exceeds n_fft={n_fft}: the window must fit in the frame "
+                         f"(0 < win_length ≤ n_fft); raise n_fft or shorten the window")
+    if pad_mode not in _PAD_MODES:
+        raise ValueError(f"pad_mode must be one of {', '.join(map(repr, _PAD_MODES))}; got {pad_mode!r}")
+    if center and align_to_window is not None:
+        raise ValueError("align_to_window only applies with center=False (centred frames are already aligned "
+                         "to their windows); drop align_to_window or pass center=False")
+    window = _window_for(window, win, input.device, "stft()")
+
+    complex_data = input.is_complex() or (window is not None and window.is_complex())
+    if onesided is None:
+        onesided = not complex_data
+    elif onesided and complex_data:
+        raise ValueError("onesided=True needs real input and a real window (a complex signal's spectrum has no "
+                         "conjugate symmetry); pass onesided=False or leave it None")
+    if return_complex is None:
+        if not complex_data:
+            raise ValueError("stft() requires return_complex for real input, as torch.stft does: pass "
+                             "return_complex=True (or False for the deprecated (..., 2) real layout)")
+        return_complex = True
+    if not return_complex:
+        warnings.warn("stft with return_complex=False is deprecated (as in torch.stft): pass return_complex=True "
+                      "and call torch.view_as_real on the result for the old (..., 2) layout", UserWarning,
+                      stacklevel=2)
+
+    batched = input.dim() == 2
+    x = input if batched else input.unsqueeze(0)
+    if center:
+        pad = n_fft // 2
+        if pad_mode == "reflect" and pad >= x.shape[-1]:
+            raise ValueError(f"center=True with pad_mode='reflect' pads n_fft // 2 = {pad} samples on each side, "
+                             f"which needs a signal longer than {pad} samples (got {x.shape[-1]}); use a smaller "
+                             f"n_fft, pad_mode='constant', or center=False")
+        # F.pad's non-constant modes want a (N, C, L) tensor: view the batch as channels
+        x = F.pad(x.unsqueeze(0), (pad, pad), mode=pad_mode).squeeze(0)
+    length = x.shape[-1]
+    left = (n_fft - win) // 2
+    span = win if align_to_window else n_fft
+    if span > length:
+        what = f"win_length={win}" if align_to_window else f"n_fft={n_fft}"
+        raise ValueError(f"{what} is longer than the {'padded ' if center else ''}signal ({length} samples): no "
+                         f"frame fits; use {what.split('=')[0]} ≤ {length} or a longer signal"
+                         + ("" if center else ", or center=True (which pads n_fft // 2 on each side)"))
+    n_frames = 1 + (length - span) // hop
+    batch = x.shape[0]
+
+    # torch.stft's promotion: a float32 signal with a float64 window gives complex128
+    dtype = input.dtype if window is None else torch.promote_types(input.dtype, window.dtype)
+    norm = "ortho" if normalized else "backward"
+    n_bins = n_fft // 2 + 1 if onesided else n_fft
+    out_dtype = dtype if dtype.is_complex else _COMPLEX_OF[dtype]
+    if batch == 0:  # no frames to transform: no plan (plans hold at least one transform)
+        y = torch.zeros((0, n_frames, n_bins), dtype=out_dtype, device=x.device)
+    else:
+        # cut only the win_length samples under the window; frame t's window starts at
+        # t * hop + left in the n_fft span (or at t * hop when aligned to the window)
+        index = _frame_index(n_frames, hop, win, 0 if align_to_window else left, x.device)
+        frames = x.index_select(-1, index).reshape(batch, n_frames, win)
+        if window is not None:
+            frames = frames * window  # promotes to `dtype`
+        if win < n_fft:
+            frames = F.pad(frames, (left, n_fft - win - left))
+        if not onesided:
+            frames = frames.to(out_dtype)
+        plan = _get_plan("r2c" if onesided else "c2c", (n_fft,), batch * n_frames, out_dtype, norm, False, x.device)
+        y = plan.execute(frames)
+    y = y.transpose(-1, -2)  # (B, frames, bins) -> (B, bins, frames), torch.stft's layout
+    if not batched:
+        y = y.squeeze(0)
+    return y if return_complex else torch.view_as_real(y)
+
+
+def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=True, normalized=False,
+          onesided=None, length=None, return_complex=False):
+    r"""Inverse short-time Fourier transform, with :func:`torch.istft`'s arguments and results.
+
+    Inverts each frame with one batched trnplan plan (c2r, or c2c for ``return_complex=True``),
+    multiplies by the window, overlap-adds, and divides by the overlap-added squared window
+    (the least-squares estimate of Griffin and Lim). Differentiable.
+
+    Parameters
+    ----------
+    input : torch.Tensor
+        Complex STFT of shape ``(N, T)`` or ``(B, N, T)``, as :func:`stft` returns with
+        ``return_complex=True``; ``N`` is ``n_fft // 2 + 1`` (onesided) or ``n_fft``.
+    n_fft : int
+        Transform length of each frame.
+    hop_length : int, optional
+        Samples between frame starts (default ``n_fft // 4``); at most ``win_length``.
+    win_length : int, optional
+        Window length (default ``n_fft``), zero-padded to ``n_fft`` on both sides.
+    window : torch.Tensor, optional
+        The window the STFT used (default: rectangular).
+    center : bool, default True
+        Whether the STFT centred its frames; the ``n_fft // 2`` padding is trimmed.
+    normalized : bool, default False
+        Whether the STFT was normalized (the inverse plan then runs with ``norm="ortho"``).
+    onesided : bool, optional
+        Whether ``input`` holds only non-negative frequencies (default: ``N != n_fft``).
+    length : int, optional
+        Output length: the signal is trimmed to it, or zero-padded at the end (with a warning,
+        as torch does) when the frames do not cover it. Default: ``(T - 1) * hop_length`` when
+        centred, else ``n_fft + (T - 1) * hop_length``.
+    return_complex : bool, default False
+        Return a complex signal (requires ``onesided=False``); otherwise the signal is real and
+        a complex window is an error.
+
+    Returns
+    -------
+    torch.Tensor
+        The signal, ``(B?, length)``: real (float32 for complex64 input) or complex.
+
+    Raises
+    ------
+    TypeError
+        ``input`` is not a complex tensor of complex64/complex128.
+    ValueError
+        Wrong rank or an empty input; ``N`` does not match ``n_fft`` and ``onesided``;
+        ``hop_length`` outside ``1..win_length``; ``win_length`` outside ``1..n_fft``; a window of
+        the wrong shape or device; ``return_complex=True`` with onesided input; a complex window
+        with a real output; a window whose overlap-added square vanishes somewhere in the output
+        (the NOLA condition fails, so the signal cannot be recovered there).
+
+    Notes
+    -----
+    The overlap-add is one ``index_add`` over a ``(frames, n_fft)`` index (never
+    ``unfold_backward``), so it lowers to XLA/Neuron as a scatter-add. The NOLA check reads one
+    scalar back to the host, as torch.istft's does.
+
+    Examples
+    --------
+    >>> import torch, trnplan
+    >>> x = torch.randn(2, 4000, dtype=torch.float64)
+    >>> w = torch.hann_window(256, dtype=torch.float64)
+    >>> X = trnplan.stft(x, 256, hop_length=64, window=w, return_complex=True)
+    >>> y = trnplan.istft(X, 256, hop_length=64, window=w, length=4000)
+    >>> bool(torch.allclose(x, y))
+    True
+    """
+    if not isinstance(input, torch.Tensor) or not input.is_complex():
+        got = type(input).__name__ if not isinstance(input, torch.Tensor) else f"a real {input.dtype} tensor"
+        raise TypeError(f"istft() takes the complex output of stft(..., return_complex=True), got {got}; "
+                        f"for the old (..., 2) real layout pass torch.view_as_complex(x)")
+    _check_dtype(input, "istft() input")
+    if input.dim() not in (2, 3):
+        raise ValueError(f"istft() takes a complex (N, T) or (B, N, T) tensor, got shape {tuple(input.shape)}")
+    if input.numel() == 0:
+        raise ValueError(f"istft() input has shape {tuple(input.shape)} and holds no frames; it cannot be empty")
+    _check_int("n_fft", n_fft)
+    hop = n_fft // 4 if hop_length is None else hop_length
+    win = n_fft if win_length is None else win_length
+    _check_int("win_length", win)
+    if win > n_fft:
+        raise ValueError(f"win_length={win} exceeds n_fft={n_fft}: expected 0 < win_length ≤ n_fft")
+    if isinstance(hop, bool) or not isinstance(hop, int) or not 0 < hop <= win:
+        raise ValueError(f"hop_length must be an int with 0 < hop_length ≤ win_length={win} (frames must overlap "
+                         f"or touch for the signal to be recoverable), got {hop!r}")
+    if length is not None:
+        _check_int("length", length, lo=0)
+    n_rows, n_frames = input.shape[-2], input.shape[-1]
+    if onesided is None:
+        onesided = n_rows != n_fft
+    expected_rows = n_fft // 2 + 1 if onesided else n_fft
+    if n_rows != expected_rows:
+        raise ValueError(f"istft() input has {n_rows} frequency rows (dimension -2) but n_fft={n_fft} with "
+                         f"onesided={onesided} needs {expected_rows}; pass the n_fft and onesided the STFT used")
+    window = _window_for(window, win, input.device, "istft()")
+    if return_complex and onesided:
+        raise ValueError("return_complex=True needs the full spectrum (onesided=False): a one-sided STFT can only "
+                         "come from a real signal; pass return_complex=False")
+    if not return_complex and window is not None and window.is_complex():
+        raise ValueError("a complex window cannot give a real signal: pass return_complex=True (with onesided=False)")
+
+    batched = input.dim() == 3
+    z = (input if batched else input.unsqueeze(0)).transpose(-1, -2)  # (B, frames, bins)
+    batch = z.shape[0]
+    norm = "ortho" if normalized else "backward"
+    if not return_complex and not onesided:  # a real signal's spectrum is Hermitian: c2r reads the first half
+        z = z[..., : n_fft // 2 + 1]
+    plan = _get_plan("c2c" if return_complex else "c2r", (n_fft,), batch * n_frames, input.dtype, norm, True,
+                     input.device)
+    frames = plan.execute(z)  # (B, frames, n_fft)
+
+    real = _REAL_OF[input.dtype]
+    if window is None:
+        w = torch.ones(win, dtype=real, device=input.device)
+    else:
+        w = window if window.is_floating_point() or window.is_complex() else window.to(real)
+    if win < n_fft:
+        left = (n_fft - win) // 2
+        w = F.pad(w, (left, n_fft - win - left))
+    frames = frames * w
+
+    # overlap-add by index arithmetic: sample t * hop + k of the output receives frame t's k-th value
+    full = n_fft + hop * (n_frames - 1)
+    index = _frame_index(n_frames, hop, n_fft, 0, input.device)
+    y = frames.new_zeros((batch, full)).index_add(1, index, frames.reshape(batch, n_frames * n_fft))
+    envelope = (w * w).new_zeros(full).index_add(0, index, (w * w).expand(n_frames, n_fft).reshape(-1))
+
+    start = n_fft // 2 if center else 0
+    if length is not None:
+        end = start + length
+    else:
+        end = -(n_fft // 2) if center else full
+    y, envelope = y[:, start:end], envelope[start:end]
+    if envelope.numel():
+        low = envelope.abs().min()
+        if bool(low < _NOLA_EPS):
+            raise ValueError(
+                f"istft(): the window's overlap-added square falls to {float(low):.3g} (< {_NOLA_EPS:g}) inside the "
+                f"output, so the signal cannot be recovered there (the NOLA condition fails); use a smaller "
+                f"hop_length (now {hop}), a window that is not zero at its ends (a Hann window is 0 at sample 0), "
+                f"win_length=n_fft, or center=True (which trims the edge samples)")
+    y = y / envelope
+    if end > full:
+        warnings.warn("The length of signal is shorter than the length parameter. Result is being padded with "
+                      "zeros in the tail. Please check your center and hop_length settings.", UserWarning,
+                      stacklevel=2)
+        y = F.pad(y, (0, end - full))
+    return y if batched else y.squeeze(0)
