@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The GPU check, one prepared script (issue 9): CUDA tests, the cost-profile calibration and the
+# race against cuFFT, each under its own time limit, all results written to OUTDIR.
+#
+#   bench/gpu_check.sh OUTDIR
+#
+# Run from the repository root on a machine with a CUDA GPU and torch, attrs, numpy, diskcache,
+# pytest importable (trnplan itself is taken from the checkout via PYTHONPATH). Sized to finish
+# in under 7 minutes on an H100/H200 (the limits below add to 410 s). GPU_BENCH_ARGS=--aot adds one
+# in-process AOTInductor build to the benchmark (30–90 s). Writes: env.txt, pytest.log, calibrate.json, bench.log,
+# gpu_bench.json, gpu_bench.md.
+set -u
+OUT=${1:?usage: bench/gpu_check.sh OUTDIR}
+mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD:${PYTHONPATH:-}"
+TRNPLAN_CACHE_DIR=$(mktemp -d)
+export TRNPLAN_CACHE_DIR
+status=0
+{
+  date -u
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1
+  $PY -c 'import torch, numpy, sys; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "numpy", numpy.__version__, torch.cuda.get_device_name())'
+} > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+
+echo "== CUDA tests"
+timeout 200 $PY -m pytest -q -p no:cacheprovider -rs tests/test_cuda.py tests/test_plan.py tests/test_errors.py \
+    -k "cuda" 2>&1 | tee "$OUT/pytest.log" | tail -40
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+
+echo "== cost-profile calibration"
+timeout 60 $PY bench/calibrate.py --device cuda > "$OUT/calibrate.json" 2>&1 || status=1
+cat "$OUT/calibrate.json"
+
+echo "== race against cuFFT"
+timeout 150 $PY bench/gpu_bench.py --out "$OUT" ${GPU_BENCH_ARGS:-} 2>&1 | tee "$OUT/bench.log" | tail -60
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+exit $status
