@@ -17,6 +17,7 @@ $(VENV)/.installed: pyproject.toml
 
 demo: setup  ## plan, run, explain and verify a real transform
 	$(BIN)/trnplan plan 4096 --batch 64 --explain --verify
+	$(BIN)/trnplan plan 256x256 --kind r2c --batch 8 --verify
 
 test: setup  ## the whole test suite
 	$(BIN)/python -m pytest -q

@@ -206,3 +206,14 @@ def test_aot_artifact_of_a_real_nd_plan(tmp_path):
                               effort="wisdom_only")
     assert again.provenance.artifact == "artifact hit"
     assert rel_l2(again.execute(_tensor(x, again)), ref("backward")) <= BAR["fp32"]
+
+
+@pytest.mark.parametrize("kind", ["r2c", "c2r"])
+def test_a_variant_within_the_bound_beats_a_cheaper_one_over_it(kind):
+    """Regression (found by scipy's own TestFFTThreadSafe): at n=398, batch 800, the real
+    solver's cheapest method was predicted over the fp32 bound while another met it, and the
+    whole plan was refused; best_variant now prefers the cheapest variant within the bound."""
+    plan = trnplan.plan_many(398, batch=800, kind=kind)
+    assert plan.tree.error <= plan.tol
+    x, ref = _data(kind, (398,), 800, seed=11)
+    assert rel_l2(plan.execute(_tensor(x, plan)), ref("backward")) <= plan.tree.error

@@ -1,9 +1,19 @@
 """The CUDA backend: the same torch programs on the GPU, cuFFT (torch.fft) as the native leaf.
 
-The cost profile below is *not* calibrated: no GPU was available where this was written. It is
-scaled from published H100 figures (../shared/FACTS.md: 67 TFLOP/s fp32 non-tensor, 3.35 TB/s)
-and a typical ~8 µs eager launch; bench/calibrate.py --device cuda measures the real numbers
-(the GPU issue replaces these).
+The cost profile was measured with ``bench/calibrate.py --device cuda`` on an NVIDIA H200
+(torch 2.11.0+cu130, driver 580.159.04) on 2026-11-26 (docs/gpu.md):
+
+* launch: 20.4 µs per tiny op *with a synchronize after each*; eager chains overlap their
+  dispatch with the GPU, so this overprices plans of many small ops (it favours the library);
+* fp32 GEMM (TF32 off) 19.8–26.4 TFLOP/s, fp64 19.4–35.5 (skinny shapes: the lower figures);
+* elementwise 2.4 TB/s (fp32 ``x * x``; 3.4 in fp64) against the H200's 4.8 TB/s HBM peak;
+* cuFFT 1.6–3.1 nominal TFLOP/s in complex64 on the calibration's ~1M-point batches (launch
+  bound), 5.9–11.3 on the benchmark's 2^24-point batches (bench/gpu_bench.py, n = 64 … 65536):
+  the profile takes 8, since large batched transforms are what a GPU plan is for; complex128
+  1.6–2.2 (calibration only); 17 µs per call.
+
+The bf16 and TF32 tensor-core rates were *not* measured by the calibration: they are the
+published H100 dense figures derated to ~60 %.
 """
 
 from __future__ import annotations
@@ -15,14 +25,13 @@ from trnplan.planner.cost import CostProfile
 
 CUDA_PROFILE = CostProfile(
     name="cuda",
-    launch_us=8.0,
-    # bf16 and TF32 tensor-core rates (H100 SXM dense: 989 and 495 TFLOP/s published), derated
-    # like fp32 to ~60-70%; bf16 modes are priced at this rate × their product count
-    gemm_gflops={"float32": 40000.0, "float64": 30000.0, "bfloat16": 600000.0, "tf32": 300000.0},
-    fft_gflops={"float32": 3000.0, "float64": 1500.0},
-    fft_launch_us=10.0,
-    bandwidth_gbs=2000.0,
-    source="uncalibrated: scaled from published H100 figures",
+    launch_us=20.0,
+    # bf16 modes are priced at the bfloat16 rate × their product count (kernels/gemm.py)
+    gemm_gflops={"float32": 20000.0, "float64": 19000.0, "bfloat16": 600000.0, "tf32": 300000.0},
+    fft_gflops={"float32": 8000.0, "float64": 1900.0},
+    fft_launch_us=17.0,
+    bandwidth_gbs=2400.0,
+    source="bench/calibrate.py --device cuda on an H200 (torch 2.11.0+cu130); bf16/tf32 GEMM rates published, derated",
 )
 
 
