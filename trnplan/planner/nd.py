@@ -87,7 +87,7 @@ class NDRowColumn(torch.nn.Module):
         M = inputs[0].shape[0]
         state = tuple(t.reshape(M, *self.steps[0][2]) for t in inputs)
         last = len(self.shape)  # the last data axis (dim 0 is the batch)
-        for (axis, _kind, cur), child in zip(self.steps, self.passes):
+        for (axis, _kind, _before), child in zip(self.steps, self.passes, strict=True):
             dim = axis + 1
             moved = [t.movedim(dim, -1) for t in state] if dim != last else list(state)
             lead = moved[0].shape[:-1]
