@@ -66,6 +66,7 @@ class Plan:
         if runner is None and hasattr(module.root, "library_call"):
             self._native = module.root.library_call(problem.norm)
         self._adjoint: Plan | None = None
+        self._weights: dict = {}  # device -> Hermitian weights of the real kinds' backward
         #: how to plan the adjoint the same way (cache, compile, tol); set by plan_many
         self._plan_options: dict = {}
 
@@ -181,7 +182,10 @@ class Plan:
         p, adj = self.problem, self.adjoint()
         if p.kind == "c2c":
             return adj.execute(g)
-        weights = torch.as_tensor(hermitian_weights(p.shape[-1]), dtype=p.real_dtype, device=g.device)
+        weights = self._weights.get(g.device)
+        if weights is None:  # built once per device, not per backward call
+            weights = torch.as_tensor(hermitian_weights(p.shape[-1]), dtype=p.real_dtype, device=g.device)
+            self._weights[g.device] = weights
         if p.kind == "r2c":  # Re(Σ_k g_k ω^{-jk}) over the half spectrum = c2r of g with weights 1/c_k
             return adj.execute(g / weights)
         return adj.execute(g.real.contiguous() if g.is_complex() else g) * weights  # c2r: c_k · rfft(g)

@@ -66,13 +66,14 @@ def hermitian_weights(n: int) -> np.ndarray:
     return c
 
 
-def _zero_ignored_imag(im: torch.Tensor, n: int) -> torch.Tensor:
-    """Imaginary part with DC (and, for even n, Nyquist) set to 0, as torch.fft.irfft ignores them."""
-    mask = torch.ones(im.shape[-1], dtype=im.dtype, device=im.device)
+def ignored_imag_mask(n: int, ctx) -> torch.Tensor:
+    """1 on the half spectrum except 0 at DC and (even n) Nyquist, whose imaginary parts
+    torch.fft.irfft ignores; built once per module (a buffer), not per call."""
+    mask = torch.ones(n // 2 + 1, dtype=ctx.dtype, device=ctx.device)
     mask[0] = 0
     if n % 2 == 0:
         mask[-1] = 0
-    return im * mask
+    return mask
 
 
 class RealLibrary(torch.nn.Module):
@@ -109,6 +110,8 @@ class RealHalf(torch.nn.Module):
         tr, ti = ctx.split_const(t)
         self.register_buffer("tr", tr)
         self.register_buffer("ti", ti)
+        if inverse:
+            self.register_buffer("imag_mask", ignored_imag_mask(n, ctx))
 
     def forward(self, *inputs):
         n, h = self.n, self.n // 2
@@ -120,7 +123,7 @@ class RealHalf(torch.nn.Module):
             dr, di = cmul(ar - br, ai + bi, self.tr, self.ti)  # (−i ω^k / 2)(Z[k] − conj Z[h−k])
             return 0.5 * (ar + br) + dr, 0.5 * (ai - bi) + di
         re, im = inputs
-        im = _zero_ignored_imag(im, n)
+        im = im * self.imag_mask
         br, bi = re.flip(1)[:, :h], im.flip(1)[:, :h]  # X[h − k], k = 0..h−1
         ar, ai = re[:, :h], im[:, :h]
         dr, di = cmul(ar - br, ai + bi, self.tr, self.ti)  # i ω^{−k} (X[k] − conj X[h−k])
@@ -131,9 +134,11 @@ class RealHalf(torch.nn.Module):
 class RealFull(torch.nn.Module):
     """r2c / c2r of any n through the complex transform of length n (the child)."""
 
-    def __init__(self, n: int, inverse: bool, child):
+    def __init__(self, n: int, inverse: bool, child, ctx):
         super().__init__()
         self.n, self.inverse, self.child = n, inverse, child
+        if inverse:
+            self.register_buffer("imag_mask", ignored_imag_mask(n, ctx))
 
     def forward(self, *inputs):
         n, h = self.n, self.n // 2 + 1
@@ -142,7 +147,7 @@ class RealFull(torch.nn.Module):
             yr, yi = self.child(x, torch.zeros_like(x))
             return yr[:, :h], yi[:, :h]
         re, im = inputs
-        im = _zero_ignored_imag(im, n)
+        im = im * self.imag_mask
         tail = slice(1, n - n // 2)  # X[n − k] for k = n//2 + 1 … n − 1, as conj X[k'] reversed
         fr = torch.cat([re, re[:, tail].flip(1)], 1)
         fi = torch.cat([im, -im[:, tail].flip(1)], 1)
@@ -260,4 +265,4 @@ class Real(Solver):
         child = ctx.build(node.children[0])
         if method == "half":
             return RealHalf(node.n, node.inverse, child, ctx)
-        return RealFull(node.n, node.inverse, child)
+        return RealFull(node.n, node.inverse, child, ctx)
