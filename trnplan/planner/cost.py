@@ -90,6 +90,44 @@ class CostProfile:
         t += work.bytes / (self.bandwidth_gbs * 1e3)
         return t
 
+    def terms_time_us(self, terms) -> float:
+        """The predicted time of a node's :attr:`~trnplan.planner.node.PlanNode.terms`."""
+        t = 0.0
+        for name, value in (terms.items() if isinstance(terms, dict) else terms):
+            if value:
+                t += value * self.price(name)
+        return t
+
+    def price(self, term: str) -> float:
+        """µs per unit of one work term (``launches``, ``fft_calls``, ``gemm:float32`` …)."""
+        if term == "launches":
+            return self.launch_us
+        if term == "fft_calls":
+            return self.fft_launch_us
+        if term == "bytes":
+            return 1.0 / (self.bandwidth_gbs * 1e3)
+        kind, _, dtype = term.partition(":")
+        rates = {"gemm": self.gemm_gflops, "fft": self.fft_gflops}.get(kind)
+        if rates is None or dtype not in rates:
+            raise KeyError(f"cost profile {self.name!r} has no price for the work term {term!r}")
+        return 1.0 / (rates[dtype] * 1e3)
+
+
+def work_terms(work: Work, dtype: str) -> dict:
+    """A node's own work as cost-model terms (the non-zero ones), for :attr:`PlanNode.terms`."""
+    terms = {"launches": work.launches, "fft_calls": work.fft_calls, f"gemm:{dtype}": work.gemm_flops,
+             f"fft:{dtype}": work.fft_flops, "bytes": work.bytes}
+    return {k: v for k, v in terms.items() if v}
+
+
+def add_terms(*terms) -> dict:
+    """The sum of several term mappings (a node's own plus its children's)."""
+    out: dict = {}
+    for t in terms:
+        for k, v in (t.items() if isinstance(t, dict) else t):
+            out[k] = out.get(k, 0.0) + v
+    return out
+
 
 def elementwise(ops: int, elements: float, itemsize: int, operands: int = 3) -> Work:
     """``ops`` elementwise ops over ``elements`` values, each reading and writing ``operands`` arrays."""

@@ -50,7 +50,11 @@ class PlanNode:
     error : float
         Accuracy-model prediction of the relative L2 error of the subtree on random input.
     measured_us, measured_error : float or None
-        Filled in when a plan is timed or verified (later efforts); ``None`` otherwise.
+        Filled in when a plan is timed (effort "measure"/"patient") or verified; ``None`` otherwise.
+    terms : tuple of (str, float)
+        The subtree's work by cost-model term (``launches``, ``fft_calls``, ``gemm:float32``,
+        ``fft:float32``, ``bytes`` …): what :func:`trnplan.planner.learn.fit` regresses measured
+        times on to recalibrate the profile. Not part of the decision (:meth:`digest`).
     """
 
     solver: str
@@ -66,6 +70,7 @@ class PlanNode:
     error: float = 0.0
     measured_us: float | None = None
     measured_error: float | None = None
+    terms: tuple = attrs.field(default=(), converter=_params)
 
     def param(self, name: str, default: Any = None) -> Any:
         for key, value in self.params:
@@ -97,6 +102,7 @@ class PlanNode:
             "error": self.error,
             "measured_us": self.measured_us,
             "measured_error": self.measured_error,
+            "terms": dict(self.terms),
         }
 
     @classmethod

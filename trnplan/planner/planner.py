@@ -17,8 +17,8 @@ import torch
 from trnplan.errors import PlanningError
 from trnplan.planner.accuracy import DEFAULT_TOL
 from trnplan.planner.node import PlanNode
-from trnplan.planner.registry import SOLVERS
-from trnplan.planner.solver import BuildContext
+from trnplan.planner import registry
+from trnplan.planner.solver import VARIANTS, BuildContext
 from trnplan.planner.spec import Spec
 
 CHOSEN = "chosen"
@@ -45,16 +45,21 @@ class Planner:
     backend : Backend
         Supplies the cost profile and whether a native FFT exists.
     solvers : tuple of Solver, optional
-        The registry to search (default: :data:`trnplan.planner.registry.SOLVERS`).
+        The solvers to search (default: the registry as it is now,
+        :func:`trnplan.planner.registry.solvers`).
     tol : float, optional
         Relative L2 error bound every plan must be predicted to meet; default per precision
         from :data:`trnplan.planner.accuracy.DEFAULT_TOL`.
     """
 
-    def __init__(self, backend, *, solvers=SOLVERS, tol: float | None = None, probe=None, device=None):
+    def __init__(self, backend, *, solvers=None, tol: float | None = None, probe=None, device=None,
+                 profile=None, exportable: bool = False):
         self.backend = backend
-        self.profile = backend.profile
-        self.solvers = tuple(solvers)
+        #: the plan must lower to torch ops only (an artifact is asked for): host-library leaves decline
+        self.exportable = exportable
+        #: the cost profile nodes are priced on: the backend's, or one calibrated from measurements
+        self.profile = backend.profile if profile is None else profile
+        self.solvers = registry.solvers() if solvers is None else tuple(solvers)
         self.tol_override = tol
         self._probe = probe
         self._device = device
@@ -118,10 +123,50 @@ class Planner:
             return self._memo[key]
         self.searches += 1
         self._active.append((problem, tol))
+        token = VARIANTS.set(None)  # a child's variants are not the enumerated problem's
         try:
             return self._search(problem, spec, tol, key)
         finally:
+            VARIANTS.reset(token)
             self._active.pop()
+
+    def enumerate(self, problem, spec: Spec | None = None, tol: float | None = None) -> list[PlanNode]:
+        """Every complete tree for ``problem`` the solvers try at the top level, within the bound.
+
+        Each solver's variants (a four-step's splits, Bluestein's padded lengths, the real and nd
+        methods, the precision modes …) are collected as whole trees, their children chosen by the
+        cost model as usual; duplicates are dropped. The efforts "measure" and "patient" time
+        these. Sorted by predicted time, cheapest first.
+        """
+        tol = self.tol(problem) if tol is None else tol
+        forced = spec.name if spec is not None else None
+        seen: dict = {}
+        self._active.append((problem, tol))
+        try:
+            for solver in self.solvers:
+                if forced is not None and solver.name != forced:
+                    continue
+                if (solver.why_not_kind(problem) or solver.why_not(problem, self, forced is not None)
+                        or (spec is not None and solver.why_not_spec(problem, spec))):
+                    continue
+                sink: list = []
+                token = VARIANTS.set(sink)
+                try:
+                    node = solver.plan(problem, self, spec)
+                except PlanningError:
+                    continue
+                finally:
+                    VARIANTS.reset(token)
+                for cand in [*sink, node]:
+                    if (cand is None or cand.solver != solver.name or cand.error > tol
+                            or cand.n != problem.n or cand.batch != problem.batch):
+                        continue
+                    if spec is not None and len(spec.children) > len(cand.children):
+                        continue
+                    seen.setdefault(cand.digest(), cand)
+        finally:
+            self._active.pop()
+        return sorted(seen.values(), key=lambda c: c.time_us)
 
     def _search(self, problem, spec, tol, key):
         forced = spec.name if spec is not None else None

@@ -22,7 +22,7 @@ import attrs
 
 from trnplan.errors import PlanningError
 from trnplan.planner.node import PlanNode
-from trnplan.planner.solver import Solver
+from trnplan.planner.solver import Solver, note_variant
 
 #: the modes auto tries, cheapest arithmetic first (registry order breaks cost ties the same way)
 FLOAT32_MODES = ("bf16", "bf16x3", "bf16x6", "tf32", "fp32")
@@ -85,7 +85,8 @@ class Precision(Solver):
                 continue
             node = PlanNode(solver=self.name, n=child.n, batch=child.batch, inverse=child.inverse,
                             params={"mode": mode}, children=(child,), flops=child.flops, bytes=child.bytes,
-                            launches=child.launches, time_us=child.time_us, error=child.error)
+                            launches=child.launches, time_us=child.time_us, error=child.error, terms=child.terms)
+            note_variant(node)
             if best is None or node.time_us < best.time_us:
                 best = node
         if best is None:

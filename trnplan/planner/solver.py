@@ -17,6 +17,7 @@ A solver answers four questions about a 1-D sub-problem:
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import math
 from typing import Callable, ClassVar
@@ -25,7 +26,7 @@ import attrs
 import numpy as np
 import torch
 
-from trnplan.planner.cost import Work
+from trnplan.planner.cost import Work, add_terms, work_terms
 from trnplan.planner.node import PlanNode
 from trnplan.problem import Problem
 
@@ -65,7 +66,7 @@ class Solver:
     takes_factors: ClassVar[bool] = False
     #: the transform kinds and ranks this solver plans; others are declined before why_not
     kinds: ClassVar[tuple[str, ...]] = ("c2c",)
-    ranks: ClassVar[str] = "1"  # "1": one axis, "n": two or more (the nd solver)
+    ranks: ClassVar[str] = "1"  # "1": one axis, "n": two or more (the nd solver), "any": both
 
     def why_not_kind(self, problem: Problem) -> str | None:
         """Why this solver does not plan ``problem``'s kind or rank (checked before ``why_not``)."""
@@ -100,7 +101,8 @@ class Solver:
         children=(),
     ) -> PlanNode:
         """Assemble a node: own work priced on the planner's profile plus the children's totals."""
-        own_time = planner.profile.time_us(work, str(problem.real_dtype).removeprefix("torch."))
+        dtype = str(problem.real_dtype).removeprefix("torch.")
+        own_time = planner.profile.time_us(work, dtype)
         return PlanNode(
             solver=self.name,
             n=problem.n,
@@ -113,6 +115,7 @@ class Solver:
             launches=work.launches + sum(c.launches for c in children),
             time_us=own_time + sum(c.time_us for c in children),
             error=error,
+            terms=add_terms(work_terms(work, dtype), *(c.terms for c in children)),
         )
 
     def why_not_spec(self, problem: Problem, spec) -> str | None:
@@ -141,6 +144,19 @@ class Solver:
             return (f"factors {'x'.join(map(str, factors))} multiply to {product}, "
                     f"not to the sub-problem's n={problem.n}")
         return None
+
+
+#: where the variants a solver tries are collected while :meth:`Planner.enumerate` runs (the
+#: efforts "measure" and "patient" time them); ``None`` — nothing collected — everywhere else,
+#: including the children's searches inside an enumeration
+VARIANTS: contextvars.ContextVar = contextvars.ContextVar("trnplan_variants", default=None)
+
+
+def note_variant(node) -> None:
+    """Offer ``node`` (one complete variant of the sub-problem being enumerated) to the collector."""
+    sink = VARIANTS.get()
+    if sink is not None and node is not None:
+        sink.append(node)
 
 
 def best_variant(make, variants, tol: float | None = None):
@@ -173,6 +189,7 @@ def best_variant(make, variants, tol: float | None = None):
         except PlanningError as exc:
             error = exc
             continue
+        note_variant(node)
         if node is not None and better(node, best):
             best = node
     if best is None and error is not None:
