@@ -5,14 +5,14 @@ BIN    := $(VENV)/bin
 # torch is pinned to the CPU build on purpose: any other torch request pulls a multi-GB CUDA build
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup demo test bench accuracy clean
+.PHONY: setup demo test bench bench-suite accuracy clean
 
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m pip install --quiet -e '.[test,bench,fftw,mkl]'
 	touch $@
 
 demo: setup  ## plan, run, explain and verify a real transform
@@ -24,6 +24,9 @@ test: setup  ## the whole test suite
 
 bench: setup  ## the solver benchmark; rewrites the tables in docs/benchmarks.md
 	$(BIN)/python bench/bench_solvers.py --markdown docs/benchmarks.md
+
+bench-suite: setup  ## the benchmark suite (seed grid × libraries, threads 1 and 2); rewrites its section of docs/benchmarks.md
+	$(BIN)/trnplan bench --docs docs/benchmarks.md
 
 accuracy: setup  ## measured error vs the accuracy model, per solver and size
 	$(BIN)/python bench/accuracy.py

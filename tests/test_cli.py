@@ -23,7 +23,7 @@ from trnplan.cli import main
 
 PLAN_OPTIONS = ["--batch", "--kind", "--inverse", "--precision", "--norm", "--device", "--strategy", "--tol",
                 "--explain", "--verify", "--repeats", "--seed", "--compile", "--cache-dir", "--no-cache",
-                "--wisdom-only"]
+                "--wisdom-only", "--effort"]
 VERIFY = re.compile(r"^verify:  relative L2 error (\S+) vs numpy\.fft complex128; bound (\S+); predicted ≤ (\S+) -> "
                     r"(OK|OVER THE BOUND)$", re.M)
 EXECUTE = re.compile(r"^execute: median [0-9.]+ µs over (\d+) runs \(predicted [0-9.]+ µs\)$", re.M)
@@ -142,7 +142,7 @@ def test_plan_real_and_nd_verify(capsys, argv):
 @pytest.mark.parametrize("argv,message", [
     (["plan", "97", "--strategy", "stockham"],
      r"^error: strategy 'stockham' does not apply to the sub-problem n=97 .*stockham: n=97 is not a power of two\. "
-     r"Solvers that apply here: native, dft-gemm, bluestein$"),
+     r"Solvers that apply here: native, (scipy, )?(pyfftw, )?(mkl-fft, )?dft-gemm, bluestein$"),
     (["plan", "97", "--strategy", "(four-step 97=8x12)"],
      r"^error: strategy '\(four-step 97=8x12\)' does not apply .*four-step: n=97 is not composite"),
     (["plan", "256", "--strategy", "(stockham 256"], r"^error: strategy '\(stockham 256': unbalanced parentheses$"),

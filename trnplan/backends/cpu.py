@@ -42,8 +42,13 @@ class CPUBackend(Backend):
     def fingerprint(self) -> dict:
         # thread count is not a fact the plan depends on (only its speed): left out, so that
         # changing OMP_NUM_THREADS does not invalidate precompiled plans
+        from trnplan.kernels import hostlib
+
+        # the host FFT libraries are candidates: a plan made without pyFFTW is re-made once it is
+        # installed (and one made with it is not replayed where it is gone)
+        libs = ", ".join(f"{k} {v or 'absent'}" for k, v in hostlib.available().items())
         return {**super().fingerprint(), "torch_isa": torch.backends.cpu.get_cpu_capability(),
-                "cpu_flags": cpu_flags()}
+                "cpu_flags": cpu_flags(), "fft_libraries": libs}
 
 
 #: ISA extensions an AOTInductor artifact may be compiled for

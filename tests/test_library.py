@@ -1,0 +1,232 @@
+"""Host-CPU FFT libraries as leaf solvers (trnplan.planner.library, trnplan.kernels.hostlib).
+
+Every library × kind × rank × precision × norm against numpy.fft in complex128; odd layouts
+(non-contiguous, conj views, grad-tracking tensors); an absent library; pyFFTW wisdom.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import trnplan
+from conftest import BAR, rel_l2, random_complex
+from trnplan.kernels import hostlib
+from trnplan.planner.planner import NOT_APPLICABLE
+
+#: solver name -> hostlib key (the module pytest.importorskip needs)
+LIBS = {"scipy": "scipy", "pyfftw": "pyfftw", "mkl-fft": "mkl_fft"}
+SHAPES = {1: (12,), 2: (6, 10), 3: (4, 6, 5)}
+PRECISION_DTYPE = {"fp32": (torch.complex64, torch.float32), "fp64": (torch.complex128, torch.float64)}
+BATCH = 3
+
+
+def _need(solver):
+    pytest.importorskip(LIBS[solver])
+
+
+def _reference(x: np.ndarray, kind: str, inverse: bool, shape: tuple, norm: str) -> np.ndarray:
+    axes = tuple(range(-len(shape), 0))
+    if kind == "r2c":
+        return np.fft.rfftn(x, axes=axes, norm=norm)
+    if kind == "c2r":
+        return np.fft.irfftn(x, s=shape, axes=axes, norm=norm)
+    return np.fft.ifftn(x, axes=axes, norm=norm) if inverse else np.fft.fftn(x, axes=axes, norm=norm)
+
+
+def _input(kind: str, shape: tuple, seed: int = 0) -> np.ndarray:
+    if kind == "r2c":
+        return np.random.default_rng(seed).standard_normal((BATCH, *shape))
+    if kind == "c2r":
+        return random_complex((BATCH, *shape[:-1], shape[-1] // 2 + 1), seed)
+    return random_complex((BATCH, *shape), seed)
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp64"])
+@pytest.mark.parametrize("norm", ["backward", "ortho", "forward"])
+@pytest.mark.parametrize("rank", [1, 2, 3])
+@pytest.mark.parametrize("kind,inverse", [("c2c", False), ("c2c", True), ("r2c", False), ("c2r", True)],
+                         ids=["c2c-fwd", "c2c-inv", "r2c", "c2r"])
+@pytest.mark.parametrize("solver", list(LIBS))
+def test_library_matches_numpy(solver, kind, inverse, rank, norm, precision):
+    _need(solver)
+    shape = SHAPES[rank]
+    cdtype, rdtype = PRECISION_DTYPE[precision]
+    plan = trnplan.plan_many(shape, batch=BATCH, kind=kind, inverse=inverse, dtype=cdtype, norm=norm,
+                             strategy=solver)
+    assert plan.tree.solver == solver
+    x = _input(kind, shape, seed=rank)
+    y = plan.execute(torch.from_numpy(x).to(rdtype if kind == "r2c" else cdtype))
+    want_dtype = rdtype if kind == "c2r" else cdtype
+    assert y.dtype == want_dtype
+    assert tuple(y.shape) == (BATCH, *plan.problem.out_shape)
+    err = rel_l2(y, _reference(x, kind, inverse, shape, norm))
+    assert err <= BAR[precision], f"{plan.tree}: rel L2 {err:.2e}"
+    assert err <= plan.tree.error, f"{plan.tree}: measured {err:.2e} above predicted {plan.tree.error:.2e}"
+
+
+@pytest.mark.parametrize("kind", ["c2c", "r2c", "c2r"])
+@pytest.mark.parametrize("solver", list(LIBS))
+def test_split_module_path_any_batch(solver, kind):
+    """The (re, im) module path (as a composite's child runs it), unscaled, for another M."""
+    _need(solver)
+    shape = (6, 10)
+    inverse = kind == "c2r"
+    plan = trnplan.plan_many(shape, batch=BATCH, kind=kind, strategy=solver, dtype=torch.complex128)
+    root = plan.module.root
+    M = 5
+    x = np.random.default_rng(1).standard_normal((M, *shape)) if kind == "r2c" else _input(kind, shape)[:1].repeat(M, 0)
+    t = torch.from_numpy(x)
+    flat = t.reshape(M, -1)
+    out = root(flat) if kind == "r2c" else root(flat.real.contiguous(), flat.imag.contiguous())
+    y = out[0] if kind == "c2r" else torch.complex(*out)
+    unscaled = "forward" if inverse else "backward"
+    ref = _reference(x, kind, inverse, shape, unscaled).reshape(M, -1)
+    assert rel_l2(y, ref) <= BAR["fp64"]
+
+
+@pytest.mark.parametrize("solver", list(LIBS))
+def test_non_contiguous_and_conj_inputs(solver):
+    _need(solver)
+    plan = trnplan.plan_many((8, 12), batch=4, strategy=solver, dtype=torch.complex64)
+    big = torch.from_numpy(random_complex((8, 4, 24), seed=2)).to(torch.complex64)
+    x = big.transpose(0, 1)[..., ::2]  # (4, 8, 12), strided on two axes
+    assert not x.is_contiguous() and x.shape == (4, 8, 12)
+    ref = np.fft.fftn(x.numpy().astype(np.complex128), axes=(-2, -1))
+    assert rel_l2(plan.execute(x), ref) <= BAR["fp32"]
+    c = x.conj()  # a lazy conj view: Tensor.numpy() refuses it unless resolved
+    assert c.is_conj()
+    assert rel_l2(plan.execute(c), np.fft.fftn(np.conj(x.numpy()).astype(np.complex128), axes=(-2, -1))) <= BAR["fp32"]
+    # the real kinds: a strided real input, and a strided half spectrum
+    r2c = trnplan.plan_many(12, batch=4, kind="r2c", strategy=solver, dtype=torch.float32)
+    xr = torch.randn(12, 4, dtype=torch.float32).T
+    assert rel_l2(r2c.execute(xr), np.fft.rfft(xr.numpy().astype(np.float64))) <= BAR["fp32"]
+    c2r = trnplan.plan_many(12, batch=4, kind="c2r", strategy=solver, dtype=torch.complex64)
+    xc = torch.from_numpy(random_complex((7, 4), seed=4)).to(torch.complex64).T
+    before = xc.clone()
+    assert rel_l2(c2r.execute(xc), np.fft.irfft(xc.numpy().astype(np.complex128), n=12)) <= BAR["fp32"]
+    assert torch.equal(xc, before), "a c2r must not overwrite its input"
+
+
+@pytest.mark.parametrize("kind", ["c2c", "r2c", "c2r"])
+@pytest.mark.parametrize("solver", list(LIBS))
+def test_gradient_matches_torch_fft(solver, kind):
+    _need(solver)
+    shape, inverse = (6, 8), kind == "c2r"
+    dtype = torch.float64 if kind == "r2c" else torch.complex128
+    plan = trnplan.plan_many(shape, batch=2, kind=kind, strategy=solver, dtype=torch.complex128, norm="ortho")
+    x0 = torch.from_numpy(_input(kind, shape, seed=5)[:2]).to(dtype)
+    weight = torch.from_numpy(random_complex((2, *plan.problem.out_shape), seed=6))
+    if kind == "c2r":
+        weight = weight.real
+
+    def loss(y):
+        return (y * weight.conj()).real.sum() if y.is_complex() else (y * weight).sum()
+
+    x = x0.clone().requires_grad_(True)
+    loss(plan.execute(x)).backward()
+    xt = x0.clone().requires_grad_(True)
+    if kind == "c2c":
+        yt = torch.fft.fftn(xt, dim=(-2, -1), norm="ortho")
+    elif kind == "r2c":
+        yt = torch.fft.rfftn(xt, dim=(-2, -1), norm="ortho")
+    else:
+        yt = torch.fft.irfftn(xt, s=shape, dim=(-2, -1), norm="ortho")
+    loss(yt).backward()
+    assert rel_l2(x.grad, xt.grad.numpy()) <= BAR["fp64"]
+
+
+@pytest.mark.parametrize("solver", list(LIBS))
+def test_absent_library(solver, monkeypatch):
+    real = hostlib._module
+    monkeypatch.setattr(hostlib, "_module", lambda name: None if name == LIBS[solver] else real(name))
+    assert hostlib.available()[LIBS[solver]] is None
+    with pytest.raises(trnplan.PlanningError) as info:
+        trnplan.plan_many(64, batch=2, strategy=solver)
+    msg = str(info.value)
+    assert "not installed" in msg and "pip install" in msg
+    plan = trnplan.plan_many(64, batch=2)
+    verdicts = {c.solver: c for c in plan.candidates}
+    assert verdicts[solver].verdict == NOT_APPLICABLE
+    assert "not installed" in verdicts[solver].reason
+    assert plan.tree.solver != solver
+
+
+def test_available_reports_versions():
+    got = hostlib.available()
+    assert set(got) == {"scipy", "pyfftw", "mkl_fft"}
+    for name, version in got.items():
+        assert version is None or isinstance(version, str)
+    scipy = pytest.importorskip("scipy")
+    assert got["scipy"] == scipy.__version__
+
+
+def test_declines_off_cpu_reduced_precision_and_exportable():
+    from trnplan.planner.library import HOST_LIBRARIES
+    from trnplan.problem import Problem
+
+    class FakePlanner:
+        exportable = True
+
+    solver = HOST_LIBRARIES[0]
+    assert "cuFFT" in solver.why_not(Problem.create(64, device="cuda"), FakePlanner(), False)
+    assert "bf16" in solver.why_not(Problem.create(64, precision="bf16"), FakePlanner(), False)
+    assert "artifact" in solver.why_not(Problem.create(64), FakePlanner(), False)
+    assert [s.name for s in HOST_LIBRARIES] == ["scipy", "pyfftw", "mkl-fft"]
+
+
+def _wisdom_lines(wisdom) -> list:
+    import base64
+
+    return [sorted(base64.b64decode(s).decode().splitlines()) for s in wisdom["pyfftw"]]
+
+
+def test_pyfftw_wisdom_roundtrip():
+    pyfftw = pytest.importorskip("pyfftw")
+    plan = trnplan.plan_many(48, batch=2, strategy="pyfftw")
+    plan.execute(torch.zeros(2, 48, dtype=torch.complex64))  # plans are measured on first use at the latest
+    wisdom = hostlib.export_wisdom()
+    assert set(wisdom) == {"pyfftw"} and len(wisdom["pyfftw"]) == 3
+    assert all(isinstance(s, str) for s in wisdom["pyfftw"])
+    pyfftw.forget_wisdom()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        hostlib.import_wisdom(wisdom)
+    assert _wisdom_lines(hostlib.export_wisdom()) == _wisdom_lines(wisdom)  # FFTW may reorder them
+    hostlib.import_wisdom(None)
+    hostlib.import_wisdom({})
+    with pytest.warns(UserWarning, match="wisdom"):
+        hostlib.import_wisdom({"pyfftw": ["not base64!", "", ""]})
+    with pytest.warns(UserWarning, match="wisdom"):
+        hostlib.import_wisdom({"pyfftw": "abc"})
+
+
+def test_wisdom_without_pyfftw(monkeypatch):
+    real = hostlib._module
+    monkeypatch.setattr(hostlib, "_module", lambda name: None if name == "pyfftw" else real(name))
+    assert hostlib.export_wisdom() is None
+    hostlib.import_wisdom({"pyfftw": ["", "", ""]})  # ignored
+
+
+@pytest.mark.parametrize("kind", ["c2c", "r2c", "c2r"])
+@pytest.mark.parametrize("solver", ["scipy", "pyfftw", "mkl-fft"])
+def test_broadcast_views_with_zero_strides(solver, kind):
+    # Tensor.expand gives stride-0 axes; mkl_fft 2.3.2 computed a c2r over one wrongly (68 % off)
+    _need(solver)
+    shape = (4, 18)
+    plan = trnplan.plan_many(shape, batch=8, kind=kind, strategy=solver, dtype=torch.complex128)
+    if kind == "r2c":
+        base = torch.randn(1, *shape, dtype=torch.float64)
+        x = base.expand(8, *shape)
+        ref = np.fft.rfftn(x.numpy(), axes=(-2, -1))
+    else:
+        last = shape[-1] // 2 + 1 if kind == "c2r" else shape[-1]
+        base = torch.from_numpy(random_complex((8, 1, last), seed=5))
+        x = base.expand(8, shape[0], last)  # stride 0 along a transform axis
+        ref = (np.fft.irfftn(x.numpy(), s=shape, axes=(-2, -1)) if kind == "c2r"
+               else np.fft.fftn(x.numpy(), axes=(-2, -1)))
+    assert 0 in x.stride()
+    assert rel_l2(plan.execute(x), ref) <= BAR["fp64"]

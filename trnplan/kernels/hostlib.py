@@ -1,0 +1,391 @@
+"""Glue to the host-CPU FFT libraries that trnplan can use as leaf solvers.
+
+Three libraries, each optional (``pip install 'trnplan[fftw]'`` / ``'trnplan[mkl]'``):
+
+``scipy`` — :mod:`scipy.fft`
+    pocketfft (Reinecke's C++ header library) behind scipy's public API. Threads over the
+    batch only (``workers=``): a single 1-D transform runs on one thread.
+``pyfftw`` — :mod:`pyfftw`
+    FFTW 3 (Frigo & Johnson, "The design and implementation of FFTW3", Proc. IEEE 93(2), 2005).
+    Plans are made once with ``FFTW_MEASURE`` per (shape, dtype, kind, direction, threads) and
+    reused; what FFTW learns while measuring (its *wisdom*) can be exported and imported with
+    :func:`export_wisdom` / :func:`import_wisdom`, so a cached trnplan plan does not re-measure.
+``mkl_fft`` — :mod:`mkl_fft`
+    Intel MKL's DFTI through Intel's NumPy-style wrapper (its own MKL, not torch's). Thread
+    count is MKL's (``MKL_NUM_THREADS``), or torch's when the ``mkl`` service module is present.
+
+All three run on host memory: the callables here take and return CPU torch tensors, sharing
+memory with numpy (``Tensor.numpy()`` / ``torch.from_numpy``, no copy where the library allows
+it). The solvers built on them (:mod:`trnplan.planner.library`) are CPU-only leaves and are never
+exported into artifacts (``compile='aot'``): an AOTInductor package runs torch ops only.
+
+Whether a library is present goes through one function, :func:`_module`, so that tests can
+simulate its absence by monkeypatching it.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import functools
+import importlib
+import math
+import threading
+import warnings
+from collections import OrderedDict
+from typing import Callable
+
+import numpy as np
+import torch
+
+#: library key -> (module that holds the transforms, distribution whose version is reported)
+LIBRARIES = {"scipy": ("scipy.fft", "scipy"), "pyfftw": ("pyfftw", "pyfftw"), "mkl_fft": ("mkl_fft", "mkl_fft")}
+
+#: FFTW objects kept alive (each holds a plan and two aligned scratch arrays); least recently
+#: used beyond this many are dropped and re-made (quickly, from FFTW's wisdom) if asked again
+FFTW_CACHE_SIZE = 64
+
+
+@functools.lru_cache(maxsize=None)
+def _module(name: str):
+    """The imported module of library ``name`` (a key of :data:`LIBRARIES`), or None if absent.
+
+    The one place that decides availability: tests monkeypatch it to simulate a missing library.
+    """
+    modname, _dist = LIBRARIES[name]
+    try:
+        module = importlib.import_module(modname)
+        if name == "pyfftw":
+            importlib.import_module("pyfftw.builders")
+    except Exception:  # ImportError, or a broken install (a missing shared library: OSError)
+        return None
+    return module
+
+
+def available() -> dict[str, str | None]:
+    """Which host FFT libraries are importable, and their versions.
+
+    Returns
+    -------
+    dict of str to (str or None)
+        ``{"scipy": "1.17.1", "pyfftw": "0.15.1", "mkl_fft": None}``: library name to its
+        version string, or ``None`` where it is not installed.
+    """
+    out = {}
+    for name, (_modname, dist) in LIBRARIES.items():
+        module = _module(name)
+        if module is None:
+            out[name] = None
+            continue
+        top = importlib.import_module(dist)
+        out[name] = str(getattr(top, "__version__", "unknown"))
+    return out
+
+
+def _scale(norm: str | None, inverse: bool, n: int) -> float:
+    """torch.fft's factor for ``norm`` (None: unscaled) on a transform of ``n`` points."""
+    if norm is None:
+        return 1.0
+    if norm == "ortho":
+        return 1.0 / math.sqrt(n)
+    return 1.0 / n if (norm == "backward") == inverse else 1.0
+
+
+def _unscaled(norm: str | None, inverse: bool) -> str:
+    """The norm name that means "no scaling" when ``norm`` is None (as NativeFFT does)."""
+    return norm or ("forward" if inverse else "backward")
+
+
+def _as_numpy(x: torch.Tensor) -> np.ndarray:
+    """Zero-copy numpy view of a CPU tensor (conj/neg views and grad-tracking tensors resolved)."""
+    try:
+        return x.numpy()  # refuses grad-tracking, conj and neg views: resolved below (the rare path)
+    except RuntimeError:
+        return x.detach().resolve_conj().resolve_neg().numpy()
+
+
+#: complex dtype of the output for each input dtype, and real dtype of a c2r output
+_COMPLEX = {np.dtype(np.float32): np.complex64, np.dtype(np.float64): np.complex128,
+            np.dtype(np.complex64): np.complex64, np.dtype(np.complex128): np.complex128}
+_REAL = {np.dtype(np.complex64): np.float32, np.dtype(np.complex128): np.float64}
+
+
+def transform(library: str, shape: tuple, kind: str, inverse: bool,
+              norm: str | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A callable running one library's transform on CPU torch tensors.
+
+    Parameters
+    ----------
+    library : {"scipy", "pyfftw", "mkl_fft"}
+    shape : tuple of int
+        The transform shape (real lengths for r2c/c2r), over the input's trailing axes.
+    kind : {"c2c", "r2c", "c2r"}
+    inverse : bool
+    norm : {"backward", "ortho", "forward"} or None
+        torch.fft's meaning; None is unscaled (a forward sum, an inverse without 1/n).
+
+    Returns
+    -------
+    callable
+        ``f(x)`` with ``x`` of shape ``(batch, *in_shape)`` — complex for c2c/c2r, real for r2c,
+        any strides — returning a tensor of shape ``(batch, *out_shape)`` of torch.fft's dtype.
+
+    Raises
+    ------
+    RuntimeError
+        The library is not installed.
+    """
+    if _module(library) is None:
+        raise RuntimeError(f"{library} is not installed")
+    shape = tuple(shape)
+    make = {"scipy": _scipy_call, "pyfftw": _pyfftw_call, "mkl_fft": _mkl_call}[library]
+    run = make(shape, kind, inverse, norm)
+
+    want = _REAL if kind == "c2r" else _COMPLEX
+
+    def call(x: torch.Tensor) -> torch.Tensor:
+        a = _as_numpy(x)
+        r = run(a)
+        if r.dtype != want[a.dtype]:  # a library that widened (none of the three does for these kinds)
+            r = r.astype(want[a.dtype])
+        return torch.from_numpy(r)
+
+    return call
+
+
+# ---------------------------------------------------------------------- scipy.fft
+def _scipy_call(shape, kind, inverse, norm):
+    sfft = _module("scipy")
+    rank, nrm = len(shape), _unscaled(norm, inverse)
+    axes = tuple(range(-rank, 0))
+    if kind == "c2c":
+        fn = (sfft.ifft if inverse else sfft.fft) if rank == 1 else (sfft.ifftn if inverse else sfft.fftn)
+        if rank == 1:
+            return lambda a: fn(a, axis=-1, norm=nrm, workers=torch.get_num_threads())
+        return lambda a: fn(a, axes=axes, norm=nrm, workers=torch.get_num_threads())
+    if kind == "r2c":
+        if rank == 1:
+            return lambda a: sfft.rfft(a, axis=-1, norm=nrm, workers=torch.get_num_threads())
+        return lambda a: sfft.rfftn(a, axes=axes, norm=nrm, workers=torch.get_num_threads())
+    if rank == 1:
+        return lambda a: sfft.irfft(a, n=shape[-1], axis=-1, norm=nrm, workers=torch.get_num_threads())
+    return lambda a: sfft.irfftn(a, s=shape, axes=axes, norm=nrm, workers=torch.get_num_threads())
+
+
+# ---------------------------------------------------------------------- mkl_fft
+@functools.lru_cache(maxsize=None)
+def _mkl_thread_setter():
+    """``mkl.set_num_threads_local`` of the ``mkl`` service module, or None where it is absent
+    (mkl_fft itself takes no thread argument; MKL then uses its own default, MKL_NUM_THREADS)."""
+    try:
+        return importlib.import_module("mkl").set_num_threads_local
+    except (ImportError, AttributeError):
+        return None
+
+
+@contextlib.contextmanager
+def _mkl_threads():
+    """MKL's thread count set to torch's for the duration of one call, where it can be set."""
+    setter = _mkl_thread_setter()
+    if setter is None:
+        yield
+        return
+    previous = setter(torch.get_num_threads())
+    try:
+        yield
+    finally:
+        setter(previous)
+
+
+def _mkl_call(shape, kind, inverse, norm):
+    mfft = _module("mkl_fft")
+    rank, nrm = len(shape), _unscaled(norm, inverse)
+    axes = tuple(range(-rank, 0))
+    scoped = _mkl_threads if _mkl_thread_setter() is not None else contextlib.nullcontext
+    # mkl_fft 2.3.2 quirks: rfftn/irfftn/fftn without ``s`` take the norm's n from the *whole*
+    # array shape (batch included), and irfft without ``n`` assumes an even length: always pass
+    # the lengths. fftn over some axes of a batched array loops in Python over the other axes
+    # (one MKL call per batch item: 65× torch.fft at 16384 × 64), so c2c of rank ≥ 2 runs as one
+    # batched 1-D call per axis; a per-axis norm multiplies out to the whole transform's.
+    if kind == "c2c":
+        fn = mfft.ifft if inverse else mfft.fft
+
+        def c2c(a):
+            with scoped():
+                for axis in reversed(axes):
+                    a = fn(a, n=a.shape[axis], axis=axis, norm=nrm)
+            return a
+
+        return lambda a: c2c(_no_zero_strides(a))
+    if kind == "r2c":
+        if rank == 1:
+            return lambda a: _scoped(scoped, mfft.rfft, a, n=shape[-1], axis=-1, norm=nrm)
+        return lambda a: _scoped(scoped, mfft.rfftn, a, s=shape, axes=axes, norm=nrm)
+    if rank == 1:
+        return lambda a: _scoped(scoped, mfft.irfft, a, n=shape[-1], axis=-1, norm=nrm)
+    return lambda a: _scoped(scoped, mfft.irfftn, a, s=shape, axes=axes, norm=nrm)
+
+
+def _no_zero_strides(a: np.ndarray) -> np.ndarray:
+    """``a``, copied to contiguous memory if an axis has stride 0 (a broadcast view, as from
+    ``Tensor.expand``): mkl_fft 2.3.2 returns wrong values for those (irfftn of a (8, 4, 10)
+    view with strides (10, 0, 1) was off by 68 %, found by tests/test_fft_api.py)."""
+    return np.ascontiguousarray(a) if 0 in a.strides and a.size > 1 else a
+
+
+def _scoped(scoped, fn, a, **kwargs):
+    with scoped():
+        return fn(_no_zero_strides(a), **kwargs)
+
+
+# ---------------------------------------------------------------------- pyFFTW
+class _FFTWCall:
+    """One FFTW plan (a pyfftw.FFTW object) with its scratch arrays and a lock.
+
+    A call points the plan at the caller's input (when its strides and alignment match the
+    plan's, else it is copied into the scratch input) and at a fresh output array, executes, and
+    points the plan back at its scratch arrays when the input is large (:data:`RELEASE_BYTES`), so
+    that it keeps no large caller memory alive. c2r
+    always copies: FFTW's c2r overwrites its input. The lock makes one plan safe to share
+    between threads (FFTW's execute on the same plan object is not).
+    """
+
+    def __init__(self, fftw, copy_input: bool):
+        self.fftw, self.copy_input = fftw, copy_input
+        self.scratch_in, self.scratch_out = fftw.input_array, fftw.output_array
+        self.in_align, self.out_align = fftw.input_alignment, fftw.output_alignment
+        self.out_shape, self.out_dtype = fftw.output_array.shape, fftw.output_array.dtype
+        self.lock = threading.Lock()
+        pyfftw = _module("pyfftw")
+        self.is_aligned, self.empty_aligned = pyfftw.is_byte_aligned, pyfftw.empty_aligned
+
+    def __call__(self, a: np.ndarray) -> np.ndarray:
+        # pyfftw.is_byte_aligned: 0.1 µs where ndarray.ctypes.data costs 2.7 µs (at n=16 the
+        # whole call is ~8 µs)
+        out = np.empty(self.out_shape, self.out_dtype)
+        if not self.is_aligned(out, self.out_align):
+            out = self.empty_aligned(self.out_shape, self.out_dtype, n=self.out_align)
+        direct = (not self.copy_input and a.strides == self.scratch_in.strides
+                  and self.is_aligned(a, self.in_align))
+        with self.lock:
+            if not direct:
+                np.copyto(self.scratch_in, a)
+                a = self.scratch_in
+            self.fftw.update_arrays(a, out)
+            try:
+                self.fftw.execute()
+            finally:
+                if a.nbytes > RELEASE_BYTES:  # small arrays stay referenced until the next call:
+                    self.fftw.update_arrays(self.scratch_in, self.scratch_out)  # 1 µs saved per call
+        return out
+
+
+#: after a call, a plan is pointed back at its scratch arrays when the caller's input is larger
+#: than this, so it keeps no large caller memory alive; smaller ones stay referenced until the
+#: next call (re-pointing costs ~1 µs, a fifth of a small transform's whole call)
+RELEASE_BYTES = 1 << 20
+
+_FFTW: OrderedDict = OrderedDict()
+_FFTW_LOCK = threading.Lock()
+
+
+def _fftw_plan(shape: tuple, dtype: np.dtype, kind: str, inverse: bool, threads: int, batch_shape: tuple):
+    """The cached :class:`_FFTWCall` for an input of ``batch_shape`` (FFTW_MEASURE on first use)."""
+    key = (batch_shape, dtype, kind, inverse, threads)
+    with _FFTW_LOCK:
+        hit = _FFTW.get(key)
+        if hit is not None:
+            _FFTW.move_to_end(key)
+            return hit
+    pyfftw = _module("pyfftw")
+    builders = importlib.import_module("pyfftw.builders")
+    rank = len(shape)
+    axes = tuple(range(-rank, 0))
+    template = pyfftw.empty_aligned(batch_shape, dtype)
+    opts = dict(planner_effort="FFTW_MEASURE", threads=threads, avoid_copy=False)
+    if kind == "c2c":
+        fftw = (builders.ifftn if inverse else builders.fftn)(template, axes=axes, **opts)
+    elif kind == "r2c":
+        fftw = builders.rfftn(template, axes=axes, **opts)
+    else:
+        fftw = builders.irfftn(template, s=shape, axes=axes, **opts)
+    call = _FFTWCall(fftw, copy_input=kind == "c2r")
+    with _FFTW_LOCK:  # built outside the lock (MEASURE takes ms to s), re-checked after
+        hit = _FFTW.get(key)
+        if hit is not None:
+            return hit
+        _FFTW[key] = call
+        while len(_FFTW) > FFTW_CACHE_SIZE:
+            _FFTW.popitem(last=False)
+    return call
+
+
+def _pyfftw_call(shape, kind, inverse, norm):
+    n = math.prod(shape)
+    scale = _scale(norm, inverse, n)
+    threads = torch.get_num_threads()  # fixed when the callable is made (FFTW plans carry it)
+    plans: dict = {}  # this callable's plans by input (shape, dtype): skips the shared lock
+
+    def run(a: np.ndarray) -> np.ndarray:
+        key = (a.shape, a.dtype)
+        plan = plans.get(key)
+        if plan is None:
+            plan = plans[key] = _fftw_plan(shape, a.dtype, kind, inverse, threads, a.shape)
+        out = plan(a)
+        if scale != 1.0:
+            np.multiply(out, scale, out=out)  # a Python float keeps float32/complex64
+        return out
+
+    return run
+
+
+def export_wisdom() -> dict | None:
+    """What FFTW has learned in this process, to store beside a plan.
+
+    Returns
+    -------
+    dict or None
+        ``{"pyfftw": [double, single, long double]}``, each FFTW's wisdom text base64-encoded;
+        None when pyFFTW is not installed.
+    """
+    pyfftw = _module("pyfftw")
+    if pyfftw is None:
+        return None
+    return {"pyfftw": [base64.b64encode(bytes(w)).decode("ascii") for w in pyfftw.export_wisdom()]}
+
+
+def import_wisdom(data: dict | None) -> None:
+    """Give FFTW wisdom from :func:`export_wisdom` back, so that its plans need no re-measuring.
+
+    Parameters
+    ----------
+    data : dict or None
+        What :func:`export_wisdom` returned. None, an empty dict or one without a ``"pyfftw"``
+        entry is ignored, as is everything when pyFFTW is not installed.
+
+    Warns
+    -----
+    UserWarning
+        The entry is malformed (not base64, or FFTW rejects it): it is ignored, and FFTW plans
+        by measuring as if there were no wisdom.
+    """
+    if not data:
+        return
+    blob = data.get("pyfftw") if isinstance(data, dict) else None
+    pyfftw = _module("pyfftw")
+    if not blob or pyfftw is None:
+        return
+    try:
+        if isinstance(blob, (str, bytes)) or len(blob) != 3:
+            raise ValueError(f"expected 3 base64 strings (double, single, long double), got {type(blob).__name__}")
+        decoded = tuple(base64.b64decode(s, validate=True) for s in blob)
+        ok = pyfftw.import_wisdom(decoded)
+    except (ValueError, TypeError, binascii.Error) as exc:
+        warnings.warn(f"ignoring malformed pyFFTW wisdom ({exc}); FFTW will measure again", stacklevel=2)
+        return
+    rejected = [prec for prec, good, text in zip(("double", "single", "long double"), ok, decoded)
+                if text and not good]
+    if rejected:
+        warnings.warn(f"FFTW rejected the {', '.join(rejected)} wisdom given to it; it will measure again",
+                      stacklevel=2)

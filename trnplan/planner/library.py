@@ -1,0 +1,224 @@
+"""scipy, pyfftw, mkl-fft: host-CPU FFT libraries as leaf solvers.
+
+Each is a leaf like :mod:`~trnplan.planner.native` that calls one library
+(:mod:`trnplan.kernels.hostlib` holds the glue): scipy.fft (pocketfft), pyFFTW (FFTW 3;
+Frigo & Johnson, Proc. IEEE 93(2), 2005) and mkl_fft (Intel MKL's DFTI). No FFT library wins
+everywhere on the CPU (../shared/FACTS.md, and the measurements below): FFTW is fastest on a
+single long transform, MKL on primes, torch.fft on large batches of short ones, so each is a
+candidate and the cost model chooses. They plan c2c, r2c and c2r of any rank in one call.
+
+They apply only on the CPU, in fp32 or fp64, where the library is installed, and never to a
+plan that is exported as an artifact (``compile='aot'``): an AOTInductor package runs torch ops
+only. On CUDA the library leaf is cuFFT, through ``native``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+import torch
+
+from trnplan.kernels import hostlib
+from trnplan.planner import native
+from trnplan.planner.accuracy import SMALL_SAMPLE, STORAGE, UNIT_ROUNDOFF, log_growth
+from trnplan.planner.cost import Work
+from trnplan.planner.solver import Solver, prime_factors
+
+#: The constants below were measured on this project's 2-vCPU box (AMD EPYC, 2 threads, torch
+#: 2.13.0+cpu, scipy 1.17.1, pyfftw 0.15.1, mkl_fft 2.3.2 with MKL 2026.2), complex64, with a
+#: throwaway script timing each library through this module's glue (Tensor.numpy() → library →
+#: torch.from_numpy) against torch.fft, round-robin over 15–40 rounds, three runs; the machine
+#: is noisy (another process shares it), so each figure is the median over runs of the per-run
+#: minimum, as a ratio to torch.fft's time in the same run:
+#:
+#: ============  ==============  =========  =========  ========  =============
+#:  library      per call, n=16   1024×1024  1×65536   16384×64  primes (µs)
+#: ============  ==============  =========  =========  ========  =============
+#:  torch.fft     4.0–9.2 µs      1.00       1.00      1.00      4×997: 116, 4×4093: 917, 65537: 8024
+#:  scipy         +7–11 µs        1.1        3.3       4.0       90, 1028, 2394
+#:  pyfftw        −2–+3 µs        0.93       0.72      0.95      49, 220, 1254
+#:  mkl-fft       −1–+2.5 µs      1.03       1.0       0.93      36, 171, 2840
+#: ============  ==============  =========  =========  ========  =============
+#:
+#: (scipy threads over the batch only, so one long transform runs on one thread: 3.3×.) The
+#: factors are fitted so that this model's prediction, relative to native's, reproduces those
+#: ratios (the per-call cost and the bytes kept as native's): ``speed`` multiplies the nominal
+#: flops in three regimes of the longest axis (≤ 256: fitted at n=64; ≤ 8192: at 1024; beyond:
+#: at 65536), ``call_excess_us`` is the per-call time beyond torch.fft's (as extra launches; the
+#: last runs, through the final glue, gave scipy +10.7, pyfftw +2.8, mkl-fft +2.3 µs, of which
+#: Tensor.numpy() and torch.from_numpy alone cost 3.6 µs), and ``prime_slowdown`` plays
+#: native.PRIME_SLOWDOWN's part for the library's own large-prime path (fitted at 4×997 and
+#: 4×4093 — averaged — and at 65537). ``speed`` is the fitted factor per regime; the ratios above
+#: become e.g. scipy (10.4, 1.17, 5.0) because the model's bytes and call costs do not scale.
+#: complex128 was not timed: the same factors are used, on the profile's fp64 rate.
+SPEED_LIMITS = (256, 8192, float("inf"))
+
+
+class HostLibrary(Solver):
+    """A host-CPU FFT library as a leaf: c2c, r2c and c2r of any rank, in one library call.
+
+    Subclasses name the library (``library``: its key in :mod:`trnplan.kernels.hostlib`), how to
+    install it, and their measured cost constants.
+    """
+
+    composite = False
+    version = 1
+    kinds = ("c2c", "r2c", "c2r")
+    ranks = "any"
+    options = ("kind",)
+    word_options = ("kind",)
+    takes_factors = True
+    #: hostlib's key, the name users know, and the install hint
+    library: ClassVar[str] = ""
+    title: ClassVar[str] = ""
+    install: ClassVar[str] = ""
+    #: nominal-flop factor per regime of the longest axis (limits :data:`SPEED_LIMITS`)
+    speed: ClassVar[tuple[float, float, float]] = (1.0, 1.0, 1.0)
+    #: per-call time beyond torch.fft's, µs
+    call_excess_us: ClassVar[float] = 0.0
+    #: (largest prime, slowdown) of the library's large-prime path, as native.PRIME_SLOWDOWN
+    prime_slowdown: ClassVar[tuple] = native.PRIME_SLOWDOWN
+    #: error constant c of c·u·√log2(n) per storage precision (native's form)
+    error_c: ClassVar[dict] = {"fp32": 1.0, "fp64": 2.0}
+
+    def why_not(self, problem, planner, forced):
+        if problem.device != "cpu":
+            return "host libraries are CPU leaves; on cuda the leaf is cuFFT via native"
+        if problem.precision not in ("fp32", "fp64"):
+            return (f"{self.title} computes in fp32 or fp64 only, not {problem.precision}; use precision='fp32' "
+                    f"or 'fp64' (or 'auto') to have it considered")
+        if not planner.backend.has_native_fft(problem.precision):
+            return (f"this backend prices no FFT library for {problem.precision} (its cost profile has no FFT "
+                    f"rate), so a host library cannot be priced here")
+        if getattr(planner, "exportable", False):
+            return "an artifact (compile='aot') cannot call a host library; it runs torch ops only"
+        if hostlib._module(self.library) is None:
+            return f"{self.title} is not installed ({self.install})"
+        return None
+
+    def why_not_factors(self, problem, factors):
+        if tuple(factors) != problem.shape:
+            return (f"{self.name}'s factors are the transform shape: {'x'.join(map(str, problem.shape))}, "
+                    f"not {'x'.join(map(str, factors))}")
+        return None
+
+    def why_not_spec(self, problem, spec):
+        reason = super().why_not_spec(problem, spec)
+        kind = spec.option("kind")
+        if reason is None and kind is not None and kind != problem.kind:
+            return f"the strategy's {self.name} node is {kind} but the problem is {problem.kind}"
+        return reason
+
+    def plan(self, problem, planner, spec):
+        n, b, shape = problem.n, problem.batch, problem.shape
+        size = 8 if problem.real_dtype == torch.float64 else 4
+        half = 0.5 if problem.kind != "c2c" else 1.0  # a real transform: half a complex one's flops
+        flops = half * 5.0 * n * math.log2(max(n, 2))
+        largest = 1
+        for length in shape:  # each axis's large prime takes the library's slow path
+            p = max(prime_factors(length), default=1)
+            largest = max(largest, p)
+            if p > native.BLUESTEIN_PRIME:
+                slowdown = next(f for limit, f in self.prime_slowdown if p <= limit)
+                flops += half * (n // p) * 5.0 * p * math.log2(p) * (slowdown - 1.0)
+        speed = next(f for limit, f in zip(SPEED_LIMITS, self.speed) if max(shape) <= limit)
+        complex_in = 0 if problem.kind == "r2c" else 2
+        complex_out = 0 if problem.kind == "c2r" else 2
+        reals = (max(complex_in, 1) * math.prod(problem.in_shape)
+                 + max(complex_out, 1) * math.prod(problem.out_shape))
+        work = Work(
+            # pack to complex and unpack (as native; skipped at the root, where the plan calls the
+            # library directly), plus the library's call cost beyond torch.fft's
+            launches=2 + self.call_excess_us / planner.profile.launch_us,
+            fft_calls=problem.rank,  # one pass per axis, as nd's method=lib counts them
+            fft_flops=flops * speed * b,
+            bytes=2 * reals * b * size,
+        )
+        error = self.error_c[STORAGE[problem.precision]] * UNIT_ROUNDOFF[problem.precision] * log_growth(n)
+        if largest > native.BLUESTEIN_PRIME:
+            error *= native.LARGE_PRIME_GAIN
+        elif largest > 7:
+            error *= 1.0 + native.PRIME_PASS_SLOPE * math.sqrt(largest)
+        # a transform of few points is a noisy sample of the random-input error: fp32 n=7 × 3
+        # measured up to 1.12e-7 over 30 seeds for every library (torch.fft's too) where the
+        # formula gives 1.0e-7, so the bound is widened as accuracy.SMALL_SAMPLE describes (1.33×
+        # there, 1.01× at 16K points)
+        error *= 1.0 + SMALL_SAMPLE / math.sqrt(n * b)
+        params = {}
+        if problem.rank > 1:
+            params["factors"] = shape
+        if problem.kind != "c2c":
+            params["kind"] = problem.kind
+        return self.node(problem, planner, work, error, params=params)
+
+    def build(self, node, ctx):
+        shape = tuple(node.param("factors") or (node.n,))
+        return HostFFT(self.library, shape, node.param("kind", "c2c"), node.inverse)
+
+
+class HostFFT(torch.nn.Module):
+    """One host library's transform on split tensors (and, at a plan's root, on complex ones).
+
+    ``forward(*inputs)`` takes flat ``(M, points)`` tensors — ``(re, im)`` on the complex side,
+    one real tensor for r2c — and returns the unscaled transform as ``(re, im)``, or ``(y,)`` for
+    c2r, for any M.
+    """
+
+    def __init__(self, library: str, shape: tuple, kind: str, inverse: bool):
+        super().__init__()
+        self.library, self.shape, self.kind, self.inverse = library, tuple(shape), kind, inverse
+        self.in_shape = (*shape[:-1], shape[-1] // 2 + 1) if kind == "c2r" else self.shape
+        self._unscaled = hostlib.transform(library, self.shape, kind, inverse, None)
+
+    def library_call(self, norm: str | None = None):
+        """The library's transform on the user-facing tensor ``(batch, *in_shape)``, with torch.fft's
+        ``norm`` (None: unscaled). A plan whose root is this node calls it directly."""
+        if norm is None:
+            return self._unscaled
+        return hostlib.transform(self.library, self.shape, self.kind, self.inverse, norm)
+
+    def forward(self, *inputs):
+        M = inputs[0].shape[0]
+        x = inputs[0] if self.kind == "r2c" else torch.complex(*inputs)
+        y = self._unscaled(x.reshape(M, *self.in_shape)).reshape(M, -1)
+        return (y,) if self.kind == "c2r" else (y.real, y.imag)
+
+
+class ScipyFFT(HostLibrary):
+    """scipy.fft (pocketfft): threads over the batch (``workers``), not within one transform."""
+
+    name = "scipy"
+    library = "scipy"
+    title = "scipy"
+    install = "pip install scipy"
+    speed = (10.4, 1.17, 5.0)
+    call_excess_us = 10.0
+    prime_slowdown = ((8192, 24.0), (float("inf"), 5.0))
+
+
+class PyFFTW(HostLibrary):
+    """pyFFTW (FFTW 3), plans made with FFTW_MEASURE once per shape and reused."""
+
+    name = "pyfftw"
+    library = "pyfftw"
+    title = "pyFFTW"
+    install = "pip install 'trnplan[fftw]'"
+    speed = (0.84, 0.84, 0.44)
+    call_excess_us = 2.5
+    prime_slowdown = ((8192, 13.0), (float("inf"), 30.0))
+
+
+class MklFFT(HostLibrary):
+    """mkl_fft (Intel MKL's DFTI, its own MKL build)."""
+
+    name = "mkl-fft"
+    library = "mkl_fft"
+    title = "mkl_fft"
+    install = "pip install 'trnplan[mkl]'"
+    speed = (0.78, 1.07, 1.0)
+    call_excess_us = 2.5
+    prime_slowdown = ((8192, 6.7), (float("inf"), 31.0))
+
+
+HOST_LIBRARIES = (ScipyFFT(), PyFFTW(), MklFFT())
