@@ -10,6 +10,7 @@ from trnplan._version import __version__
 from trnplan.backends import get_backend
 from trnplan.cache import PlanCache
 from trnplan.cache.precompile import precompile
+from trnplan.config import set_timelimit
 from trnplan.errors import BackendUnavailable, NotSupportedYet, PlanningError, TrnplanError, WisdomMiss
 from trnplan.plan import Plan, clear_plan_cache, plan_cache_info, plan_many
 from trnplan.planner import PlanNode, Planner, SOLVERS, solver_names
@@ -37,6 +38,7 @@ __all__ = [
     "plan_cache_info",
     "plan_many",
     "precompile",
+    "set_timelimit",
     "solver_names",
     "stft",
 ]

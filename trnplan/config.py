@@ -7,6 +7,9 @@ TRNPLAN_PLAN_LRU_SIZE      256                 ready plans kept by the in-proces
 TRNPLAN_CACHE_DIR          ~/.cache/trnplan    the on-disk plan cache (or $XDG_CACHE_HOME)
 TRNPLAN_WISDOM_ONLY        0                   1: never plan or compile; a cache miss is an error
 TRNPLAN_TRUST_CACHE        0                   1: load artifacts from a cache dir others can write
+TRNPLAN_TIMELIMIT          5 (measure),        seconds effort "measure" / "patient" may spend timing
+                           30 (patient)        candidates (FFTW's fftw_set_timelimit); also set_timelimit()
+TRNPLAN_MEASURE_TOP_K      6                   candidate trees effort "measure" times (the model's best K)
 =========================  ==================  ==========================================
 """
 
@@ -38,3 +41,48 @@ def wisdom_only() -> bool:
     if raw not in ("0", "1", ""):
         raise ValueError(f"environment variable TRNPLAN_WISDOM_ONLY={raw!r} must be 0 or 1")
     return raw == "1"
+
+
+#: effort → default time limit (s) of measured planning, when neither set_timelimit() nor
+#: TRNPLAN_TIMELIMIT says otherwise
+DEFAULT_TIMELIMIT = {"measure": 5.0, "patient": 30.0}
+_timelimit: float | None = None
+
+
+def set_timelimit(seconds: float | None) -> None:
+    """Bound the time measured planning spends timing candidates, as FFTW's ``fftw_set_timelimit``.
+
+    Parameters
+    ----------
+    seconds : float or None
+        A positive number of seconds, or ``None`` to go back to the default (``TRNPLAN_TIMELIMIT``,
+        else 5 s for effort "measure" and 30 s for "patient"). The limit is checked between
+        candidates and caps each candidate's repeats: at least one candidate (the model's pick) is
+        always timed, so a limit shorter than one run is overrun by that run.
+    """
+    global _timelimit
+    if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
+                                or not seconds > 0):
+        raise ValueError(f"the time limit must be a positive number of seconds or None; got {seconds!r}")
+    _timelimit = None if seconds is None else float(seconds)
+
+
+def timelimit(effort: str) -> float:
+    """Seconds effort ``effort`` may spend timing candidates (see :func:`set_timelimit`)."""
+    if _timelimit is not None:
+        return _timelimit
+    raw = os.environ.get("TRNPLAN_TIMELIMIT")
+    if raw:
+        try:
+            value = float(raw)
+        except ValueError:
+            value = -1.0
+        if not value > 0:
+            raise ValueError(f"environment variable TRNPLAN_TIMELIMIT={raw!r} must be a positive number of seconds")
+        return value
+    return DEFAULT_TIMELIMIT.get(effort, DEFAULT_TIMELIMIT["measure"])
+
+
+def measure_top_k() -> int:
+    """How many candidate trees effort "measure" times: the cost model's best K (default 6)."""
+    return _int_env("TRNPLAN_MEASURE_TOP_K", 6)

@@ -26,6 +26,7 @@ from trnplan.planner.registry import solver_names
 from trnplan.planner.spec import Spec, parse_strategy
 from trnplan.problem import EFFORTS, Problem
 from trnplan.verify import describe_measured
+from trnplan.planner.measure import describe as measure_lines
 
 __all__ = ["Plan", "PlanModule", "plan_many", "clear_plan_cache", "plan_cache_info"]
 
@@ -321,9 +322,10 @@ def _node_line(node: PlanNode) -> str:
 def render_explain(plan: Plan) -> str:
     p, tree, pv = plan.problem, plan.tree, plan.provenance
     if pv.origin == "wisdom hit":
-        origin = f"wisdom hit in {pv.cache_path} (key {pv.wisdom_key}), loaded in {pv.planning_ms:.1f} ms"
+        origin = (f"wisdom hit in {pv.cache_path} (key {pv.wisdom_key}, effort {pv.effort}), loaded in "
+                  f"{pv.planning_ms:.1f} ms")
     else:
-        origin = f"planned now in {pv.planning_ms:.1f} ms ({pv.searches} sub-problem searches, effort estimate)"
+        origin = f"planned now in {pv.planning_ms:.1f} ms ({pv.searches} sub-problem searches, effort {pv.effort})"
         origin += f"; stored as {pv.wisdom_key}" if pv.wisdom_key else " (no plan cache)"
     if plan.cache_hits:
         origin += f"; returned from the in-process plan cache {plan.cache_hits} time(s) since"
@@ -347,9 +349,13 @@ def render_explain(plan: Plan) -> str:
         f"  tree       {tree}",
         f"  predicted  {_time(tree.time_us)}, {_si(tree.flops)} flop, {_si(tree.bytes)}B moved, "
         f"{tree.launches:.0f} ops; relative L2 error ≤ {tree.error:.1e} (bound {plan.tol:.0e})",
+        *([f"  measured   {_time(tree.measured_us)} per call (median, effort {pv.effort})"]
+          if tree.measured_us is not None else []),
         *([f"  accuracy   {describe_measured(tree.measured_error)}"] if tree.measured_error is not None else []),
         *([f"  probe      {pv.probe}; {pv.probe_origin}"] if getattr(pv, "probe", "") else []),
         f"  scale      {p.scale:.6g} (norm={p.norm!r})",
+        f"  cost model {plan.profile_name!r} profile, {pv.calibration or 'not calibrated (effort measure calibrates it)'}",
+        *([f"  libraries  {_libraries()}"] if p.device == "cpu" else []),
         "",
         f"plan tree (each line: the subtree's predicted totals on the {plan.profile_name!r} cost profile)",
     ]
@@ -360,6 +366,8 @@ def render_explain(plan: Plan) -> str:
             f"  {text:<{width}} {_si(node.flops):>7} flop  {_si(node.bytes):>7}B  "
             f"{_time(node.time_us):>10}  err ≤ {node.error:.1e}"
         )
+    if pv.measurement is not None:
+        lines += ["", *measure_lines(pv.measurement)]
     lines += ["", "candidates at the top level"]
     if not plan.candidates:
         lines.append("  (not recorded with this wisdom)")
@@ -370,6 +378,17 @@ def render_explain(plan: Plan) -> str:
         why = c.reason if c.verdict != CHOSEN else f"cheapest predicted: {plan.tree}"
         lines.append(f"  {c.solver:<{width}} {c.verdict:<24} {pred}  {why}")
     return "\n".join(lines)
+
+
+def _libraries() -> str:
+    """Which FFT libraries are candidates on this host (explain())."""
+    from trnplan.kernels import hostlib
+
+    found = [f"torch.fft {torch.__version__}"]
+    absent = []
+    for name, version in hostlib.available().items():
+        (found if version else absent).append(f"{name} {version}" if version else name)
+    return "available: " + ", ".join(found) + (f"; not installed: {', '.join(absent)}" if absent else "")
 
 
 # ---------------------------------------------------------------------- plan_many
@@ -398,9 +417,6 @@ def _check_supported(problem: Problem, effort: str) -> None:
         raise NotSupportedYet(f"cores={problem.cores} is not built yet (the multicore issue); use cores=1")
     if effort not in EFFORTS:
         raise ValueError(f"effort must be one of {', '.join(map(repr, EFFORTS))}; got {effort!r}")
-    if effort not in ("estimate", "wisdom_only"):
-        raise NotSupportedYet(f"effort={effort!r} is not built yet (the measured-planning issue); "
-                              f"use effort='estimate' (or 'wisdom_only' to load precompiled plans)")
 
 
 def _resolve_device(problem: Problem, device) -> torch.device:
@@ -476,11 +492,17 @@ def plan_many(
     strategy : str, optional
         Force the root solver (``"stockham"``) or a whole tree as an s-expression, e.g.
         ``"(four-step 4096=64x64 (dft-gemm) (stockham))"`` (see ``str(plan.tree)``).
-    effort : {"estimate", "wisdom_only"}, default "estimate"
-        "estimate" plans from the cost model (or loads the plan from the cache); "wisdom_only"
-        never plans or compiles, and raises WisdomMiss when the cache has no answer
-        (``TRNPLAN_WISDOM_ONLY=1`` sets it for the process). "measure" and "patient" are
-        reserved for later.
+    effort : {"estimate", "measure", "patient", "wisdom_only"}, default "estimate"
+        How hard to plan, as FFTW's flags. "estimate" picks by the cost model alone.
+        "measure" times the model's best K candidate trees on the device (K = 6, set
+        ``TRNPLAN_MEASURE_TOP_K``) and keeps the fastest whose measured error meets the bound;
+        "patient" times every candidate the planner enumerates. Both stop timing new candidates
+        after the time limit (:func:`trnplan.set_timelimit`, ``TRNPLAN_TIMELIMIT``; default 5 s
+        and 30 s), store every candidate's predicted and measured times in the wisdom entry (a
+        later call replays the winner without timing), and recalibrate the cost model for this
+        machine. Stored wisdom of a higher effort answers a lower one. "wisdom_only" never plans
+        or compiles, and raises WisdomMiss when the cache has no answer
+        (``TRNPLAN_WISDOM_ONLY=1`` sets it for the process). See docs/user-guide.md.
     tol : float, optional
         Relative L2 error bound (vs float64 numpy.fft on random input) every candidate must be
         predicted to meet. Default: the precision's bar — fp32 5e-7, fp64 1e-13, bf16 4e-3,
@@ -511,7 +533,7 @@ def plan_many(
         A forced strategy does not apply (the message lists the solvers that do); ``tol`` is out
         of reach for the precision; tf32 off CUDA; a verified plan measured over its bound.
     trnplan.errors.NotSupportedYet
-        A valid request this version does not build yet (cores > 1, effort="measure" …).
+        A valid request this version does not build yet (cores > 1).
     trnplan.errors.BackendUnavailable
         The device cannot run here (no GPU, no Neuron SDK).
     trnplan.errors.WisdomMiss
@@ -550,16 +572,16 @@ def _plan_many(shape, batch, *, kind, inverse, dtype, precision, norm, device, c
         raise ValueError(f"compile must be 'auto', 'eager', 'aot' or 'neuron'; got {compile!r}")
     wisdom_only = effort == "wisdom_only" or config.wisdom_only()
     if not use_lru:
-        return _build_plan(problem, spec, dev, tol, cache, compile, wisdom_only, verify)
+        return _build_plan(problem, spec, dev, tol, cache, compile, wisdom_only, verify, effort)
     key = (problem.digest(), str(spec) if spec else None, str(dev), tol,
-           str(cache.path) if cache is not None else None, compile, wisdom_only, bool(verify))
+           str(cache.path) if cache is not None else None, compile, wisdom_only, bool(verify), effort)
     with _LRU_LOCK:
         plan = _LRU.get(key)
         if plan is not None:
             _LRU.move_to_end(key)
             plan.cache_hits += 1
             return plan
-    plan = _build_plan(problem, spec, dev, tol, cache, compile, wisdom_only, verify)
+    plan = _build_plan(problem, spec, dev, tol, cache, compile, wisdom_only, verify, effort)
     with _LRU_LOCK:  # another thread may have built the same plan meanwhile: keep the first
         existing = _LRU.get(key)
         if existing is not None:
@@ -572,15 +594,16 @@ def _plan_many(shape, batch, *, kind, inverse, dtype, precision, norm, device, c
 
 
 def _build_plan(problem: Problem, spec: Spec | None, dev: torch.device, tol: float | None, cache,
-                compile: str, wisdom_only: bool, verify: bool = False) -> Plan:
+                compile: str, wisdom_only: bool, verify: bool = False, effort: str = "estimate") -> Plan:
     try:
-        got = provide(problem, spec, dev, tol, cache, compile, wisdom_only)
+        got = provide(problem, spec, dev, tol, cache, compile, wisdom_only, effort)
     except PlanningError as exc:  # re-raised here: the recursion's traceback says nothing the message doesn't
         raise PlanningError(str(exc)) from None
     plan = Plan(problem, got.tree, got.candidates, got.module, dev, provenance=got.provenance, runner=got.runner,
                 strategy=str(spec) if spec else None, tol=got.tol,
                 profile_name=get_backend(problem.device).profile.name)
-    plan._plan_options = {"tol": tol, "cache": cache, "compile": compile}
+    plan._plan_options = {"tol": tol, "cache": cache, "compile": compile,
+                          "effort": "estimate" if effort == "wisdom_only" else effort}
     if verify:
         from trnplan.verify import verify_plan
 

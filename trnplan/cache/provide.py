@@ -32,6 +32,8 @@ from trnplan.backends.base import PrecisionProbe
 from trnplan.cache.fingerprint import diff, fingerprint, fingerprint_digest
 from trnplan.cache.store import WISDOM_FORMAT, CacheWarning, PlanCache
 from trnplan.errors import PlanningError, WisdomMiss
+from trnplan.planner import learn
+from trnplan.planner.measure import Measurement, measure, ranked_candidates
 from trnplan.planner.node import PlanNode
 from trnplan.planner.planner import Candidate, Planner
 from trnplan.planner.registry import solver_names
@@ -57,6 +59,9 @@ class Provenance:
     compile_s: float = 0.0
     load_ms: float = 0.0
     dynamic_batch: bool | None = None
+    effort: str = "estimate"  # the effort that made the plan (a wisdom hit: the stored one's)
+    measurement: object | None = None  # trnplan.planner.measure.Measurement of a measured plan
+    calibration: str = ""  # the cost profile's calibration, one line (explain)
     probe: str = ""  # the device's precision probe, one line (explain)
     probe_origin: str = ""  # "probed now" | "from the plan cache" | "from this process"
 
@@ -71,8 +76,26 @@ class Provided:
     tol: float
 
 
-def variant_digest(spec, tol) -> str:
-    return hashlib.sha256(json.dumps([str(spec) if spec else None, tol]).encode()).hexdigest()[:8]
+def variant_digest(spec, tol, effort: str = "estimate", exportable: bool = False) -> str:
+    parts = [str(spec) if spec else None, tol]
+    if effort != "estimate" or exportable:  # estimate's keys are those of the versions before efforts
+        parts += [effort, exportable]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:8]
+
+
+#: the stored efforts a request may use, best first: wisdom from a higher effort satisfies a
+#: lower one (as in FFTW), never the reverse
+USABLE_EFFORTS = {"patient": ("patient",), "measure": ("patient", "measure"),
+                  "estimate": ("patient", "measure", "estimate"), "wisdom_only": ("patient", "measure", "estimate")}
+
+
+def wisdom_keys(problem, fpd: str, spec, tol: float, effort: str, exportable: bool) -> list[str]:
+    """The wisdom keys a request may be answered from, best first (a plan is stored under its own
+    effort's key). An exportable plan (torch ops only) also serves an eager request, not the reverse.
+    """
+    exports = (True,) if exportable else (False, True)
+    return [f"wisdom:{problem.digest()}:{fpd}:{variant_digest(spec, tol, e, x)}"
+            for e in USABLE_EFFORTS[effort] for x in exports]
 
 
 def _warn(message: str) -> None:
@@ -176,35 +199,56 @@ def _unreachable(problem, spec, planner, backend, probe) -> str:
 
 
 def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, compile: str,
-            wisdom_only: bool) -> Provided:
+            wisdom_only: bool, effort: str = "estimate") -> Provided:
     backend = get_backend(problem.device)
     fp = fingerprint(problem.device)
     fpd = fingerprint_digest(fp)
     probe, probe_origin = precision_probe(backend, device, cache, fpd)
-    planner = Planner(backend, tol=tol, probe=probe, device=device)
+    mode, mode_reason = backend.resolve_compile(compile)
+    profile, calibration = learn.calibrated_profile(backend.profile, cache, fpd, device)
+    # an artifact holds torch ops only: host-library leaves are not candidates for it
+    planner = Planner(backend, tol=tol, probe=probe, device=device, profile=profile, exportable=mode != "eager")
     if problem.precision == "auto" and spec is not None and spec.name != "precision":
         spec = Spec(name="precision", children=(spec,))  # auto with a forced strategy: choose its mode
-    mode, mode_reason = backend.resolve_compile(compile)
     prov = Provenance(fingerprint=fp, compile_mode=mode, compile_reason=mode_reason,
                       cache_path=str(cache.path) if cache is not None else None,
-                      probe=probe.describe(), probe_origin=probe_origin)
+                      probe=probe.describe(), probe_origin=probe_origin, effort=effort,
+                      calibration=calibration.describe() if calibration is not None else "")
     # the resolved bound: tol=None and an explicit default tol are the same plan
-    key = f"wisdom:{problem.digest()}:{fpd}:{variant_digest(spec, planner.tol(problem))}"
+    keys = wisdom_keys(problem, fpd, spec, planner.tol(problem), "wisdom_only" if wisdom_only else effort,
+                       planner.exportable)
+    store_key = key = (f"wisdom:{problem.digest()}:{fpd}:"
+                       f"{variant_digest(spec, planner.tol(problem), effort, planner.exportable)}")
     t0 = time.perf_counter()
 
-    # 1. wisdom
-    record = cache.get_wisdom(key) if cache is not None else None
+    # 1. wisdom (the best effort stored that serves this request)
+    record = None
+    if cache is not None:
+        for k in keys:
+            record = cache.get_wisdom(k)
+            if record is not None:
+                key = k
+                break
     tree = module = None
+    measurement = None
     if record is not None:
         try:
             tree = _trusted_tree(record, problem, planner)
+            if record.get("host_wisdom"):
+                from trnplan.kernels import hostlib
+
+                hostlib.import_wisdom(record["host_wisdom"])
             module = planner.lower_plan(tree, problem, device)
             candidates = _candidates_from_json(record.get("candidates"))
+            if record.get("measurement") is not None:
+                measurement = Measurement.from_dict(record["measurement"])
+            prov.effort = record.get("effort", "estimate")
         except Exception as exc:
             _warn(f"plan cache {cache.path}: wisdom {key!r} does not describe a valid plan for this problem "
                   f"({type(exc).__name__}: {exc}); forgetting it and re-planning")
             cache._delete(key)
-            record = tree = module = None
+            record = tree = module = measurement = None
+            key, prov.effort = store_key, effort
     if record is not None:
         prov.origin, prov.wisdom_key = "wisdom hit", key
         cache.count("wisdom_hits")
@@ -245,9 +289,14 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
                 raise
             why = _unreachable(problem, spec, planner, backend, probe)
             raise PlanningError(f"{why}. ({exc})" if why else str(exc)) from None
+        if effort in ("measure", "patient"):
+            tree, measurement, samples = _measure(problem, spec, device, planner, effort, tree)
+            candidates = ranked_candidates(candidates, measurement)
+            learn.record(cache, fpd, device, samples, backend.profile)
         module = planner.lower_plan(tree, problem, device)
         prov.searches = planner.searches
     prov.planning_ms = (time.perf_counter() - t0) * 1e3
+    prov.measurement = measurement
 
     # 4. artifact
     if mode != "eager" and (problem.precision == "tf32" or "mode=tf32" in str(tree)):
@@ -270,13 +319,31 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
             "format": WISDOM_FORMAT, "problem": problem.to_dict(), "fingerprint": fp, "tree": tree.to_dict(),
             "strategy": str(spec) if spec else None, "tol": planner.tol(problem), "planning_ms": prov.planning_ms,
             "candidates": _candidates_to_json(candidates), "artifacts": artifacts, "created": time.time(),
+            "effort": effort,
         }
+        if measurement is not None:
+            new["measurement"] = measurement.to_dict()
+        if any(node.solver == "pyfftw" for _, node in tree.walk()):
+            from trnplan.kernels import hostlib
+
+            new["host_wisdom"] = hostlib.export_wisdom()  # FFTW's own plans, kept with ours
         if record is None:
             cache.add_wisdom(key, new)
         else:
             cache.update_wisdom(key, {**record, "artifacts": artifacts})
         prov.wisdom_key = key
     return Provided(tree, tuple(candidates), module, runner, prov, planner.tol(problem))
+
+
+def _measure(problem, spec, device, planner, effort, estimate_node):
+    """Time the candidates (trnplan.planner.measure) the way Plan.execute runs them."""
+    from trnplan.plan import Plan  # plan.py imports this module
+
+    def make_plan(tree, module):
+        return Plan(problem, tree, (), module, device, provenance=Provenance(), strategy=None,
+                    tol=planner.tol(problem), profile_name=planner.profile.name)
+
+    return measure(planner, problem, spec, device, effort, estimate_node, make_plan)
 
 
 def _artifact(problem, tree, module, device, backend, mode, fpd, cache, entry, wisdom_only, prov):

@@ -1,12 +1,17 @@
 """PlanCache: the on-disk wisdom and artifact stores (diskcache, JSON and bytes only).
 
-Layout: one diskcache directory holding string keys of three kinds:
+Layout: one diskcache directory holding string keys of these kinds:
 
 ``wisdom:<problem digest>:<fingerprint digest>:<strategy/tol digest>``
     a JSON text record: the problem, the fingerprint, the PlanNode tree, how it was planned,
     and, when compiled, the artifact's key, mode, sha256, size and compile seconds.
 ``artifact:<sha of problem+tree>:<fingerprint digest>:<mode>``
     the compiled artifact's bytes (AOTInductor ``.pt2``, TorchScript holding a NEFF).
+``calibration:<fingerprint digest>:<device>``
+    JSON: measured-planning samples and the fitted cost-profile multipliers of this machine
+    (:mod:`trnplan.planner.learn`).
+``probe:<fingerprint digest>:<device>``
+    JSON: the device's precision probe.
 ``stats:<name>``
     process-safe counters (hits, misses, compiles, compile seconds saved).
 

@@ -1,0 +1,344 @@
+"""Measured planning (effort "measure" / "patient"): picks by timing, stores and replays the
+timings, honours the time limit and top K, rejects candidates measured over the bound, and
+calibrates the cost model.
+
+The timing-dependent checks use an injected *delay solver*: a leaf the cost model prices as
+nearly free but whose module sleeps milliseconds per call, so the measured order is
+unambiguous (orders of magnitude) on any machine, however busy. Results are checked against
+numpy.fft in complex128 at the fp32 bar.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+
+import numpy as np
+import pytest
+import torch
+
+import trnplan
+from conftest import BAR, random_complex, reference, rel_l2
+from trnplan import config
+from trnplan.cache import PlanCache
+from trnplan.planner import learn, registry
+from trnplan.planner.cost import Work
+from trnplan.planner.measure import (FASTEST, NOT_TIMED_LIMIT, NOT_TIMED_TOP_K, OVER_BOUND_MEASURED, SLOWER,
+                                     Measurement)
+from trnplan.planner.native import Native
+from trnplan.planner.planner import CHOSEN
+from trnplan.planner.solver import Solver
+
+
+@pytest.fixture(autouse=True)
+def _one_thread_and_default_limit():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # 2-thread MKL stalls when the box is busy: timings stay sane
+    config.set_timelimit(None)
+    yield
+    torch.set_num_threads(threads)
+    config.set_timelimit(None)
+
+
+class _SlowFFT(torch.nn.Module):
+    def __init__(self, solver, n, inverse):
+        super().__init__()
+        self.solver, self.n, self.inverse = solver, n, inverse
+
+    def forward(self, re, im):
+        self.solver.calls += 1
+        time.sleep(self.solver.delay_s)
+        y = (torch.fft.ifft if self.inverse else torch.fft.fft)(torch.complex(re, im), norm="backward" if not self.inverse else "forward")
+        if self.solver.wrong:
+            y = y.conj()  # a wrong answer the accuracy model cannot see
+        return y.real, y.imag
+
+
+class DelaySolver(Solver):
+    """Test-only leaf: priced as nearly free, runs torch.fft after sleeping ``delay_s`` per call."""
+
+    kinds = ("c2c",)
+
+    def __init__(self, name="slow-native", delay_s=0.003, wrong=False):
+        self.name, self.delay_s, self.wrong, self.calls = name, delay_s, wrong, 0
+
+    def why_not(self, problem, planner, forced):
+        return None if problem.precision in ("fp32", "fp64") and problem.device == "cpu" else "test solver: cpu fp32/fp64"
+
+    def plan(self, problem, planner, spec):
+        error = Native().plan(problem, planner, spec).error
+        return self.node(problem, planner, Work(launches=0.01), error)
+
+    def build(self, node, ctx):
+        return _SlowFFT(self, node.n, node.inverse)
+
+
+@pytest.fixture
+def slow():
+    solver = DelaySolver()
+    registry.register(solver)
+    yield solver
+    registry.unregister(solver.name)
+
+
+def _check(plan, n, batch, seed=0):
+    x = random_complex((batch, n), seed=seed)
+    y = plan.execute(torch.from_numpy(x).to(torch.complex64))
+    err = rel_l2(y, reference(x, plan.problem.inverse, plan.problem.norm))
+    assert err <= BAR["fp32"], f"{plan.tree}: {err:.2e}"
+
+
+def test_estimate_falls_for_the_delay_solver_and_measure_does_not(slow):
+    est = trnplan.plan_many(256, batch=2, cache=None)
+    assert est.tree.solver == "slow-native"  # the model believes it is free
+    slow.calls = 0
+    plan = trnplan.plan_many(256, batch=2, effort="measure", cache=None)
+    assert plan.tree.solver != "slow-native"
+    m = plan.provenance.measurement
+    by_tree = {t.tree: t for t in m.timings}
+    slow_t = by_tree["(slow-native 256)"]
+    assert slow_t.estimate and slow_t.verdict == SLOWER and slow.calls >= 3
+    win = m.winner
+    assert win.tree == str(plan.tree) and win.measured_us < slow_t.measured_us
+    assert plan.tree.measured_us == win.measured_us and plan.tree.measured_error <= BAR["fp32"]
+    assert m.regret == pytest.approx(slow_t.measured_us / win.measured_us)
+    assert m.regret > 1
+    # the top-level verdicts follow the measurement
+    chosen = [c for c in plan.candidates if c.verdict == CHOSEN]
+    assert [c.solver for c in chosen] == [plan.tree.solver]
+    slow_c = next(c for c in plan.candidates if c.solver == "slow-native")
+    assert "measured" in slow_c.reason and "× the chosen plan" in slow_c.reason
+    _check(plan, 256, 2)
+    text = plan.explain()
+    assert "measured candidates (effort measure" in text and "← chosen" in text and "(estimate's pick)" in text
+    assert "regret of effort 'estimate'" in text
+
+
+def test_timings_are_stored_and_replayed_without_measuring(slow, tmp_path):
+    cache = PlanCache(tmp_path / "c")
+    first = trnplan.plan_many(128, batch=4, effort="measure", cache=cache)
+    record = cache.get_wisdom(first.provenance.wisdom_key)
+    assert record["effort"] == "measure"
+    stored = Measurement.from_dict(record["measurement"])
+    assert stored.timings == first.provenance.measurement.timings
+    assert record["tree"]["measured_us"] == first.tree.measured_us
+    assert sum(t.measured_us is not None for t in stored.timings) >= 2
+    trnplan.clear_plan_cache()
+    slow.calls = 0
+    again = trnplan.plan_many(128, batch=4, effort="measure", cache=cache)
+    assert slow.calls == 0  # no candidate was run: the winner came from wisdom
+    assert again.provenance.origin == "wisdom hit" and again.provenance.effort == "measure"
+    assert str(again.tree) == str(first.tree) and again.tree.measured_us == first.tree.measured_us
+    assert "measured candidates" in again.explain()
+    _check(again, 128, 4)
+
+
+def test_higher_effort_wisdom_answers_lower_not_the_reverse(slow, tmp_path):
+    cache = PlanCache(tmp_path / "c")
+    est = trnplan.plan_many(64, batch=4, cache=cache)
+    assert est.tree.solver == "slow-native"
+    trnplan.clear_plan_cache()
+    meas = trnplan.plan_many(64, batch=4, effort="measure", cache=cache)
+    assert meas.provenance.origin == "planned now"  # estimate wisdom does not answer measure
+    trnplan.clear_plan_cache()
+    # now the measured plan answers estimate (and wisdom_only) requests
+    again = trnplan.plan_many(64, batch=4, cache=cache)
+    assert again.provenance.origin == "wisdom hit" and str(again.tree) == str(meas.tree)
+    trnplan.clear_plan_cache()
+    only = trnplan.plan_many(64, batch=4, cache=cache, effort="wisdom_only")
+    assert str(only.tree) == str(meas.tree)
+    trnplan.clear_plan_cache()
+    pat = trnplan.plan_many(64, batch=4, effort="patient", cache=cache)
+    assert pat.provenance.origin == "planned now"  # measure wisdom does not answer patient
+
+
+def test_time_limit_is_honoured(tmp_path):
+    slow = DelaySolver(delay_s=0.04)
+    registry.register(slow)
+    try:
+        trnplan.set_timelimit(0.05)
+        t0 = time.perf_counter()
+        plan = trnplan.plan_many(512, batch=2, effort="patient", cache=None)
+        elapsed = time.perf_counter() - t0
+    finally:
+        registry.unregister(slow.name)
+    m = plan.provenance.measurement
+    assert m.limit_s == 0.05 and m.timings
+    timed = [t for t in m.timings if t.measured_us is not None]
+    assert [t.tree for t in timed] == ["(slow-native 512)"]  # the estimate's pick only: then the limit hit
+    rest = [t for t in m.timings if t.measured_us is None]
+    assert rest and all(t.verdict == NOT_TIMED_LIMIT for t in rest)
+    assert slow.calls <= 5  # warm-up, one probe call and at least 3 repeats: no more
+    assert plan.tree.solver == "slow-native"  # the only timed candidate wins
+    assert elapsed < 30  # bounded (a loose sanity check, not a speed assertion)
+
+
+def test_top_k_and_patient(monkeypatch):
+    monkeypatch.setenv("TRNPLAN_MEASURE_TOP_K", "2")
+    plan = trnplan.plan_many(64, batch=2, effort="measure", cache=None)
+    m = plan.provenance.measurement
+    assert m.top_k == 2 and m.enumerated > 2
+    assert sum(t.measured_us is not None for t in m.timings) == 2
+    assert sum(t.verdict == NOT_TIMED_TOP_K for t in m.timings) == m.enumerated - 2
+    trnplan.clear_plan_cache()
+    pat = trnplan.plan_many(64, batch=2, effort="patient", cache=None)
+    pm = pat.provenance.measurement
+    assert pm.top_k is None and pm.enumerated == m.enumerated
+    assert all(t.verdict in (FASTEST, SLOWER) for t in pm.timings), [t.verdict for t in pm.timings]
+    # distinct trees, each a complete plan for the problem
+    assert len({t.tree for t in pm.timings}) == len(pm.timings)
+    _check(pat, 64, 2)
+
+
+def test_candidates_measured_over_the_bound_are_rejected():
+    wrong = DelaySolver(name="wrong-native", delay_s=0.0, wrong=True)
+    registry.register(wrong)
+    try:
+        est = trnplan.plan_many(100, batch=2, cache=None)
+        assert est.tree.solver == "wrong-native"  # the model cannot tell
+        plan = trnplan.plan_many(100, batch=2, effort="measure", cache=None)
+    finally:
+        registry.unregister(wrong.name)
+    t = next(t for t in plan.provenance.measurement.timings if t.solver == "wrong-native")
+    assert t.verdict == OVER_BOUND_MEASURED and t.measured_error > 0.1
+    assert plan.tree.solver != "wrong-native"
+    _check(plan, 100, 2)
+
+
+@pytest.mark.parametrize("shape,kind", [((1000,), "r2c"), ((64,), "c2r"), ((16, 32), "c2c"), ((8, 12, 10), "r2c")])
+def test_measure_plans_real_and_nd_transforms_correctly(shape, kind):
+    from trnplan.verify import measure_error
+
+    plan = trnplan.plan_many(shape, batch=3, kind=kind, effort="measure", cache=None)
+    assert plan.provenance.measurement.winner.tree == str(plan.tree)
+    assert measure_error(plan) <= BAR["fp32"]
+    assert plan.tree.measured_error == pytest.approx(measure_error(plan), rel=1e-6)
+
+
+def test_measure_with_a_strategy_times_only_matching_trees():
+    plan = trnplan.plan_many(4096, batch=2, strategy="four-step", effort="patient", cache=None)
+    m = plan.provenance.measurement
+    assert all(t.solver == "four-step" for t in m.timings) and m.enumerated >= 2
+    assert plan.tree.solver == "four-step"
+    _check(plan, 4096, 2)
+
+
+def test_measure_calibrates_the_cost_model(tmp_path):
+    cache = PlanCache(tmp_path / "c")
+    before = trnplan.plan_many(32, batch=8, cache=cache)
+    assert "not calibrated" in before.explain()
+    trnplan.plan_many(256, batch=8, effort="measure", cache=cache)
+    trnplan.clear_plan_cache()
+    after = trnplan.plan_many(48, batch=8, cache=cache)  # a new problem, planned by estimate
+    assert "calibrated from" in after.explain()
+    fpd = next(k for k in cache._keys("calibration:"))
+    stored = json.loads(cache._get(fpd))
+    assert len(stored["samples"]) >= 2 and stored["scales"]
+    # the calibrated profile prices the same work differently from the prior
+    assert after.tree.time_us > 0
+
+
+def test_fit_recovers_known_multipliers():
+    from trnplan.backends.cpu import CPU_PROFILE
+
+    true = {"launches": 0.5, "fft_calls": 2.0, "fft:float32": 3.0, "bytes": 1.0, "gemm:float32": 0.8}
+    rng = np.random.default_rng(0)
+    samples = []
+    for _ in range(200):
+        terms = {"launches": rng.uniform(1, 50), "fft_calls": rng.uniform(0, 4),
+                 "fft:float32": rng.uniform(1e3, 1e8), "bytes": rng.uniform(1e3, 1e8),
+                 "gemm:float32": rng.uniform(0, 1e8)}
+        t = sum(v * CPU_PROFILE.price(k) * true[k] for k, v in terms.items())
+        samples.append((terms, t))
+    cal = learn.fit(samples, CPU_PROFILE, ridge=1e-6)
+    for k, v in true.items():
+        assert cal.scales[k] == pytest.approx(v, rel=0.05), (k, cal.scales)
+    assert cal.rms_after < 0.01 < cal.rms_before
+    prof = cal.apply(CPU_PROFILE)
+    assert prof.launch_us == pytest.approx(CPU_PROFILE.launch_us * cal.scales["launches"])
+    assert prof.fft_gflops["float32"] == pytest.approx(CPU_PROFILE.fft_gflops["float32"] / cal.scales["fft:float32"])
+    # with few samples the ridge keeps unconstrained terms at the prior
+    few = learn.fit(samples[:1], CPU_PROFILE)
+    assert all(1 / learn.CLIP <= v <= learn.CLIP for v in few.scales.values())
+
+
+def test_calibration_record_that_is_garbage_is_dropped(tmp_path):
+    cache = PlanCache(tmp_path / "c")
+    trnplan.plan_many(16, batch=2, cache=cache)
+    from trnplan.cache.fingerprint import fingerprint, fingerprint_digest
+
+    key = f"calibration:{fingerprint_digest(fingerprint('cpu'))}:cpu"
+    cache._set(key, "{not json")
+    trnplan.clear_plan_cache()
+    with pytest.warns(RuntimeWarning, match="calibration record .* is not valid"):
+        plan = trnplan.plan_many(24, batch=2, cache=cache)
+    assert cache._get(key) is None
+    _check(plan, 24, 2)
+
+
+def test_node_terms_price_back_to_the_prediction():
+    from trnplan.backends.cpu import CPU_PROFILE
+
+    for shape, kind in [((4096,), "c2c"), ((1000,), "r2c"), ((64, 64), "c2c"), ((97,), "c2c")]:
+        tree = trnplan.plan_many(shape, batch=4, kind=kind, cache=None).tree
+        for _, node in tree.walk():
+            if node.solver == "precision":
+                continue
+            assert CPU_PROFILE.terms_time_us(node.terms) == pytest.approx(node.time_us, rel=1e-9), str(node)
+
+
+@pytest.mark.parametrize("bad", [0, -1, "5", True, math.nan])
+def test_bad_time_limits_are_refused(bad):
+    with pytest.raises(ValueError, match="time limit must be a positive number of seconds"):
+        trnplan.set_timelimit(bad)
+
+
+def test_bad_environment_settings_are_refused(monkeypatch):
+    monkeypatch.setenv("TRNPLAN_TIMELIMIT", "soon")
+    with pytest.raises(ValueError, match="TRNPLAN_TIMELIMIT='soon' must be a positive number"):
+        trnplan.plan_many(16, effort="measure", cache=None)
+    monkeypatch.setenv("TRNPLAN_TIMELIMIT", "1")
+    monkeypatch.setenv("TRNPLAN_MEASURE_TOP_K", "0")
+    with pytest.raises(ValueError, match="TRNPLAN_MEASURE_TOP_K='0' must be a positive integer"):
+        trnplan.plan_many(16, effort="measure", cache=None)
+
+
+def test_registry_register_and_unregister_errors():
+    with pytest.raises(ValueError, match="already registered"):
+        registry.register(Native())
+    with pytest.raises(KeyError, match="no solver named 'nope'"):
+        registry.unregister("nope")
+    solver = DelaySolver(name="tmp-solver")
+    digest = registry.registry_digest()
+    registry.register(solver)
+    try:
+        assert "tmp-solver" in trnplan.solver_names() and registry.registry_digest() != digest
+    finally:
+        registry.unregister("tmp-solver")
+    assert registry.registry_digest() == digest
+
+
+def test_cli_plan_with_effort_measure(capsys):
+    from trnplan.cli import main
+
+    assert main(["plan", "64", "--batch", "4", "--effort", "measure", "--explain", "--verify"]) == 0
+    out = capsys.readouterr().out
+    assert "measured candidates (effort measure" in out and "verify:" in out
+
+
+def test_precompiled_measured_plans_load_with_wisdom_only(tmp_path):
+    from trnplan.cache.precompile import precompile
+
+    cache = PlanCache(tmp_path / "c")
+    results = precompile([{"shape": [256], "batch": 4, "effort": "measure"},
+                          {"shape": [16, 16], "batch": 2, "kind": "r2c", "effort": "patient"}],
+                         cache=cache, progress=False)
+    assert all(r.ok for r in results)
+    trnplan.clear_plan_cache()
+    plan = trnplan.plan_many(256, batch=4, cache=cache, effort="wisdom_only")
+    assert plan.provenance.origin == "wisdom hit" and plan.provenance.effort == "measure"
+    assert plan.tree.measured_us is not None
+    _check(plan, 256, 4)
+    real = trnplan.plan_many((16, 16), batch=2, kind="r2c", cache=cache, effort="wisdom_only")
+    assert real.provenance.effort == "patient"

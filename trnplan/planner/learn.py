@@ -1,0 +1,191 @@
+"""The cost model learns: measured times recalibrate a backend profile's constants.
+
+Every timed candidate of measured planning (:mod:`trnplan.planner.measure`) is a sample: the
+tree's work by cost-model term (:attr:`PlanNode.terms <trnplan.planner.node.PlanNode.terms>`:
+launches, library calls, GEMM and FFT flops per dtype, bytes) and its measured time. The
+prediction is linear in the terms, ``t = Σ_j w_j · p_j`` with the profile's price ``p_j`` of term
+``j`` (µs per launch, per flop, per byte), so the calibration is one multiplier ``s_j`` per price,
+fitted in log space (relative errors, so a 10 µs plan weighs as much as a 10 ms one)::
+
+    minimise  Σ_i (log Σ_j w_ij p_j s_j − log t_i)²  +  λ Σ_j (log s_j)²
+
+The ridge term ``λ`` keeps a constant that the samples barely constrain at its prior (the
+profile measured by bench/calibrate.py), so a handful of timings nudges the model rather than
+overturning it; multipliers are clipped to [1/20, 20]. The fit is a damped Gauss–Newton in a few
+unknowns (one per term seen), done with numpy.
+
+The samples and the fitted multipliers live in the plan cache under
+``calibration:<fingerprint digest>:<device>``, so they are per machine and installation; later
+plans on the same machine, in any process, are priced with the calibrated profile
+(:func:`calibrated_profile`), and ``explain()`` says so.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import attrs
+import numpy as np
+
+from trnplan.planner.cost import CostProfile
+
+#: ridge weight pulling each log-multiplier towards 0 (the prior profile)
+RIDGE = 0.05
+#: multipliers are kept within [1/CLIP, CLIP] of the prior
+CLIP = 20.0
+#: samples kept per machine (the oldest are dropped)
+MAX_SAMPLES = 512
+
+
+@attrs.frozen
+class Calibration:
+    """Fitted multipliers of a profile's prices, and how well they fit.
+
+    Attributes
+    ----------
+    scales : dict
+        term → multiplier of its price (2.0: that term costs twice what the prior profile says).
+    samples : int
+        Timings the fit used.
+    rms_before, rms_after : float
+        Root-mean-square of log(predicted / measured) over the samples, with the prior profile
+        and with the calibrated one (0.69 is a factor of 2).
+    """
+
+    scales: dict = attrs.Factory(dict)
+    samples: int = 0
+    rms_before: float = 0.0
+    rms_after: float = 0.0
+
+    def apply(self, profile: CostProfile) -> CostProfile:
+        """``profile`` with every price scaled by its multiplier (rates divided, latencies multiplied)."""
+        s = self.scales
+        if not s:
+            return profile
+        gemm = {k: v / s.get(f"gemm:{k}", 1.0) for k, v in profile.gemm_gflops.items()}
+        fft = {k: v / s.get(f"fft:{k}", 1.0) for k, v in profile.fft_gflops.items()}
+        return attrs.evolve(
+            profile,
+            launch_us=profile.launch_us * s.get("launches", 1.0),
+            fft_launch_us=profile.fft_launch_us * s.get("fft_calls", 1.0),
+            gemm_gflops=gemm,
+            fft_gflops=fft,
+            bandwidth_gbs=profile.bandwidth_gbs / s.get("bytes", 1.0),
+            source=f"{profile.source}; calibrated from {self.samples} measured plan timings",
+        )
+
+    def describe(self) -> str:
+        if not self.scales:
+            return "not calibrated"
+        moved = ", ".join(f"{k} ×{v:.2g}" for k, v in sorted(self.scales.items()) if abs(math.log(v)) > 0.01)
+        return (f"calibrated from {self.samples} measured timings (prices: {moved or 'unchanged'}; "
+                f"rms log-error {self.rms_before:.2f} → {self.rms_after:.2f})")
+
+
+def fit(samples, profile: CostProfile, ridge: float = RIDGE) -> Calibration:
+    """Fit price multipliers of ``profile`` to ``samples``, a list of (terms dict, measured µs).
+
+    Samples with a non-positive time or no priced term are ignored.
+    """
+    rows, times = [], []
+    names = sorted({k for terms, _ in samples for k in terms})
+    names = [k for k in names if _priced(profile, k)]
+    for terms, t in samples:
+        if not (t and t > 0):
+            continue
+        row = [terms.get(k, 0.0) * profile.price(k) for k in names]
+        if sum(row) > 0:
+            rows.append(row)
+            times.append(t)
+    if not rows or not names:
+        return Calibration()
+    A, logt = np.asarray(rows), np.log(np.asarray(times))
+    theta = np.zeros(len(names))
+
+    def residual(th):
+        pred = A @ np.exp(th)
+        return np.concatenate([np.log(pred) - logt, math.sqrt(ridge) * th]), pred
+
+    r, pred = residual(theta)
+    before = float(np.sqrt(np.mean(r[: len(times)] ** 2)))
+    cost, mu = float(r @ r), 1e-3
+    for _ in range(50):
+        J = np.vstack([(A * np.exp(theta)) / pred[:, None], math.sqrt(ridge) * np.eye(len(names))])
+        g, H = J.T @ r, J.T @ J
+        step = np.linalg.solve(H + mu * np.eye(len(names)), -g)
+        trial = np.clip(theta + step, -math.log(CLIP), math.log(CLIP))
+        r_new, pred_new = residual(trial)
+        if float(r_new @ r_new) < cost:
+            theta, r, pred, cost, mu = trial, r_new, pred_new, float(r_new @ r_new), mu / 3
+            if np.max(np.abs(step)) < 1e-6:
+                break
+        else:
+            mu *= 10
+            if mu > 1e8:
+                break
+    after = float(np.sqrt(np.mean(r[: len(times)] ** 2)))
+    return Calibration({k: float(math.exp(v)) for k, v in zip(names, theta)}, len(times), before, after)
+
+
+def _priced(profile: CostProfile, term: str) -> bool:
+    try:
+        profile.price(term)
+    except KeyError:
+        return False
+    return True
+
+
+def _key(fpd: str, device) -> str:
+    return f"calibration:{fpd}:{device}"
+
+
+def _load_record(cache, fpd, device) -> dict | None:
+    text = cache._get(_key(fpd, device))
+    if text is None:
+        return None
+    try:
+        record = json.loads(text)
+        if not isinstance(record.get("samples"), list) or not isinstance(record.get("scales"), dict):
+            raise ValueError("missing samples or scales")
+        return record
+    except (ValueError, TypeError, AttributeError) as exc:
+        warnings.warn(f"plan cache {cache.path}: calibration record {_key(fpd, device)!r} is not valid ({exc}); "
+                      f"starting it afresh", RuntimeWarning, stacklevel=3)
+        cache._delete(_key(fpd, device))
+        return None
+
+
+def load(cache, fpd: str, device) -> Calibration | None:
+    """The stored calibration of this machine (fingerprint digest ``fpd``) and device, if any."""
+    if cache is None:
+        return None
+    record = _load_record(cache, fpd, device)
+    if record is None:
+        return None
+    return Calibration(record["scales"], int(record.get("count", 0)), float(record.get("rms_before", 0.0)),
+                       float(record.get("rms_after", 0.0)))
+
+
+def calibrated_profile(profile: CostProfile, cache, fpd: str, device) -> tuple[CostProfile, Calibration | None]:
+    """(the profile to price plans on, the calibration applied or None)."""
+    cal = load(cache, fpd, device)
+    return (cal.apply(profile), cal) if cal is not None and cal.scales else (profile, None)
+
+
+def record(cache, fpd: str, device, samples, profile: CostProfile) -> Calibration | None:
+    """Add ``samples`` (terms, measured µs) to the stored ones, refit against the *prior*
+    ``profile`` and store the result; returns the new calibration (None without a cache)."""
+    if cache is None or not samples:
+        return None
+    old = _load_record(cache, fpd, device) or {"samples": []}
+    kept = (old["samples"] + [[dict(t), float(us)] for t, us in samples])[-MAX_SAMPLES:]
+    cal = fit([(t, us) for t, us in kept], profile)
+    cache._set(_key(fpd, device), json.dumps({
+        "samples": kept, "scales": cal.scales, "count": cal.samples,
+        "rms_before": cal.rms_before, "rms_after": cal.rms_after}))
+    return cal
+
+
+__all__ = ["Calibration", "calibrated_profile", "fit", "load", "record"]
