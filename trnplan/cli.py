@@ -1,7 +1,9 @@
 """The ``trnplan`` command line.
 
-    trnplan plan SHAPE [--batch B] [--kind K] [--inverse] [--precision P] [--strategy S] [--explain] [--verify]
+    trnplan plan SHAPE [--batch B] [--kind K] [--inverse] [--precision P] [--strategy S] [--effort E]
+                 [--explain] [--verify]
     trnplan solvers
+    trnplan bench [--quick] [--out DIR] [--docs PATH]
     trnplan precompile MANIFEST [--cache-dir D] [--jobs N]
     trnplan cache info|list|clear|export FILE|import FILE [--cache-dir D]
 
@@ -20,9 +22,10 @@ import time
 import numpy as np
 import torch
 
-from trnplan import __version__
+from trnplan import __version__, benchsuite
 from trnplan.errors import TrnplanError
 from trnplan.plan import plan_many
+from trnplan.planner import registry
 from trnplan.planner.registry import SOLVERS
 
 EXIT_OK, EXIT_OVER_BOUND, EXIT_USAGE = 0, 1, 2
@@ -83,6 +86,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="artifact: eager (none), aot (AOTInductor .pt2), auto (per device; eager on the CPU)")
     _cache_args(p)
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk plan cache")
+    p.add_argument("--effort", choices=["estimate", "measure", "patient"], default="estimate",
+                   help="estimate: the cost model picks (default); measure: time the model's best candidates "
+                        "and keep the fastest; patient: time every candidate (see TRNPLAN_TIMELIMIT)")
     p.add_argument("--wisdom-only", action="store_true",
                    help="never plan or compile: fail unless the cache has this plan (as TRNPLAN_WISDOM_ONLY=1)")
 
@@ -105,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("action", choices=["info", "list", "clear", "export", "import"])
     ca.add_argument("file", nargs="?", metavar="FILE", help="the bundle file (export, import)")
     _cache_args(ca)
+    benchsuite.add_parser(sub)
     return ap
 
 
@@ -132,7 +139,7 @@ def _cmd_plan(args) -> int:
     inverse = True if args.kind == "c2r" else args.inverse
     plan = plan_many(args.shape, batch=args.batch, kind=args.kind, inverse=inverse, dtype=dtype, precision=args.precision,
                      norm=args.norm, device=args.device, strategy=args.strategy, tol=args.tol, cache=_cache(args),
-                     compile=args.compile, effort="wisdom_only" if args.wisdom_only else "estimate")
+                     compile=args.compile, effort="wisdom_only" if args.wisdom_only else args.effort)
     rng = np.random.default_rng(args.seed)
     p = plan.problem
     shape = (args.batch, *p.in_shape)
@@ -168,7 +175,7 @@ def _cmd_plan(args) -> int:
 
 
 def _cmd_solvers(_args) -> int:
-    for s in SOLVERS:
+    for s in registry.solvers():
         kind = "composite" if s.composite else "leaf"
         doc = (sys.modules[type(s).__module__].__doc__ or "").strip().splitlines()[0]
         print(f"{s.name:<10} v{s.version}  {kind:<9}  {doc}")
@@ -216,7 +223,8 @@ def _cmd_cache(args) -> int:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    commands = {"plan": _cmd_plan, "solvers": _cmd_solvers, "precompile": _cmd_precompile, "cache": _cmd_cache}
+    commands = {"plan": _cmd_plan, "solvers": _cmd_solvers, "precompile": _cmd_precompile, "cache": _cmd_cache,
+                "bench": benchsuite.main}
     try:
         return commands[args.command](args)
     except (TrnplanError, ValueError, TypeError, OSError) as exc:

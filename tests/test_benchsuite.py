@@ -1,0 +1,135 @@
+"""The benchmark suite (trnplan.benchsuite): structure of its JSON, markdown and docs section.
+
+A tiny grid (two small rows, one thread, one timed call per cell) runs through the real entry
+point, table subprocess included. No test asserts a time: only the shape of the outputs and that
+every timed trnplan cell was checked against numpy.fft in complex128.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+import pytest
+
+import trnplan
+from trnplan import benchsuite
+
+ROWS = ("fft-1x256", "rfft-1x1024")
+CELL_KEYS = {"us", "min_us", "repeats", "status"}
+DERIVED_KEYS = {"best_library", "best_library_us", "measure_vs_best", "estimate_vs_best", "regret",
+                "overhead_us", "measure_overhead_us", "flagged"}
+
+
+@pytest.fixture(scope="module")
+def suite_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("suite")
+    docs = out / "doc.md"
+    docs.write_text("# Title\n\nbefore\n\n<!-- bench-suite:start -->\nOLD\n<!-- bench-suite:end -->\n\nafter\n")
+    args = benchsuite._standalone_parser().parse_args(
+        ["--rows", ",".join(ROWS), "--threads", "1", "--cell-seconds", "0", "--min-repeats", "1",
+         "--out", str(out), "--docs", str(docs)])
+    assert benchsuite.main(args) == 0
+    return out, docs
+
+
+def test_json_schema(suite_run):
+    out, _ = suite_run
+    result = json.loads((out / "results.json").read_text())
+    m = result["machine"]
+    assert {"cpu", "cores", "versions", "torch_threads"} <= set(m)
+    assert {"python", "torch", "numpy", "scipy", "pyfftw", "mkl_fft"} <= set(m["versions"])
+    assert m["torch_threads"] == {"1": 1}
+    assert [t["threads"] for t in result["tables"]] == [1]
+    table = result["tables"][0]
+    assert [r["id"] for r in table["rows"]] == list(ROWS)
+    expected_cols = {benchsuite.EST, benchsuite.MEAS, *benchsuite.LIBRARIES,
+                     *(f"forced {n}" for n in trnplan.solver_names())}
+    for row in table["rows"]:
+        assert set(row["cells"]) == expected_cols
+        assert set(row["derived"]) == DERIVED_KEYS
+        for col, cell in row["cells"].items():
+            if cell["us"] is None:  # not timed: says why (n/a, absent, not available)
+                assert cell["status"] in ("n/a", "absent", "not available") and cell["reason"], (col, cell)
+            else:
+                assert CELL_KEYS <= set(cell) and cell["status"] == "ok"
+                assert cell["repeats"] >= 1 and 0 < cell["min_us"] <= cell["us"]
+        est = row["cells"][benchsuite.EST]
+        assert est["us"] is not None and est["tree"].startswith("(")
+        if row["derived"]["best_library"] is not None:
+            assert row["derived"]["estimate_vs_best"] > 0
+
+
+def test_trnplan_cells_verified_against_numpy(suite_run):
+    out, _ = suite_run
+    result = json.loads((out / "results.json").read_text())
+    assert result["settings"]["error_flag"] == benchsuite.ERROR_FLAG
+    for row in result["tables"][0]["rows"]:
+        timed = {c: v for c, v in row["cells"].items() if v["us"] is not None
+                 and c.startswith(("trnplan", "forced "))}
+        assert benchsuite.EST in timed
+        for col, cell in timed.items():
+            assert 0 <= cell["error"] < 1e-5 and cell["error_flag"] is False, (row["id"], col, cell)
+        assert row["derived"]["flagged"] == []
+
+
+def test_markdown_table_shape(suite_run):
+    out, _ = suite_run
+    text = (out / "results.md").read_text()
+    lines = text.splitlines()
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("| row | trnplan (estimate)"))
+    header, sep, *rest = lines[start:]
+    body = [ln for ln in rest[: len(ROWS)]]
+    ncols = header.count("|")
+    assert sep.count("|") == ncols and all(ln.count("|") == ncols for ln in body)
+    for name in ("best library", "measure / best", "estimate / measure", "overhead µs", "torch.fft"):
+        assert f"| {name} |" in header
+    assert [ln.split("|")[1].strip() for ln in body] == [benchsuite.ROWS_BY_ID[r].label for r in ROWS]
+    assert "forced precision" not in header  # a column with no timed cell is left out of the table
+    for goal in ("≤ 1.05× best library", "regret estimate / measure ≤ 1.5", "≤ 1.1", "overhead ≤ 5 µs"):
+        assert goal in text
+    assert ("time_per_size.png" in text)
+
+
+def test_docs_section_replaced_rest_kept(suite_run):
+    out, docs = suite_run
+    text = docs.read_text()
+    assert text.startswith("# Title\n\nbefore\n\n<!-- bench-suite:start -->\n")
+    assert text.endswith("<!-- bench-suite:end -->\n\nafter\n")
+    assert "OLD" not in text and (out / "results.md").read_text().rstrip() in text
+
+
+def test_docs_section_appended_when_absent(tmp_path):
+    doc = tmp_path / "d.md"
+    doc.write_text("keep me\n")
+    benchsuite.replace_docs_section(str(doc), "NEW TABLE\n")
+    head = f"keep me\n\n{benchsuite.DOCS_HEADING}\n\n"
+    assert doc.read_text() == head + "<!-- bench-suite:start -->\nNEW TABLE\n<!-- bench-suite:end -->\n"
+    benchsuite.replace_docs_section(str(doc), "NEWER")
+    assert doc.read_text() == head + "<!-- bench-suite:start -->\nNEWER\n<!-- bench-suite:end -->\n"
+
+
+def test_plot_skipped_without_matplotlib(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
+    line = benchsuite.plot({"tables": []}, str(tmp_path / "p.png"))
+    assert "skipped" in line and "trnplan[plot]" in line
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_add_parser_wires_bench_subcommand():
+    ap = argparse.ArgumentParser(prog="trnplan")
+    sub = ap.add_subparsers(dest="command")
+    benchsuite.add_parser(sub)
+    args = ap.parse_args(["bench", "--quick", "--out", "x"])
+    assert args.command == "bench" and args.quick and args.out == "x" and args.docs is None
+    with pytest.raises(SystemExit):
+        ap.parse_args(["bench", "--rows", "no-such-row"])
+
+
+def test_derive_handles_missing_columns():
+    cells = {benchsuite.EST: {"us": 10.0, "overhead_us": 2.0}, benchsuite.MEAS: {"us": None},
+             "torch.fft": {"us": 8.0}, "pyfftw": {"us": None}}
+    d = benchsuite.derive(cells)
+    assert d["best_library"] == "torch.fft" and d["estimate_vs_best"] == pytest.approx(1.25)
+    assert d["measure_vs_best"] is None and d["regret"] is None and d["overhead_us"] == 2.0

@@ -1,0 +1,734 @@
+"""The benchmark suite: trnplan's plans against the FFT libraries, one table per thread count.
+
+    trnplan bench [--quick] [--out DIR] [--docs PATH] [--threads 1,2] [--rows ID,ID] ...
+    python bench/suite.py --quick
+
+Rows are the seed project's grid (complex64 unless noted): 1-D c2c fft of 256 … 65536 points,
+batched 32×1024 and 128×1024, the Bluestein lengths 127, 997 and 4097, fft2 256² and 1024²,
+fftn 32×64×64, the STFT of 16 000 real samples (n_fft 256, hop 64, Hann window) and rfft of
+1024, 4096 and 65536 real points (float32). Columns:
+
+* ``trnplan (estimate)``: ``plan_many(shape, batch, kind, cache=None)``, then ``plan.execute(x)``;
+* ``trnplan (measure)``: the same with ``effort="measure"`` (recorded as not available, with the
+  reason, while plan_many raises NotSupportedYet for it);
+* ``forced NAME``: ``plan_many(..., strategy=NAME, cache=None)`` for every registered solver
+  (n/a when the solver does not apply);
+* the libraries, called directly: torch.fft, numpy.fft, scipy.fft (workers 1 and 2), pyFFTW
+  (builders, FFTW_MEASURE, threads = the table's thread count, planned outside the timed loop)
+  and mkl_fft; a library that does not import is recorded as absent.
+
+Each table (threads 1, threads 2) runs in its own process, so every ratio of a table comes from
+one process. Within a row all columns are timed in round-robin rounds after a warm-up, so drift
+on a noisy machine hits them alike; each cell gets enough calls for ``--cell-seconds`` (0.2 s,
+at least ``--min-repeats`` = 5) and reports the median. Derived per row: the best library (the
+fastest library column), measure / best library (goal ≤ 1.05), estimate / measure (the
+estimate's regret), and the execute overhead: ``plan.execute(x)`` minus the plan's library leaf
+called directly (``plan.module.root.library_call(norm)(x)``), for plans whose root has one
+(goal ≤ 5 µs). Every trnplan column is checked once against numpy.fft in complex128 (relative
+L2); a cell over 1e-5 is flagged.
+
+Writes ``results.json``, ``results.md`` and (with matplotlib) ``time_per_size.png`` to ``--out``;
+``--docs PATH`` puts results.md between the ``<!-- bench-suite:start -->`` and
+``<!-- bench-suite:end -->`` markers of that file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+__all__ = ["QUICK_ROWS", "ROWS", "add_parser", "main", "markdown", "replace_docs_section", "run_table"]
+
+#: relative L2 error (vs numpy.fft in complex128) above which a trnplan cell is flagged: ~170 u32,
+#: 10× the engine's fp32 bar of 1e-6 (tests/conftest.py), so only a real accuracy fault trips it
+ERROR_FLAG = 1e-5
+#: the goals the summary counts rows against (from the benchmark-suite issue)
+GOAL_VS_BEST = 1.05
+GOAL_REGRET = (1.5, 1.1)
+GOAL_OVERHEAD_US = 5.0
+
+DOCS_BEGIN, DOCS_END = "<!-- bench-suite:start -->", "<!-- bench-suite:end -->"
+DOCS_HEADING = "## Benchmark suite (`trnplan bench`)"
+DEFAULT_OUT = os.path.join("bench", "out", "suite")
+
+EST, MEAS = "trnplan (estimate)", "trnplan (measure)"
+LIBRARIES = ("torch.fft", "numpy.fft", "scipy.fft w1", "scipy.fft w2", "pyfftw", "mkl_fft")
+
+STFT_N, STFT_NFFT, STFT_HOP = 16000, 256, 64
+
+
+@dataclass(frozen=True)
+class Row:
+    """One benchmark row.
+
+    Attributes
+    ----------
+    id : str
+        Short name used by ``--rows`` and as the JSON key, e.g. ``"fft-1x4096"``.
+    op : str
+        ``"fft"``, ``"fft2"``, ``"fftn"``, ``"rfft"`` or ``"stft"``.
+    shape : tuple of int
+        Transform shape (for ``"stft"``: the signal length).
+    batch : int
+        Transforms per call.
+    """
+
+    id: str
+    op: str
+    shape: tuple
+    batch: int = 1
+
+    @property
+    def kind(self) -> str:
+        return "r2c" if self.op in ("rfft", "stft") else "c2c"
+
+    @property
+    def label(self) -> str:
+        dims = "×".join(map(str, self.shape))
+        if self.op == "stft":
+            return f"stft {dims} (n_fft {STFT_NFFT}, hop {STFT_HOP})"
+        return f"{self.op} {self.batch}×{dims}" if self.op in ("fft", "rfft") else f"{self.op} {dims}"
+
+    @property
+    def one_d_batch_one(self) -> bool:
+        """A 1-D c2c transform at batch 1 (the rows of the time-per-size plot)."""
+        return self.op == "fft" and self.batch == 1
+
+
+def _fft(n, batch=1):
+    return Row(f"fft-{batch}x{n}", "fft", (n,), batch)
+
+
+ROWS = (
+    *(_fft(n) for n in (256, 1024, 4096, 16384, 65536)),
+    _fft(1024, 32), _fft(1024, 128),
+    *(_fft(n) for n in (127, 997, 4097)),  # Bluestein lengths (prime, prime, 17·241)
+    Row("fft2-256x256", "fft2", (256, 256)), Row("fft2-1024x1024", "fft2", (1024, 1024)),
+    Row("fftn-32x64x64", "fftn", (32, 64, 64)),
+    Row(f"stft-{STFT_N}", "stft", (STFT_N,)),
+    *(Row(f"rfft-1x{n}", "rfft", (n,)) for n in (1024, 4096, 65536)),
+)
+QUICK_ROWS = ("fft-1x256", "fft-1x4096", "fft-32x1024", "fft2-256x256")
+ROWS_BY_ID = {r.id: r for r in ROWS}
+
+
+# ------------------------------------------------------------------------------ the libraries
+def _versions() -> dict:
+    import trnplan
+
+    out = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
+           "trnplan": trnplan.__version__}
+    for name in ("scipy", "pyfftw", "mkl_fft", "matplotlib"):
+        try:
+            out[name] = getattr(__import__(name), "__version__", "unknown")
+        except ImportError:
+            out[name] = None
+    return out
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _library_fns(row: Row, x: torch.Tensor, threads: int) -> dict:
+    """Column name → callable (or the string reason it is absent) for every library column."""
+    try:
+        import scipy.fft
+    except ImportError as exc:  # scipy is the bench extra, not a dependency
+        scipy = None
+        no_scipy = f"absent: {exc}"
+    xnp = x.numpy()
+    axes = tuple(range(-len(row.shape), 0))
+    fns: dict = {}
+    if row.op == "stft":
+        w = torch.hann_window(STFT_NFFT)
+        fns["torch.fft"] = lambda: torch.stft(x, STFT_NFFT, STFT_HOP, window=w, return_complex=True)
+        for name in LIBRARIES[1:]:
+            fns[name] = "n/a: no STFT in this library"
+        return fns
+    name = {"fft": "fft", "rfft": "rfft", "fft2": "fftn", "fftn": "fftn"}[row.op]
+    if name == "fftn":
+        fns["torch.fft"] = lambda: torch.fft.fftn(x, dim=axes)
+        fns["numpy.fft"] = lambda: np.fft.fftn(xnp, axes=axes)
+        fns["scipy.fft w1"] = lambda: scipy.fft.fftn(xnp, axes=axes, workers=1)
+        fns["scipy.fft w2"] = lambda: scipy.fft.fftn(xnp, axes=axes, workers=2)
+    else:
+        tf, nf = getattr(torch.fft, name), getattr(np.fft, name)
+        sf = getattr(scipy.fft, name) if scipy is not None else None
+        fns["torch.fft"] = lambda: tf(x)
+        fns["numpy.fft"] = lambda: nf(xnp)
+        fns["scipy.fft w1"] = lambda: sf(xnp, workers=1)
+        fns["scipy.fft w2"] = lambda: sf(xnp, workers=2)
+    if scipy is None:
+        fns["scipy.fft w1"] = fns["scipy.fft w2"] = no_scipy
+    try:
+        import pyfftw.builders
+
+        build = getattr(pyfftw.builders, name)
+        kw = {"axes": axes} if name == "fftn" else {}
+        # FFTW_MEASURE overwrites the array it plans on: the builder plans on its own internal copy
+        # and the FFTW object is then called with no argument, so the timed call is the execute only
+        fns["pyfftw"] = build(xnp.copy(), planner_effort="FFTW_MEASURE", threads=threads, **kw)
+    except ImportError as exc:
+        fns["pyfftw"] = f"absent: {exc}"
+    try:
+        import mkl_fft
+
+        mf = getattr(mkl_fft, name)
+        fns["mkl_fft"] = (lambda: mf(xnp, axes=axes)) if name == "fftn" else (lambda: mf(xnp))
+    except ImportError as exc:
+        fns["mkl_fft"] = f"absent: {exc}"
+    return fns
+
+
+# ------------------------------------------------------------------------------ trnplan columns
+def _plan_or_reason(row: Row, **kw):
+    """``plan_many`` for the row, or the string reason it is not available."""
+    import trnplan
+
+    try:
+        return trnplan.plan_many(row.shape, batch=row.batch, kind=row.kind, cache=None, **kw)
+    except trnplan.NotSupportedYet as exc:
+        return f"not available: {exc}"
+    except trnplan.PlanningError as exc:
+        return f"n/a: {str(exc).splitlines()[0][:200]}"
+
+
+def _trnplan_columns(row: Row, x: torch.Tensor) -> dict:
+    """Column name → Plan (or a callable for the STFT row, or the reason it is not available)."""
+    import trnplan
+
+    if row.op == "stft":
+        w = torch.hann_window(STFT_NFFT)
+        cols = {EST: lambda: trnplan.stft(x, STFT_NFFT, STFT_HOP, window=w, return_complex=True),
+                MEAS: "n/a: trnplan.stft takes no effort argument"}
+        for name in trnplan.solver_names():
+            cols[f"forced {name}"] = "n/a: trnplan.stft takes no strategy argument"
+        return cols
+    cols = {EST: _plan_or_reason(row), MEAS: _plan_or_reason(row, effort="measure")}
+    for name in trnplan.solver_names():
+        cols[f"forced {name}"] = _plan_or_reason(row, strategy=name)
+    return cols
+
+
+def _reference(row: Row, x: torch.Tensor) -> np.ndarray:
+    """numpy.fft in complex128 (float64 for real input) of the complex64/float32 input."""
+    x64 = x.numpy().astype(np.float64 if row.kind == "r2c" else np.complex128)
+    if row.op == "stft":
+        w = torch.hann_window(STFT_NFFT).numpy().astype(np.float64)
+        pad = STFT_NFFT // 2
+        frames = np.lib.stride_tricks.sliding_window_view(np.pad(x64, pad, mode="reflect"), STFT_NFFT)[::STFT_HOP]
+        return np.fft.rfft(frames * w).T
+    axes = tuple(range(-len(row.shape), 0))
+    return np.fft.rfft(x64) if row.op == "rfft" else np.fft.fftn(x64, axes=axes)
+
+
+def _rel_l2(y, ref) -> float:
+    y = y.detach().numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+    return float(np.linalg.norm(y - ref) / np.linalg.norm(ref))
+
+
+def _input(row: Row, rng) -> torch.Tensor:
+    shape = row.shape if row.op == "stft" else (row.batch, *row.shape)
+    if row.kind == "r2c":
+        return torch.from_numpy(rng.standard_normal(shape).astype(np.float32))
+    z = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+    return torch.from_numpy(z.astype(np.complex64))
+
+
+# ------------------------------------------------------------------------------ timing
+def time_cells(fns: dict, cell_seconds: float, min_repeats: int, max_repeats: int = 10000,
+               rounds: int = 5) -> dict:
+    """Median, min and count of per-call times (µs) of each callable, timed side by side.
+
+    Each callable is warmed up (two calls), its call time estimated from the median of three
+    more, and given ``clamp(cell_seconds / estimate, min_repeats, max_repeats)`` timed calls,
+    spread over ``rounds`` round-robin rounds so that drift on a busy machine hits every column
+    alike. Each round starts every callable with one untimed call (it re-warms the caches the
+    other columns evicted), as bench/bench_solvers.py's ``interleaved_medians`` does. A cell
+    whose calls run slower than estimated (another process took the cores) stops a round once it
+    has spent twice its share of ``cell_seconds`` there, keeping at least ``min_repeats`` calls
+    in all, so a loaded machine cannot stretch a row without bound.
+
+    Parameters
+    ----------
+    fns : dict of str to callable
+        The cells of one row.
+    cell_seconds : float
+        Target timed seconds per cell.
+    min_repeats, max_repeats : int
+        Bounds on the number of timed calls per cell.
+    rounds : int, default 5
+        Round-robin rounds (at most ``min_repeats``).
+
+    Returns
+    -------
+    dict of str to dict
+        ``{"us": median, "min_us": min, "repeats": count}`` per callable.
+    """
+    clock = time.perf_counter
+    wanted = {}
+    for k, fn in fns.items():
+        fn()
+        fn()
+        est = []
+        for _ in range(3):
+            t0 = clock()
+            fn()
+            est.append(clock() - t0)
+        wanted[k] = int(min(max(math.ceil(cell_seconds / max(statistics.median(est), 1e-7)), min_repeats),
+                            max_repeats))
+    rounds = max(1, min(rounds, min_repeats))
+    floor = math.ceil(min_repeats / rounds)  # calls every round keeps, however slow
+    share = 2 * cell_seconds / rounds
+    samples = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            fn()
+            s = samples[k]
+            spent = 0.0
+            for i in range(math.ceil(wanted[k] / rounds)):
+                if i >= floor and spent > share:
+                    break
+                t0 = clock()
+                fn()
+                dt = clock() - t0
+                s.append(dt)
+                spent += dt
+    return {k: {"us": statistics.median(v) * 1e6, "min_us": min(v) * 1e6, "repeats": len(v)}
+            for k, v in samples.items()}
+
+
+# ------------------------------------------------------------------------------ one table
+def run_row(row: Row, threads: int, cell_seconds: float, min_repeats: int, rng) -> dict:
+    """Time every column of one row in this process; return the row's JSON record."""
+    x = _input(row, rng)
+    ref = _reference(row, x)
+    cells: dict = {}
+    fns: dict = {}
+    ours = _trnplan_columns(row, x)
+    for col, got in {**ours, **_library_fns(row, x, threads)}.items():
+        if isinstance(got, str):
+            cells[col] = {"us": None, "status": got.split(":", 1)[0], "reason": got}
+            continue
+        cell: dict = {"us": None, "status": "ok"}
+        if isinstance(got, _plan_type()):
+            plan = got
+            fns[col] = (lambda p=plan: p.execute(x))
+            cell["tree"] = str(plan.tree)
+            if col in (EST, MEAS) and hasattr(plan.module.root, "library_call"):
+                # the leaf alone: what execute() adds on top of it is the overhead
+                leaf = plan.module.root.library_call(plan.problem.norm)
+                fns[col + " [leaf]"] = (lambda f=leaf: f(x))
+        else:
+            fns[col] = got
+            if row.op == "stft" and col == EST:
+                # trnplan.stft runs one batched r2c plan over all frames; this is its tree
+                frames = 1 + row.shape[0] // STFT_HOP
+                cell["tree"] = str(_plan_or_reason(Row("", "rfft", (STFT_NFFT,), frames)).tree)
+        if col in ours:  # a trnplan column: checked once against numpy.fft in complex128
+            cell["error"] = _rel_l2(fns[col](), ref)
+            cell["error_flag"] = cell["error"] > ERROR_FLAG
+        cells[col] = cell
+    timed = time_cells(fns, cell_seconds, min_repeats)
+    for col, t in timed.items():
+        if col.endswith(" [leaf]"):
+            base = cells[col[: -len(" [leaf]")]]
+            base["leaf_us"] = t["us"]
+            base["overhead_us"] = timed[col[: -len(" [leaf]")]]["us"] - t["us"]
+        else:
+            cells[col].update(t)
+    return {"id": row.id, "label": row.label, "op": row.op, "shape": list(row.shape), "batch": row.batch,
+            "kind": row.kind, "dtype": "float32" if row.kind == "r2c" else "complex64", "cells": cells,
+            "derived": derive(cells)}
+
+
+def _plan_type():
+    from trnplan.plan import Plan
+
+    return Plan
+
+
+def derive(cells: dict) -> dict:
+    """The derived columns of one row from its cells (see the module docstring)."""
+    libs = {c: cells[c]["us"] for c in LIBRARIES if c in cells and cells[c].get("us") is not None}
+    best = min(libs, key=libs.get) if libs else None
+    est, meas = (cells.get(c, {}).get("us") for c in (EST, MEAS))
+    best_us = libs[best] if best else None
+
+    def ratio(a, b):
+        return a / b if a is not None and b else None
+
+    return {"best_library": best, "best_library_us": best_us,
+            "measure_vs_best": ratio(meas, best_us), "estimate_vs_best": ratio(est, best_us),
+            "regret": ratio(est, meas),
+            "overhead_us": cells.get(EST, {}).get("overhead_us"),
+            "measure_overhead_us": cells.get(MEAS, {}).get("overhead_us"),
+            "flagged": sorted(c for c, v in cells.items() if v.get("error_flag"))}
+
+
+def run_table(threads: int, row_ids, cell_seconds: float, min_repeats: int) -> dict:
+    """One table: every row at ``threads`` torch threads, all in this process."""
+    torch.set_num_threads(threads)
+    rng = np.random.default_rng(0)
+    load_before = os.getloadavg()
+    rows = []
+    t_start = time.perf_counter()
+    for i, rid in enumerate(row_ids):
+        t0 = time.perf_counter()
+        rows.append(run_row(ROWS_BY_ID[rid], threads, cell_seconds, min_repeats, rng))
+        d = rows[-1]["derived"]
+        est = rows[-1]["cells"][EST].get("us")
+        print(f"[threads {threads}] {i + 1}/{len(row_ids)} {rows[-1]['label']}: estimate "
+              f"{_fmt(est)} µs, best library {d['best_library']} {_fmt(d['best_library_us'])} µs "
+              f"({time.perf_counter() - t0:.1f} s)", file=sys.stderr, flush=True)
+    return {"threads": threads, "torch_threads": torch.get_num_threads(),
+            "mkl_num_threads": os.environ.get("MKL_NUM_THREADS"),
+            "cell_seconds": cell_seconds, "min_repeats": min_repeats,
+            "load_before": list(load_before), "load_after": list(os.getloadavg()),
+            "wall_s": time.perf_counter() - t_start, "rows": rows}
+
+
+# ------------------------------------------------------------------------------ markdown
+def _fmt(us) -> str:
+    if us is None:
+        return "—"
+    return f"{us:.0f}" if us >= 1000 else f"{us:.1f}"
+
+
+def _ratio(v, goal=None) -> str:
+    if v is None:
+        return "—"
+    return f"{v:.2f}" + (" ⚠" if goal is not None and v > goal else "")
+
+
+def _columns(table: dict) -> tuple[list, dict]:
+    """Columns with at least one timed cell, in order; and the reasons of the dropped ones."""
+    order = []
+    for r in table["rows"]:
+        for c in r["cells"]:
+            if c not in order:
+                order.append(c)
+    shown, dropped = [], {}
+    for c in order:
+        cells = [r["cells"][c] for r in table["rows"] if c in r["cells"]]
+        if any(v.get("us") is not None for v in cells):
+            shown.append(c)
+        else:
+            dropped[c] = next((v["reason"] for v in cells if v.get("reason")), "not timed")
+    return shown, dropped
+
+
+def markdown_table(table: dict) -> str:
+    """One thread count's table, its trees and its summary, as markdown."""
+    cols, dropped = _columns(table)
+    head = ["row", *cols, "best library", "measure / best", "estimate / best", "estimate / measure",
+            "overhead µs"]
+    lines = [(f"### {table['threads']} thread{'s' if table['threads'] > 1 else ''} "
+             f"(torch threads {table['torch_threads']}; µs, median)"), "",
+             "| " + " | ".join(head) + " |", "|---|" + "---:|" * (len(head) - 1)]
+    for r in table["rows"]:
+        d = r["derived"]
+        cells = []
+        for c in cols:
+            v = r["cells"].get(c, {})
+            cells.append(_fmt(v.get("us")) + (" ⚠err" if v.get("error_flag") else ""))
+        lines.append(f"| {r['label']} | " + " | ".join(cells)
+                     + f" | {d['best_library'] or '—'} | {_ratio(d['measure_vs_best'], GOAL_VS_BEST)} "
+                       f"| {_ratio(d['estimate_vs_best'])} | {_ratio(d['regret'], GOAL_REGRET[0])} "
+                       f"| {_fmt(d['overhead_us'])} |")
+    lines += ["", "| row | estimate tree | measure tree | trnplan max error |", "|---|---|---|---:|"]
+    for r in table["rows"]:
+        errs = [v["error"] for v in r["cells"].values() if v.get("error") is not None]
+        trees = [f"`{r['cells'][c]['tree']}`" if r["cells"].get(c, {}).get("tree") else "—" for c in (EST, MEAS)]
+        lines.append(f"| {r['label']} | {trees[0]} | {trees[1]} | {f'{max(errs):.1e}' if errs else '—'} |")
+    notes = [f"{c} ({why})" for c, why in dropped.items() if not c.startswith("forced ")]
+    forced = [c.removeprefix("forced ") for c in dropped if c.startswith("forced ")]
+    if forced:
+        notes.append("forced solvers that apply to no row here: " + ", ".join(forced))
+    if notes:
+        lines += ["", "Columns left out (no timed cell; kept in results.json): " + "; ".join(notes) + "."]
+    lines += ["", summary(table)]
+    return "\n".join(lines)
+
+
+def summary(table: dict) -> str:
+    """Counts of rows meeting each goal, as a markdown list."""
+    rows = [r["derived"] for r in table["rows"]]
+
+    def count(key, goal):
+        vals = [d[key] for d in rows if d[key] is not None]
+        if not vals:
+            return "not measured"
+        return f"{sum(v <= goal for v in vals)} of {len(vals)} rows"
+
+    flagged = sum(len(d["flagged"]) for d in rows)
+    return "\n".join([
+        f"Summary, {table['threads']} thread(s), {len(rows)} rows:",
+        "",
+        (f"- trnplan (measure) ≤ {GOAL_VS_BEST}× best library: {count('measure_vs_best', GOAL_VS_BEST)} "
+        f"(trnplan (estimate): {count('estimate_vs_best', GOAL_VS_BEST)})"),
+        (f"- regret estimate / measure ≤ {GOAL_REGRET[0]}: {count('regret', GOAL_REGRET[0])}; "
+        f"≤ {GOAL_REGRET[1]}: {count('regret', GOAL_REGRET[1])}"),
+        (f"- execute overhead ≤ {GOAL_OVERHEAD_US:g} µs (estimate plans with a library leaf): "
+        f"{count('overhead_us', GOAL_OVERHEAD_US)}"),
+        f"- trnplan cells over {ERROR_FLAG:g} relative L2 error: {flagged}",
+    ])
+
+
+def markdown(result: dict) -> str:
+    """results.md: the header, one table per thread count, and the plot line."""
+    m = result["machine"]
+    versions = ", ".join(f"{k} {m['versions'][k]}" for k in ("torch", "numpy", "scipy", "pyfftw", "mkl_fft", "trnplan")
+                         if m["versions"].get(k))
+    parts = [(f"Measured {result['when']} on {m['cpu']} ({m['cores']} cores), Python {m['versions']['python']}, "
+             f"{versions}; `trnplan bench{' --quick' if result['quick'] else ''}`, {result['wall_s']:.0f} s."),
+             "",
+             ("Median µs per call of warm plans (complex64; rfft and STFT rows float32 in). Each table ran in "
+             "its own process; the columns of a row were timed in round-robin rounds, so read ratios within a "
+             "row. Library columns call the library directly (pyFFTW: a prebuilt FFTW_MEASURE object with the "
+             "table's thread count; scipy.fft with workers 1 and 2). measure / best and estimate / best: "
+             "trnplan over the fastest library column (goal ≤ 1.05, ⚠ above it); estimate / measure: the "
+             "estimate's regret (⚠ above 1.5); overhead: `plan.execute(x)` minus its library leaf called "
+             "directly (goal ≤ 5 µs). ⚠err: relative L2 error vs numpy.fft complex128 over 1e-5.")]
+    for table in result["tables"]:
+        parts += ["", markdown_table(table)]
+    parts += ["", result["plot"]]
+    return "\n".join(parts) + "\n"
+
+
+# ------------------------------------------------------------------------------ plot and docs
+def plot(result: dict, path: str) -> str:
+    """Write the log-log time-per-size plot; return the line results.md gets about it."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return ("Plot skipped: matplotlib is not importable (`pip install 'trnplan[plot]'` for "
+                "time_per_size.png).")
+    tables = result["tables"]
+    fig, axes = plt.subplots(1, len(tables), figsize=(6.5 * len(tables), 4.8), squeeze=False)
+    for ax, table in zip(axes[0], tables):
+        rows = sorted((r for r in table["rows"] if ROWS_BY_ID[r["id"]].one_d_batch_one), key=lambda r: r["shape"][0])
+        for col in (EST, MEAS, *LIBRARIES):
+            pts = [(r["shape"][0], r["cells"][col]["us"]) for r in rows
+                   if r["cells"].get(col, {}).get("us") is not None]
+            if pts:
+                ax.plot(*zip(*pts), marker="o", lw=2.2 if col.startswith("trnplan") else 1.2, label=col)
+        ax.set(xscale="log", yscale="log", xlabel="transform size n (1-D c2c, batch 1)", ylabel="µs per call",
+               title=f"{table['threads']} thread(s)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return f"Plot: `{os.path.basename(path)}` (time per size, 1-D c2c batch-1 rows, log-log) in the output directory."
+
+
+def replace_docs_section(path: str, text: str) -> None:
+    """Put ``text`` between the bench-suite markers of ``path``.
+
+    Only the text between the markers changes; the rest of the file is kept byte for byte. When
+    the markers are absent they are appended at the end, after a ``DOCS_HEADING`` line.
+
+    Parameters
+    ----------
+    path : str
+        The markdown file (created if missing).
+    text : str
+        The new section body (results.md's content).
+    """
+    old = ""
+    if os.path.exists(path):
+        with open(path, encoding="utf-8") as f:
+            old = f.read()
+    body = f"{DOCS_BEGIN}\n{text.rstrip()}\n{DOCS_END}"
+    i = old.find(DOCS_BEGIN)
+    j = old.find(DOCS_END, i + len(DOCS_BEGIN)) if i >= 0 else -1
+    if i >= 0 and j >= 0:
+        new = old[:i] + body + old[j + len(DOCS_END):]
+    else:  # first time: a heading of its own, outside the markers, so later runs leave it alone
+        new = (old.rstrip("\n") + "\n\n" if old.strip() else "") + f"{DOCS_HEADING}\n\n{body}\n"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(new)
+
+
+# ------------------------------------------------------------------------------ command line
+def _int_list(text: str) -> list:
+    try:
+        vals = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if not vals or any(v < 1 for v in vals):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return vals
+
+
+def _row_list(text: str) -> list:
+    ids = [v.strip() for v in text.split(",") if v.strip()]
+    unknown = [v for v in ids if v not in ROWS_BY_ID]
+    if unknown or not ids:
+        raise argparse.ArgumentTypeError(f"unknown row id(s) {', '.join(unknown) or text!r}; known: {', '.join(ROWS_BY_ID)}")
+    return ids
+
+
+def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    p.add_argument("--quick", action="store_true",
+                   help=f"rows {', '.join(QUICK_ROWS)}, threads 1 only, shorter cells (under ~90 s)")
+    p.add_argument("--out", default=DEFAULT_OUT, help=f"output directory (default {DEFAULT_OUT})")
+    p.add_argument("--docs", default=None, metavar="PATH",
+                   help=f"also write results.md between the {DOCS_BEGIN} / {DOCS_END} markers of PATH "
+                        "(appended at the end if absent)")
+    p.add_argument("--threads", type=_int_list, default=None,
+                   help="thread counts, one table (and one process) each (default 1,2; --quick: 1)")
+    p.add_argument("--rows", type=_row_list, default=None,
+                   help="comma-separated row ids (default: the whole grid, or --quick's); known: " + ", ".join(ROWS_BY_ID))
+    p.add_argument("--cell-seconds", type=float, default=None,
+                   help="target timed seconds per cell (default 0.2; --quick 0.1)")
+    p.add_argument("--min-repeats", type=int, default=5, help="fewest timed calls per cell (default 5)")
+    p.add_argument("--table-threads", type=int, default=None, help=argparse.SUPPRESS)  # internal: one table
+    p.add_argument("--table-json", default=None, help=argparse.SUPPRESS)  # internal: where it goes
+    p.set_defaults(command="bench")
+    return p
+
+
+def add_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the ``bench`` subcommand to the ``trnplan`` CLI's subparsers.
+
+    Parameters
+    ----------
+    subparsers : argparse._SubParsersAction
+        What ``ArgumentParser.add_subparsers`` returned.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The ``bench`` parser; its defaults set ``command="bench"``.
+    """
+    p = subparsers.add_parser(
+        "bench", help="run the benchmark suite: trnplan vs the FFT libraries, one table per thread count",
+        description="Time trnplan (estimate, measure, every forced solver) against torch.fft, numpy.fft, "
+                    "scipy.fft, pyFFTW and mkl_fft on the seed grid; write results.json, results.md and "
+                    "time_per_size.png to --out.")
+    return _configure(p)
+
+
+def _table_in_subprocess(threads: int, args) -> dict:
+    fd, path = tempfile.mkstemp(prefix=f"trnplan-bench-t{threads}-", suffix=".json")
+    os.close(fd)
+    env = dict(os.environ, MKL_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    cache_dir = None
+    if "TRNPLAN_CACHE_DIR" not in os.environ:
+        # trnplan.stft plans through the default on-disk cache; a fresh one per table keeps the STFT
+        # row as uncached as the plan_many(cache=None) columns and leaves the user's cache alone
+        cache_dir = tempfile.mkdtemp(prefix="trnplan-bench-cache-")
+        env["TRNPLAN_CACHE_DIR"] = cache_dir
+    cmd = [sys.executable, "-m", "trnplan.benchsuite", "--table-threads", str(threads), "--table-json", path,
+           "--rows", ",".join(args.rows), "--cell-seconds", str(args.cell_seconds),
+           "--min-repeats", str(args.min_repeats)]
+    try:
+        proc = subprocess.run(cmd, env=env, check=False)
+        if proc.returncode != 0:
+            raise RuntimeError(f"the threads-{threads} table process exited with status {proc.returncode}")
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    finally:
+        os.unlink(path)
+        if cache_dir:
+            import shutil
+
+            shutil.rmtree(cache_dir, ignore_errors=True)
+
+
+def main(args) -> int:
+    """Run the suite (or, with the internal ``--table-threads``, one table) and write the outputs.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        As parsed by the ``bench`` parser (:func:`add_parser`).
+
+    Returns
+    -------
+    int
+        0 on success (timings never fail the command); 2 when a table process failed.
+    """
+    if args.cell_seconds is None:
+        args.cell_seconds = 0.1 if args.quick else 0.2
+    if args.rows is None:
+        args.rows = list(QUICK_ROWS if args.quick else (r.id for r in ROWS))
+    if args.min_repeats < 1 or args.cell_seconds < 0:
+        print("error: --min-repeats must be ≥ 1 and --cell-seconds ≥ 0", file=sys.stderr)
+        return 2
+    if args.table_threads is not None:  # internal: this process is one table
+        table = run_table(args.table_threads, args.rows, args.cell_seconds, args.min_repeats)
+        with open(args.table_json, "w", encoding="utf-8") as f:
+            json.dump(table, f)
+        return 0
+    threads = args.threads or ([1] if args.quick else [1, 2])
+    t0 = time.perf_counter()
+    tables = []
+    for t in threads:
+        print(f"table: {t} thread(s), {len(args.rows)} rows", file=sys.stderr, flush=True)
+        try:
+            tables.append(_table_in_subprocess(t, args))
+        except RuntimeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    result = {
+        "when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "quick": bool(args.quick),
+        "machine": {"cpu": _cpu_model(), "cores": os.cpu_count(), "platform": platform.platform(),
+                    "versions": _versions(),
+                    "torch_threads": {str(t["threads"]): t["torch_threads"] for t in tables}},
+        "settings": {"rows": args.rows, "threads": threads, "cell_seconds": args.cell_seconds,
+                     "min_repeats": args.min_repeats, "error_flag": ERROR_FLAG,
+                     "goals": {"measure_vs_best": GOAL_VS_BEST, "regret": list(GOAL_REGRET),
+                               "overhead_us": GOAL_OVERHEAD_US}},
+        "tables": tables,
+    }
+    os.makedirs(args.out, exist_ok=True)
+    result["plot"] = plot(result, os.path.join(args.out, "time_per_size.png"))
+    result["wall_s"] = time.perf_counter() - t0
+    text = markdown(result)
+    with open(os.path.join(args.out, "results.json"), "w", encoding="utf-8") as f:
+        json.dump(result, f, indent=1)
+    with open(os.path.join(args.out, "results.md"), "w", encoding="utf-8") as f:
+        f.write(text)
+    if args.docs:
+        replace_docs_section(args.docs, text)
+    print(text)
+    print(f"wrote {args.out}/results.json, results.md{'' if 'skipped' in result['plot'] else ', time_per_size.png'}"
+          f"{f' and the section of {args.docs}' if args.docs else ''} in {result['wall_s']:.0f} s", file=sys.stderr)
+    return 0
+
+
+def _standalone_parser() -> argparse.ArgumentParser:
+    return _configure(argparse.ArgumentParser(prog="python -m trnplan.benchsuite",
+                                              description=__doc__.splitlines()[0]))
+
+
+if __name__ == "__main__":
+    sys.exit(main(_standalone_parser().parse_args()))
