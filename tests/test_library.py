@@ -168,13 +168,26 @@ def test_declines_off_cpu_reduced_precision_and_exportable():
     from trnplan.planner.library import HOST_LIBRARIES
     from trnplan.problem import Problem
 
+    from trnplan.backends import get_backend
+
     class FakePlanner:
         exportable = True
+        backend = get_backend("cpu")
+
+    class NoFFTBackend(type(get_backend("cpu"))):
+        def has_native_fft(self, precision):
+            return False
+
+    class NoFFTPlanner(FakePlanner):
+        exportable = False
+        backend = NoFFTBackend()
 
     solver = HOST_LIBRARIES[0]
     assert "cuFFT" in solver.why_not(Problem.create(64, device="cuda"), FakePlanner(), False)
     assert "bf16" in solver.why_not(Problem.create(64, precision="bf16"), FakePlanner(), False)
     assert "artifact" in solver.why_not(Problem.create(64), FakePlanner(), False)
+    # a backend whose cost profile has no FFT rate (a Neuron-like matrix engine) cannot price it
+    assert "cannot be priced" in solver.why_not(Problem.create(64), NoFFTPlanner(), False)
     assert [s.name for s in HOST_LIBRARIES] == ["scipy", "pyfftw", "mkl-fft"]
 
 

@@ -342,3 +342,22 @@ def test_precompiled_measured_plans_load_with_wisdom_only(tmp_path):
     _check(plan, 256, 4)
     real = trnplan.plan_many((16, 16), batch=2, kind="r2c", cache=cache, effort="wisdom_only")
     assert real.provenance.effort == "patient"
+
+
+def test_pyfftw_wisdom_travels_inside_the_wisdom_entry(tmp_path, monkeypatch):
+    pytest.importorskip("pyfftw")
+    from trnplan.kernels import hostlib
+
+    cache = PlanCache(tmp_path / "c")
+    plan = trnplan.plan_many(512, batch=2, strategy="pyfftw", cache=cache)
+    record = cache.get_wisdom(plan.provenance.wisdom_key)
+    assert record["host_wisdom"] and record["host_wisdom"] == hostlib.export_wisdom()
+    trnplan.clear_plan_cache()
+    seen = []
+    monkeypatch.setattr(hostlib, "import_wisdom", lambda data: seen.append(data))
+    again = trnplan.plan_many(512, batch=2, strategy="pyfftw", cache=cache)
+    assert again.provenance.origin == "wisdom hit" and seen == [record["host_wisdom"]]
+    _check(again, 512, 2)
+    # a plan without a pyFFTW leaf carries none
+    other = trnplan.plan_many(512, batch=2, strategy="scipy", cache=cache)
+    assert "host_wisdom" not in cache.get_wisdom(other.provenance.wisdom_key)
