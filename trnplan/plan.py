@@ -159,7 +159,8 @@ class Plan:
             kind = {"c2c": "c2c", "r2c": "c2r", "c2r": "r2c"}[p.kind]
             norm = {"backward": "forward", "forward": "backward", "ortho": "ortho"}[p.norm]
             self._adjoint = plan_many(p.shape, p.batch, kind=kind, inverse=not p.inverse, dtype=p.torch_dtype,
-                                      precision=p.precision, norm=norm, device=self.device, **self._plan_options)
+                                      precision=p.precision, norm=norm, device=self.device, cores=p.cores,
+                                      **self._plan_options)
         return self._adjoint
 
     def backward(self, g: torch.Tensor) -> torch.Tensor:
@@ -354,6 +355,7 @@ def render_explain(plan: Plan) -> str:
         *([f"  accuracy   {describe_measured(tree.measured_error)}"] if tree.measured_error is not None else []),
         *([f"  probe      {pv.probe}; {pv.probe_origin}"] if getattr(pv, "probe", "") else []),
         f"  scale      {p.scale:.6g} (norm={p.norm!r})",
+        *([f"  cores      {_cores_line(plan)}"] if p.cores > 1 else []),
         f"  cost model {plan.profile_name!r} profile, {pv.calibration or 'not calibrated (effort measure calibrates it)'}",
         *([f"  libraries  {_libraries()}"] if p.device == "cpu" else []),
         "",
@@ -378,6 +380,25 @@ def render_explain(plan: Plan) -> str:
         why = c.reason if c.verdict != CHOSEN else f"cheapest predicted: {plan.tree}"
         lines.append(f"  {c.solver:<{width}} {c.verdict:<24} {pred}  {why}")
     return "\n".join(lines)
+
+
+def _cores_line(plan) -> str:
+    """explain()'s account of cores=C: which nodes split their batch, and the predicted speedup."""
+    from trnplan.planner.multicore import shard_sizes
+
+    split = [node for _, node in plan.tree.walk() if node.solver == "multicore"]
+    unsplit = [c.node.time_us for c in plan.candidates
+               if c.node is not None and c.solver != "multicore" and c.verdict in (CHOSEN, "more expensive")]
+    if split:
+        parts = [f"{n.param('shards')} shards of {'/'.join(map(str, sorted(set(shard_sizes(n.batch, n.param('shards'))), reverse=True)))} "
+                 f"(n={n.n} ×{n.batch}; per-core child {n.children[0]})" for n in split]
+        speed = (f"; predicted speedup {min(unsplit) / plan.tree.time_us:.2f}× over the best unsplit plan"
+                 if unsplit and plan.tree.solver == "multicore" else "")
+        return f"{plan.problem.cores}: " + "; ".join(parts) + speed
+    multi = next((c for c in plan.candidates if c.solver == "multicore"), None)
+    why = (f"the split plan is predicted at {multi.node.time_us / plan.tree.time_us:.2f}× the chosen plan's time"
+           if multi is not None and multi.node is not None else (multi.reason if multi is not None else ""))
+    return f"{plan.problem.cores}: no node splits its batch ({why})"
 
 
 def _libraries() -> str:
@@ -413,8 +434,10 @@ def _check_supported(problem: Problem, effort: str) -> None:
     unsupported = get_backend(problem.device).precision_unsupported_reason(problem.precision)
     if unsupported is not None:
         raise PlanningError(unsupported)
-    if problem.cores != 1:
-        raise NotSupportedYet(f"cores={problem.cores} is not built yet (the multicore issue); use cores=1")
+    if problem.cores != 1 and problem.device == "cuda":
+        from trnplan.backends.cuda import CORES_ON_CUDA
+
+        raise PlanningError(CORES_ON_CUDA)
     if effort not in EFFORTS:
         raise ValueError(f"effort must be one of {', '.join(map(repr, EFFORTS))}; got {effort!r}")
 
@@ -488,7 +511,12 @@ def plan_many(
         ``"cpu"`` or ``"cuda"`` (optionally ``"cuda:1"``); ``"neuron"`` is designed for and
         raises :class:`~trnplan.errors.BackendUnavailable` until the Trainium backend lands.
     cores : int, default 1
-        Cores to split over (only 1 in this version).
+        Cores to split the work over (CPU worker threads; NeuronCores on Trainium). With C > 1
+        the ``multicore`` solver is a candidate at every node: it cuts the batch into
+        ``min(C, batch)`` shards run concurrently by child plans (one per distinct shard size),
+        and a single large transform is split through its four-step / nd passes, which are
+        batches. The cost model (or ``effort="measure"``) decides whether splitting pays; it
+        rarely does on a CPU where torch already uses every core. Not for ``device="cuda"``.
     strategy : str, optional
         Force the root solver (``"stockham"``) or a whole tree as an s-expression, e.g.
         ``"(four-step 4096=64x64 (dft-gemm) (stockham))"`` (see ``str(plan.tree)``).
@@ -533,7 +561,7 @@ def plan_many(
         A forced strategy does not apply (the message lists the solvers that do); ``tol`` is out
         of reach for the precision; tf32 off CUDA; a verified plan measured over its bound.
     trnplan.errors.NotSupportedYet
-        A valid request this version does not build yet (cores > 1).
+        A valid request this version does not build yet.
     trnplan.errors.BackendUnavailable
         The device cannot run here (no GPU, no Neuron SDK).
     trnplan.errors.WisdomMiss

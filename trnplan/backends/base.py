@@ -146,6 +146,22 @@ class Backend:
     def _probe(self, device: torch.device) -> PrecisionProbe:
         return run_precision_probe(device)
 
+    # ------------------------------------------------------------------ cores
+    def shard_executor_reason(self) -> str | None:
+        """``None`` if this backend runs the multicore solver's shards concurrently, else why not."""
+        return None
+
+    def shard_executor(self, shards: int):
+        """Where the multicore solver's shards run: an object with ``submit(fn, *args)`` → future.
+
+        The CPU (and the default) is a process-wide pool of worker threads; torch ops and the host
+        FFT libraries release the GIL while they compute. The Trainium backend is the seam for one
+        loaded artifact per NeuronCore (the Neuron backend issue).
+        """
+        from trnplan.planner.multicore import thread_pool
+
+        return thread_pool(shards)
+
     # ------------------------------------------------------------------ artifacts
     #: the artifact kinds this backend can build, besides "eager" (none)
     artifact_modes: tuple[str, ...] = ("aot",)

@@ -24,6 +24,7 @@ CPU_PROFILE = CostProfile(
     fft_launch_us=8.0,
     bandwidth_gbs=20.0,
     source="bench/calibrate.py on a 2-vCPU Xeon (AVX-512, AMX), torch 2.13.0+cpu, 2 threads",
+    threads=2,
 )
 
 

@@ -35,6 +35,10 @@ CUDA_PROFILE = CostProfile(
 )
 
 
+CORES_ON_CUDA = ("cores=C splits a plan's batch over CPU worker threads or NeuronCores; a GPU runs a plan as "
+                 "one device: use cores=1 on cuda (and trnplan.distributed for several GPUs)")
+
+
 class CUDABackend(Backend):
     kind = "cuda"
     profile = CUDA_PROFILE
@@ -47,6 +51,9 @@ class CUDABackend(Backend):
 
     def has_native_fft(self, precision: str) -> bool:
         return precision in ("fp32", "fp64")
+
+    def shard_executor_reason(self) -> str | None:
+        return CORES_ON_CUDA
 
     precisions = ("fp32", "fp64", "bf16", "bf16x3", "bf16x6", "tf32")
 

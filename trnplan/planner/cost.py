@@ -68,6 +68,9 @@ class CostProfile:
         empty where the backend has no native FFT (Neuron).
     fft_launch_us : float
         Fixed cost of one native FFT call (plan lookup, descriptor setup), µs.
+    threads : int
+        Cores the throughput constants were measured with (the CPU profile: torch's 2 intra-op
+        threads); a shard of the multicore solver runs on one of them.
     bandwidth_gbs : float
         Effective bandwidth of elementwise ops and copies, GB/s.
     source : str
@@ -81,6 +84,7 @@ class CostProfile:
     bandwidth_gbs: float
     fft_launch_us: float = 0.0
     source: str = ""
+    threads: int = 1
 
     def time_us(self, work: Work, dtype: str) -> float:
         t = work.launches * self.launch_us

@@ -20,6 +20,7 @@ from trnplan.planner.dft_gemm import DFTGemmSolver
 from trnplan.planner.four_step import FourStep
 from trnplan.planner.library import HOST_LIBRARIES
 from trnplan.planner.native import Native
+from trnplan.planner.multicore import Multicore
 from trnplan.planner.nd import ND
 from trnplan.planner.precision import Precision
 from trnplan.planner.real import Real
@@ -35,6 +36,7 @@ SOLVERS = (
     Bluestein(),
     Real(),
     ND(),
+    Multicore(),  # cores > 1 only: the batch split into shards run concurrently
     Precision(),  # precision="auto" only: one child per concrete mode
 )
 

@@ -1,0 +1,178 @@
+"""multicore: split the batch into C shards, each run by a child plan on its own core.
+
+``plan_many(..., cores=C)`` makes every sub-problem carry ``cores=C``. This solver is one more
+candidate at each node: it cuts the node's batch into ``min(C, batch)`` shards whose sizes differ
+by at most one (``q + 1`` for the first ``batch mod C`` shards, ``q`` for the rest), plans *one*
+child for each distinct shard size (with ``cores=1``, so the split does not recurse), and runs the
+shards concurrently through the backend's shard executor
+(:meth:`Backend.shard_executor <trnplan.backends.base.Backend.shard_executor>`): on the CPU a
+pool of worker threads that run the lowered child (torch and the host FFT libraries release the
+GIL while they compute); on Trainium the seam for one loaded artifact per NeuronCore.
+
+A single transform (batch 1) is not split here: composites plan their passes as batches, and
+those children inherit ``cores``, so a four-step of one long transform runs its column and row
+passes across cores (the row-column split), and an nd plan its axis passes.
+
+**Cost.** Shards run concurrently, so the node costs the *slowest* shard plus the split and
+gather, not the sum. A child's work is priced by the profile, whose rates were measured with
+``profile.threads`` threads; a shard runs on one core, so its throughput terms (flops and bytes)
+are scaled by ``threads`` while its latency terms (dispatched ops, library calls) are not::
+
+    t = max_shards (latency + threads · throughput) + shards · task_us + gather copy
+
+On this 2-core CPU with torch's two intra-op threads the throughput term does not shrink, so
+splitting only pays where a plan is latency-bound on one thread; the cost model therefore rarely
+picks it, and effort="measure" times it (docs/benchmarks.md has the measured speedups). On a
+backend whose profile is per core (Neuron: ``threads = 1``) splitting pays for large batches.
+"""
+
+from __future__ import annotations
+
+import math
+from concurrent.futures import ThreadPoolExecutor
+
+import attrs
+import torch
+
+from trnplan.planner.cost import Work, copy
+from trnplan.planner.solver import Solver, itemsize
+
+#: fixed cost of handing one shard to a worker and collecting it (submit, wake, join), µs:
+#: ThreadPoolExecutor round trips measured 15–40 µs on this 2-vCPU machine
+TASK_US = 25.0
+
+
+def shard_sizes(batch: int, cores: int) -> tuple[int, ...]:
+    """Shard sizes of ``batch`` over ``cores``: ``min(cores, batch)`` shards differing by ≤ 1."""
+    shards = min(cores, batch)
+    q, r = divmod(batch, shards)
+    return tuple(q + 1 if i < r else q for i in range(shards))
+
+
+def _shard_time(child, profile) -> float:
+    """A child's time when it runs alone on one core (see the module docstring)."""
+    threads = getattr(profile, "threads", 1)
+    terms = dict(child.terms)
+    if not terms:
+        return child.time_us * threads
+    latency = sum(v * profile.price(k) for k, v in terms.items() if k in ("launches", "fft_calls"))
+    throughput = sum(v * profile.price(k) for k, v in terms.items() if k not in ("launches", "fft_calls"))
+    return latency + threads * throughput
+
+
+class Multicore(Solver):
+    name = "multicore"
+    composite = True
+    kinds = ("c2c", "r2c", "c2r")
+    ranks = "any"
+    options = ("shards",)
+
+    def why_not(self, problem, planner, forced):
+        if problem.cores == 1:
+            return "cores=1: nothing to split over (plan with cores=C to split the batch)"
+        if problem.batch < 2:
+            return (f"batch {problem.batch}: one transform is not split into shards here; composites "
+                    f"(four-step, nd) run their passes, which are batches, across the cores")
+        if getattr(planner, "exportable", False):
+            return ("an artifact is one graph: shards on worker threads cannot be exported (on Trainium "
+                    "the backend loads one artifact per NeuronCore instead)")
+        if planner.backend.shard_executor_reason() is not None:
+            return planner.backend.shard_executor_reason()
+        return None
+
+    def why_not_spec(self, problem, spec):
+        reason = super().why_not_spec(problem, spec)
+        shards = spec.option("shards")
+        if reason is None and shards is not None and shards != len(shard_sizes(problem.batch, problem.cores)):
+            return (f"multicore splits batch {problem.batch} over cores={problem.cores} into "
+                    f"{len(shard_sizes(problem.batch, problem.cores))} shards, not {shards}")
+        return reason
+
+    def plan(self, problem, planner, spec):
+        sizes = shard_sizes(problem.batch, problem.cores)
+        distinct = sorted(set(sizes), reverse=True)
+        norm = "forward" if problem.inverse else "backward"  # unscaled: the root applies the norm
+        children = []
+        for i, size in enumerate(distinct):
+            sub = attrs.evolve(problem, batch=size, cores=1, norm=norm)
+            children.append(planner.plan(sub, spec.child(i) if spec is not None else None))
+        out_elems = math.prod(problem.out_shape) * problem.batch * (1 if problem.real_output else 2)
+        work = Work(launches=2 * len(sizes)) + copy(out_elems, itemsize(problem))  # split views, gather
+        node = self.node(problem, planner, work, max(c.error for c in children),
+                         params={"shards": len(sizes)}, children=tuple(children))
+        own = planner.profile.time_us(work, str(problem.real_dtype).removeprefix("torch."))
+        parallel = max(_shard_time(c, planner.profile) for c in children)
+        return attrs.evolve(node, time_us=own + parallel + len(sizes) * TASK_US)
+
+    def build(self, node, ctx):
+        from trnplan.backends import get_backend
+
+        sizes = shard_sizes(node.batch, node.param("shards"))  # shards = min(cores, batch)
+        return MulticoreShards([ctx.build(c) for c in node.children], [c.batch for c in node.children], sizes,
+                               get_backend(ctx.device.type))
+
+
+class MulticoreShards(torch.nn.Module):
+    """Runs shards of the batch concurrently, one child module per distinct shard size."""
+
+    def __init__(self, children, child_batches, sizes, backend):
+        super().__init__()
+        self.kids = torch.nn.ModuleList(children)
+        self.by_size = {b: i for i, b in enumerate(child_batches)}
+        self.sizes = tuple(sizes)
+        self.backend = backend
+        if all(hasattr(k, "library_call") for k in children):
+            # leaf children: a plan whose root this is runs the shards on the user's tensor directly
+            # (no split into re/im and back: each 1 MB temporary costs ~0.2 ms of page faults here)
+            self.library_call = self._library_call
+
+    def _library_call(self, norm: str | None = None):
+        """Shards of the user-facing tensor through the children's library calls, with ``norm``."""
+        calls = [k.library_call(norm) for k in self.kids]
+
+        def run(x):
+            M = x.shape[0]
+            sizes = self.sizes if M == sum(self.sizes) else shard_sizes(M, len(self.sizes))
+            pieces = torch.split(x, sizes)
+            fns = [calls[self.by_size.get(s, 0)] for s in sizes]
+            pool = self.backend.shard_executor(len(sizes))
+            futures = [pool.submit(fn, piece) for fn, piece in zip(fns[1:], pieces[1:])]
+            outs = [fns[0](pieces[0])] + [f.result() for f in futures]
+            return torch.cat(outs)
+
+        return run
+
+    def forward(self, *inputs):
+        M = inputs[0].shape[0]
+        if M != sum(self.sizes):  # the split module is called with another batch: re-shard evenly
+            sizes = shard_sizes(M, len(self.sizes))
+        else:
+            sizes = self.sizes
+        pieces = list(zip(*(torch.split(t, sizes) for t in inputs)))
+        kids = [self.kids[self.by_size.get(s, 0)] for s in sizes]
+        pool = self.backend.shard_executor(len(sizes))
+        futures = [pool.submit(kid, *piece) for kid, piece in zip(kids[1:], pieces[1:])]
+        first = kids[0](*pieces[0])  # the calling thread runs one shard itself
+        outs = [first] + [f.result() for f in futures]
+        return tuple(torch.cat(parts) for parts in zip(*outs))
+
+
+_POOLS: dict = {}
+
+
+def _init_worker(threads: int) -> None:
+    """A new worker thread adopts torch's intra-op thread count: OpenMP keeps that setting per
+    thread, so a fresh thread would otherwise run torch ops on the machine's default (every
+    core), oversubscribing the cores the other shards use (measured: a 2-shard split of 128 ×
+    1024 ran 4× slower than unsplit on 2 vCPUs before this)."""
+    torch.set_num_threads(threads)
+
+
+def thread_pool(workers: int) -> ThreadPoolExecutor:
+    """The process-wide worker pool of ``workers`` threads (made once per size and thread count)."""
+    key = (workers, torch.get_num_threads())
+    pool = _POOLS.get(key)
+    if pool is None:
+        pool = _POOLS.setdefault(key, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="trnplan-shard",
+                                                         initializer=_init_worker, initargs=(key[1],)))
+    return pool
