@@ -377,7 +377,7 @@ def render_explain(plan: Plan) -> str:
     width = max(len(c.solver) for c in plan.candidates) + 2
     for c in plan.candidates:
         pred = f"{_time(c.node.time_us):>10}  err {c.node.error:.1e}" if c.node is not None else f"{'—':>10}  {'':11}"
-        why = c.reason if c.verdict != CHOSEN else f"cheapest predicted: {plan.tree}"
+        why = c.reason if c.verdict != CHOSEN or pv.measurement is not None else f"cheapest predicted: {plan.tree}"
         lines.append(f"  {c.solver:<{width}} {c.verdict:<24} {pred}  {why}")
     return "\n".join(lines)
 
