@@ -17,6 +17,7 @@ from trnplan.planner import PlanNode, Planner, SOLVERS, solver_names
 from trnplan.problem import Problem
 from trnplan.stft import istft, stft
 from trnplan import fft  # the torch.fft-compatible functions: trnplan.fft.fft(x), ...
+from trnplan import distributed  # trnplan.distributed.plan_many: FFTs over torch.distributed
 
 __all__ = [
     "BackendUnavailable",
@@ -32,6 +33,7 @@ __all__ = [
     "WisdomMiss",
     "__version__",
     "clear_plan_cache",
+    "distributed",
     "fft",
     "get_backend",
     "istft",

@@ -1,0 +1,911 @@
+"""Distributed FFTs over ``torch.distributed``: slab and pencil N-D transforms, six-step 1-D.
+
+The standard transpose method of FFTW-MPI, heFFTe and cuFFTMp: every rank transforms the axes
+it holds whole with an ordinary local :func:`trnplan.plan_many` plan, then an all-to-all
+*transpose* redistributes the data so that the next axes are whole, and so on; by default a
+last transpose puts the output back in the input's distribution.
+
+* **slab** (rank ≥ 2): split along axis 0 over the P ranks. Local transform over axes 1..,
+  transpose (axis 0 whole, axis 1 split), 1-D transforms along axis 0, transpose back.
+* **pencil** (rank 3): split along axes 0 and 1 over a P0×P1 process grid (P0 ≤ P1, as
+  square as P allows). Three 1-D passes (axes 2, 1, 0) with a transpose inside a grid row and
+  one inside a grid column between them, and two transposes back.
+* **1-D** (rank 1): Bailey's six-step algorithm, N = n1·n2 viewed as an n1×n2 matrix:
+  transpose, n1-point DFTs, twiddle, transpose, n2-point DFTs, transpose to natural order.
+
+The only collective on the data path is ``torch.distributed.all_to_all_single`` (with uneven
+split sizes, on real views of the complex data); plan time adds one ``all_gather`` of a small
+int64 descriptor that detects arguments differing across ranks, and (pencil only)
+``new_group`` for the grid's rows and columns. gloo's ``all_to_all`` (the list form) rejects
+blocks of different sizes in torch 2.13, so uneven splits need the single-tensor form anyway.
+
+References
+----------
+.. [1] M. Frigo and S. G. Johnson, "FFTW-MPI", FFTW 3.3 manual, ch. 6 (2012).
+.. [2] D. H. Bailey, "FFTs in external or hierarchical memory", J. Supercomputing 4 (1990).
+.. [3] A. Ayala et al., "heFFTe: Highly Efficient FFT for Exascale", ICCS (2020).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from trnplan.errors import NotSupportedYet
+from trnplan.plan import _DEFAULT_CACHE
+from trnplan.plan import plan_many as _local_plan_many
+from trnplan.planner.real import hermitian_weights
+from trnplan.problem import NORMS, PRECISIONS, Problem
+
+__all__ = ["DistributedPlan", "plan_many", "split_sizes"]
+
+LAYOUTS = ("slab", "pencil")
+_KIND_CODES = {"c2c": 0, "r2c": 1, "c2r": 2}
+_DTYPE_CODES = {"complex64": 0, "complex128": 1}
+_PRECISION_CODES = {name: i for i, name in enumerate((*PRECISIONS, "auto"))}
+_NORM_CODES = {name: i for i, name in enumerate(NORMS)}
+_LAYOUT_CODES = {"slab": 0, "pencil": 1}
+_EFFORT_CODES = {"estimate": 0, "measure": 1, "patient": 2, "wisdom_only": 3}
+_MAX_RANK = 16
+#: (world size, P0, P1, backend) -> (the world group they were made in, ((column group, r0),
+#: (row group, r1))): new_group is a collective over the whole world and every group costs
+#: sockets/communicators, so each grid's groups are made once per world
+_GRID_GROUPS: dict = {}
+
+
+# ---------------------------------------------------------------------- block distribution
+def split_sizes(n: int, parts: int) -> list[int]:
+    """Block sizes of ``n`` items over ``parts`` ranks: the first ``n % parts`` get one more.
+
+    Parameters
+    ----------
+    n : int
+        Length of the distributed axis.
+    parts : int
+        Number of ranks sharing it.
+
+    Returns
+    -------
+    list of int
+        ``parts`` sizes (some 0 when ``n < parts``) summing to ``n``; rank ``q`` holds indices
+        ``sum(sizes[:q]) .. sum(sizes[:q+1]) - 1``, the same rule as FFTW-MPI's default blocks
+        when ``parts`` divides ``n``.
+
+    Examples
+    --------
+    >>> split_sizes(6, 4)
+    [2, 2, 1, 1]
+    """
+    base, extra = divmod(n, parts)
+    return [base + (1 if q < extra else 0) for q in range(parts)]
+
+
+def _offset(n: int, parts: int, q: int) -> int:
+    return sum(split_sizes(n, parts)[:q])
+
+
+def _balanced_grid(p: int) -> tuple[int, int]:
+    """P0×P1 = p with P0 ≤ P1 and P0 the largest divisor of p not above √p (4 → 2×2, 6 → 2×3)."""
+    p0 = max(d for d in range(1, math.isqrt(p) + 1) if p % d == 0)
+    return p0, p // p0
+
+
+def _six_step_factors(n: int, parts: int) -> tuple[int, int]:
+    """n = n1·n2 for the 1-D six-step: n1 the divisor nearest √n, preferring both divisible by ``parts``.
+
+    Divisible factors give every rank the same block in every transpose (no idle rank); among
+    those (or among all, if none) the one nearest √n keeps the two DFT lengths and the three
+    transposes balanced.
+    """
+    divisors = [d for d in range(1, n + 1) if n % d == 0] if n <= 1 << 20 else \
+        sorted({d for k in range(1, math.isqrt(n) + 1) if n % k == 0 for d in (k, n // k)})
+    root = math.sqrt(n)
+
+    def score(d):
+        return (not (d % parts == 0 and (n // d) % parts == 0), abs(math.log(d / root)), d)
+
+    n1 = min(divisors, key=score)
+    return n1, n // n1
+
+
+# ---------------------------------------------------------------------- steps
+class _Transpose:
+    """All-to-all inside ``group`` (size Q, my index q): ``gather`` axis becomes whole, ``scatter`` split.
+
+    Before: local ``gather`` extent ``sizes_g[q]``, ``scatter`` whole. After: ``gather`` whole,
+    ``scatter`` extent ``sizes_s[q]``. Rank j receives the slice of my ``scatter`` axis it owns.
+    Implemented with one ``all_to_all_single`` on the real view of a complex buffer laid out
+    scatter-axis-first, so each destination's block is one contiguous run.
+    """
+
+    def __init__(self, group, q: int, qsize: int, gather: int, scatter: int, gshape: tuple,
+                 local_in: tuple, local_out: tuple, batch: int, elem_bytes: int, label: str):
+        self.group, self.q, self.qsize = group, q, qsize
+        self.gather, self.scatter, self.gshape = gather, scatter, gshape
+        self.local_in, self.local_out, self.label = local_in, local_out, label
+        self.sizes_g = split_sizes(gshape[gather], qsize)
+        self.sizes_s = split_sizes(gshape[scatter], qsize)
+        # elements per (scatter index, gather index), then per scatter index
+        per_g = batch * math.prod(n for a, n in enumerate(local_in) if a not in (gather, scatter))
+        rest = per_g * local_in[gather]
+        self.send = [s * rest for s in self.sizes_s]
+        self.recv = [self.sizes_s[q] * per_g * g for g in self.sizes_g]
+        self.bytes_sent = sum(c for j, c in enumerate(self.send) if j != q) * elem_bytes
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.qsize == 1:
+            return x
+        s, g = 1 + self.scatter, 1 + self.gather  # tensor dims: (batch, *local)
+        t = x.movedim(s, 0).contiguous()
+        flat = torch.view_as_real(t).reshape(-1) if t.is_complex() else t.reshape(-1)
+        factor = 2 if t.is_complex() else 1
+        out = torch.empty(sum(self.recv) * factor, dtype=flat.dtype, device=flat.device)
+        dist.all_to_all_single(out, flat, output_split_sizes=[c * factor for c in self.recv],
+                               input_split_sizes=[c * factor for c in self.send], group=self.group)
+        if t.is_complex():
+            out = torch.view_as_complex(out.view(-1, 2))
+        g_moved = g + 1 if g < s else g  # where the gather axis sits once scatter moved to the front
+        moved = list(t.shape)
+        pieces = []
+        for j, chunk in enumerate(out.split(self.recv)):
+            moved[0], moved[g_moved] = self.sizes_s[self.q], self.sizes_g[j]
+            pieces.append(chunk.view(moved))
+        return torch.cat(pieces, dim=g_moved).movedim(0, s)
+
+    def describe(self) -> str:
+        return (f"transpose ({self.label}, {self.qsize} ranks): axis {self.gather} whole, axis {self.scatter} "
+                f"split; local {self.local_in} → {self.local_out}; sends {_bytes(self.bytes_sent)}")
+
+
+class _Stage:
+    """Local transforms over the whole axes ``axes`` (a contiguous run) with one trnplan plan."""
+
+    def __init__(self, axes: tuple, kind: str, local_in: tuple, local_out: tuple, transform_shape: tuple,
+                 batch: int, plan_kwargs: dict, out_dtype: torch.dtype, device):
+        self.axes, self.kind, self.local_in, self.local_out = axes, kind, local_in, local_out
+        self.transform_shape, self.out_dtype, self.device = transform_shape, out_dtype, device
+        self.trailing = axes[-1] == len(local_in) - 1
+        self.count = batch * math.prod(local_in) // math.prod(local_in[a] for a in axes)
+        self.plan = None
+        if self.count:  # a rank with an empty block (n0 < P) plans nothing and sends nothing
+            self.plan = _local_plan_many(transform_shape, self.count, kind=kind, **plan_kwargs)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        b = x.shape[0]
+        if self.plan is None:
+            return torch.empty((b, *self.local_out), dtype=self.out_dtype, device=x.device)
+        dims = [1 + a for a in self.axes]
+        if self.trailing:
+            y = self.plan.execute(x.reshape(-1, *x.shape[dims[0]:]))
+            return y.reshape(b, *self.local_out)
+        last = x.ndim - len(dims)
+        t = x.movedim(dims, list(range(last, x.ndim))).contiguous()
+        y = self.plan.execute(t.reshape(-1, *t.shape[last:])).reshape(*t.shape[:last], *self.plan.problem.out_shape)
+        return y.movedim(list(range(last, x.ndim)), dims)
+
+    def describe(self) -> str:
+        axes = ",".join(map(str, self.axes))
+        tree = str(self.plan.tree) if self.plan is not None else "(none: empty local block)"
+        return (f"local {self.kind} over axis {axes} {self.transform_shape} × {self.count}: "
+                f"{self.local_in} → {self.local_out}; plan {tree}")
+
+
+class _Twiddle:
+    """Six-step twiddle: element (k1, j2) times exp(±2πi·k1·j2/N), from float64 with exact index reduction."""
+
+    def __init__(self, n: int, rows: int, col0: int, cols: int, sign: int, dtype: torch.dtype, device):
+        k1 = np.arange(rows, dtype=np.int64)[:, None]
+        j2 = np.arange(col0, col0 + cols, dtype=np.int64)[None, :]
+        angle = sign * 2.0 * np.pi * ((k1 * j2) % n) / n  # (j*k) % n first: exact in int64
+        self.factor = torch.as_tensor(np.exp(1j * angle), dtype=dtype, device=device)
+        self.shape = (rows, cols)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return x * self.factor
+
+    def describe(self) -> str:
+        return f"twiddle {self.shape} (exp(±2πi·k1·j2/N), local columns)"
+
+
+class _Swap:
+    """Relabel a local (a, b) block as (b, a): the six-step's local transpose to natural order."""
+
+    def __init__(self, local_in: tuple):
+        self.local_in = local_in
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return x.transpose(1, 2)
+
+    def describe(self) -> str:
+        return f"local transpose {self.local_in} → {self.local_in[::-1]}"
+
+
+def _bytes(n: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.3g} {unit}"
+    return f"{n} B"
+
+
+# ---------------------------------------------------------------------- layout (pure: no collectives)
+def _layout(kind: str, shape: tuple, layout: str, grid: tuple, coords: tuple, ti: bool, to: bool,
+            factors: tuple | None):
+    """The step list for one rank, as data: ``[(op, ...)]``, plus local input and output shapes.
+
+    Pure arithmetic on block sizes, so every rank can compute every other rank's shapes and
+    send volumes without communicating. ``op`` is ``"stage"`` (axes, kind, shape before, shape
+    after, transform shape), ``"transpose"`` (grid dim, gather axis, scatter axis, global shape),
+    ``"twiddle"`` or ``"swap"``.
+    """
+    rank = len(shape)
+    half = shape[-1] // 2 + 1
+    complex_shape = (*shape[:-1], half) if kind != "c2c" else shape
+
+    def local(gshape, dist_map):
+        return tuple(split_sizes(n, grid[dist_map[a]])[coords[dist_map[a]]] if a in dist_map else n
+                     for a, n in enumerate(gshape))
+
+    if rank == 1:
+        n1, n2 = factors
+        gmat = (n1, n2)
+        steps = []
+        if not ti:  # natural input: rows j1 of A[j1, j2] = x[n2·j1 + j2]
+            steps += [("transpose", 0, 0, 1, gmat), ("stage", (0,), gmat), ("twiddle",),
+                      ("transpose", 0, 1, 0, gmat), ("stage", (1,), gmat)]
+            if not to:
+                steps += [("swap",), ("transpose", 0, 1, 0, (n2, n1))]
+            dist_in, gin = {0: 0}, gmat
+            dist_out, gout = ({0: 0}, gmat) if to else ({0: 0}, (n2, n1))
+        else:  # transposed input D[k1, k2] = x[k1 + n1·k2], rows k1: the reverse pipeline
+            steps += [("stage", (1,), gmat), ("transpose", 0, 0, 1, gmat), ("twiddle",),
+                      ("stage", (0,), gmat), ("transpose", 0, 1, 0, gmat)]
+            dist_in, gin, dist_out, gout = {0: 0}, gmat, {0: 0}, gmat
+        lin, lout = local(gin, dist_in), local(gout, dist_out)
+        return steps, ((lin[0] * lin[1],) if not ti else lin), ((lout[0] * lout[1],) if not to else lout)
+
+    if math.prod(grid) == 1:
+        # one rank holds everything: one local N-D plan, the same as trnplan.plan_many (and the
+        # baseline the scaling benchmark divides by)
+        gout = (*shape[:-1], half) if kind == "r2c" else shape
+        gin = complex_shape if kind == "c2r" else shape
+        return [("stage", tuple(range(rank)), gin)], gin, gout
+    if layout == "slab":
+        # distributions: D0 = axis 0 split over grid dim 0; D1 = axis 1 split
+        dists = [{0: 0}, {1: 0}]
+        links = [(0, 0, 1)]  # D0 -> D1: in grid dim 0, gather axis 0, scatter axis 1
+        local_axes = tuple(range(1, rank))
+        if kind == "c2r" or ti:
+            stages = [((0,), 1), (local_axes, 0)]
+        else:
+            stages = [(local_axes, 0), ((0,), 1)]
+    else:
+        # X-pencils (0 over P0, 1 over P1) -> (0 over P0, 2 over P1) -> (1 over P0, 2 over P1)
+        dists = [{0: 0, 1: 1}, {0: 0, 2: 1}, {1: 0, 2: 1}]
+        links = [(1, 1, 2), (0, 0, 1)]
+        if kind == "c2r" or ti:
+            stages = [((0,), 2), ((1,), 1), ((2,), 0)]
+        else:
+            stages = [((2,), 0), ((1,), 1), ((0,), 2)]
+    start = len(dists) - 1 if ti else 0
+    end = len(dists) - 1 if to else 0
+    steps, cur = [], start
+    gshape = complex_shape if kind == "c2r" else shape
+    gin = gshape
+
+    def walk(target):
+        nonlocal cur
+        while cur != target:
+            if target > cur:
+                dim, ga, sc = links[cur]
+                steps.append(("transpose", dim, ga, sc, gshape))
+                cur += 1
+            else:
+                dim, ga, sc = links[cur - 1]
+                steps.append(("transpose", dim, sc, ga, gshape))
+                cur -= 1
+
+    for axes, need in stages:
+        walk(need)
+        steps.append(("stage", axes, gshape))
+        if kind == "r2c" and rank - 1 in axes:
+            gshape = complex_shape
+        elif kind == "c2r" and rank - 1 in axes:
+            gshape = shape
+    walk(end)
+    return steps, local(gin, dists[start]), local(gshape, dists[end])
+
+
+# ---------------------------------------------------------------------- the plan
+class DistributedPlan:
+    """A distributed FFT plan: this rank's local plans and transposes. Build with :func:`plan_many`.
+
+    Every rank of the group holds its own ``DistributedPlan`` for the same global transform;
+    :meth:`execute` is collective (every rank must call it, in the same order as its other
+    collectives on the group).
+
+    Attributes
+    ----------
+    problem : Problem
+        The global transform (``shape``, ``batch``, kind, direction, dtype, precision, norm).
+    layout : {"slab", "pencil", "1d"}
+        The decomposition.
+    grid : tuple of int
+        Process grid: ``(P,)`` for slab and 1-D, ``(P0, P1)`` for pencil.
+    coords : tuple of int
+        This rank's position in the grid (pencil: ``rank = r0·P1 + r1``).
+    local_shape : tuple of int
+        Trailing shape of this rank's input block (its leading dims multiply to ``batch``).
+    local_out_shape : tuple of int
+        Trailing shape of this rank's output block.
+    local_slices : tuple of slice
+        Where this rank's input block sits in the global input (one slice per global axis;
+        for 1-D with natural input, one slice of the flat index).
+    local_out_slices : tuple of slice
+        Where this rank's output block sits in the global output (1-D transposed output: in the
+        (n1, n2) matrix ``D[k1, k2] = X[k1 + n1·k2]``).
+    bytes_sent : int
+        Bytes this rank sends to other ranks per :meth:`execute` (data only).
+    transposed_input, transposed_output : bool
+        Whether the input (output) is in the transposed distribution (see docs/distributed.md).
+    """
+
+    def __init__(self, problem: Problem, *, layout: str, group, grid: tuple, coords: tuple, groups: tuple,
+                 transposed_input: bool, transposed_output: bool, factors, device, plan_kwargs: dict):
+        self.problem, self.layout, self.group = problem, layout, group
+        self.grid, self.coords, self._groups = grid, coords, groups
+        self.transposed_input, self.transposed_output = transposed_input, transposed_output
+        self.factors, self.device, self._plan_kwargs = factors, device, plan_kwargs
+        p = problem
+        self.batch = p.batch
+        cdtype = p.torch_dtype
+        elem = 16 if p.dtype == "complex128" else 8
+        kw = dict(inverse=p.inverse, dtype=cdtype, precision=p.precision, norm=p.norm, device=device, **plan_kwargs)
+        raw, self.local_shape, self.local_out_shape = _layout(
+            p.kind, p.shape, layout, grid, coords, transposed_input, transposed_output, factors)
+        self._steps = []
+        # build: track this rank's local block through the steps (1-D: as the (n1, n2) matrix)
+        cur = self._mat_in_shape() if p.rank == 1 and not transposed_input else self.local_shape
+        for op in raw:
+            if op[0] == "transpose":
+                _, gdim, ga, sc, gshape = op
+                out = list(cur)
+                out[ga] = gshape[ga]
+                out[sc] = split_sizes(gshape[sc], grid[gdim])[coords[gdim]]
+                grp, q = groups[gdim]
+                names = {0: "whole group" if len(grid) == 1 else "grid column", 1: "grid row"}
+                self._steps.append(_Transpose(grp, q, grid[gdim], ga, sc, gshape, tuple(cur), tuple(out),
+                                              p.batch, elem, names[gdim]))
+                cur = tuple(out)
+            elif op[0] == "stage":
+                _, axes, gshape = op
+                stage_kind = "c2c"
+                if p.kind != "c2c" and (p.rank - 1) in axes and p.rank > 1:
+                    stage_kind = p.kind
+                if p.rank == 1:
+                    tshape = (factors[axes[0]],)
+                elif stage_kind == "c2c":
+                    tshape = tuple(gshape[a] for a in axes)
+                else:  # r2c/c2r plans are named by their real shape
+                    tshape = tuple(p.shape[a] for a in axes)
+                out = list(cur)
+                if stage_kind == "r2c":
+                    out[-1] = p.half
+                elif stage_kind == "c2r":
+                    out[-1] = p.shape[-1]
+                out_dtype = p.real_dtype if stage_kind == "c2r" else cdtype
+                self._steps.append(_Stage(tuple(axes), stage_kind, tuple(cur), tuple(out), tshape, p.batch,
+                                          kw, out_dtype, device))
+                cur = tuple(out)
+            elif op[0] == "twiddle":
+                n1, n2 = factors
+                q = coords[0]
+                cols = split_sizes(n2, grid[0])
+                self._steps.append(_Twiddle(p.n, n1, sum(cols[:q]), cols[q], p.sign, cdtype, device))
+            elif op[0] == "swap":
+                self._steps.append(_Swap(tuple(cur)))
+                cur = tuple(cur[::-1])
+        self._adjoint: DistributedPlan | None = None
+        self._weights = None
+        self.local_slices = self._slices(self.local_shape, out=False)
+        self.local_out_slices = self._slices(self.local_out_shape, out=True)
+        self.bytes_sent = sum(s.bytes_sent for s in self._steps if isinstance(s, _Transpose))
+
+    # ------------------------------------------------------------------ shapes
+    def _mat_in_shape(self) -> tuple:
+        n1, n2 = self.factors
+        q, parts = self.coords[0], self.grid[0]
+        return (split_sizes(n1, parts)[q], n2)
+
+    def _slices(self, local: tuple, out: bool) -> tuple:
+        p, q = self.problem, self.coords
+        if p.rank == 1:
+            n1, n2 = self.factors
+            if (self.transposed_output if out else self.transposed_input):
+                return (slice(_offset(n1, self.grid[0], q[0]), _offset(n1, self.grid[0], q[0]) + local[0]),
+                        slice(0, n2))
+            rows, width = (n2, n1) if out and not self.transposed_input else (n1, n2)
+            start = _offset(rows, self.grid[0], q[0]) * width
+            return (slice(start, start + local[0]),)
+        gshape = p.out_shape if out else p.in_shape
+        transposed = self.transposed_output if out else self.transposed_input
+        if self.layout == "slab":
+            dist_map = {1: 0} if transposed else {0: 0}
+        else:
+            dist_map = {1: 0, 2: 1} if transposed else {0: 0, 1: 1}
+        return tuple(slice(_offset(n, self.grid[dist_map[a]], q[dist_map[a]]),
+                           _offset(n, self.grid[dist_map[a]], q[dist_map[a]]) + local[a])
+                     if a in dist_map else slice(0, n) for a, n in enumerate(gshape))
+
+    # ------------------------------------------------------------------ running
+    def execute(self, x: torch.Tensor) -> torch.Tensor:
+        """Run the distributed transform on this rank's block (collective: every rank must call it).
+
+        Parameters
+        ----------
+        x : torch.Tensor
+            This rank's input block, shape ``(*leading, *local_shape)`` with the leading dims
+            multiplying to ``batch``: complex (``dtype``) for c2c and c2r, real (float32 for
+            complex64, float64 for complex128) for r2c; on the plan's device.
+
+        Returns
+        -------
+        torch.Tensor
+            This rank's output block, shape ``(*leading, *local_out_shape)``: complex for c2c and
+            r2c, real for c2r.
+
+        Raises
+        ------
+        TypeError
+            ``x`` is not a tensor, or has the wrong dtype (real vs complex, precision).
+        ValueError
+            ``x``'s trailing shape is not :attr:`local_shape`, its leading dims do not multiply to
+            ``batch``, or it is on another device. Raised on this rank before any collective; the
+            other ranks then wait in their first transpose until the process group's timeout, so
+            check shapes with :attr:`local_shape` (plan time already checked that every rank
+            asked for the same global transform).
+
+        Notes
+        -----
+        Differentiable: backward runs :meth:`adjoint` (collective too: every rank must run its
+        backward pass).
+        """
+        self._check(x)
+        if x.requires_grad and torch.is_grad_enabled():
+            return _DistributedFunction.apply(self, x)
+        return self._run(x)
+
+    __call__ = execute
+
+    def _run(self, x: torch.Tensor) -> torch.Tensor:
+        lead = x.shape[: x.ndim - len(self.local_shape)]
+        if self.problem.rank == 1 and not self.transposed_input:
+            t = x.reshape(self.batch, *self._mat_in_shape())
+        else:
+            t = x.reshape(self.batch, *self.local_shape)
+        for step in self._steps:
+            t = step(t)
+        return t.reshape(*lead, *self.local_out_shape)
+
+    def _check(self, x) -> None:
+        p = self.problem
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"execute() takes a torch.Tensor (this rank's block), got {type(x).__name__}")
+        want_real = p.kind == "r2c"
+        if want_real:
+            if x.is_complex() or x.dtype != p.real_dtype:
+                raise TypeError(f"this r2c plan takes real {p.real_dtype} input, got {x.dtype}; "
+                                f"convert with x.to({p.real_dtype})")
+        elif x.dtype != p.torch_dtype:
+            raise TypeError(f"this {p.kind} plan takes {p.torch_dtype} input, got {x.dtype}; convert with "
+                            f"x.to({p.torch_dtype}) (for real data to a forward transform, plan kind='r2c')")
+        k = len(self.local_shape)
+        if x.ndim < k or tuple(x.shape[x.ndim - k:]) != tuple(self.local_shape):
+            raise ValueError(
+                f"rank block has shape {tuple(x.shape)}, but this rank's block of the global "
+                f"{p.in_shape} ({self.layout}, grid {self.grid}, coords {self.coords}) is local_shape "
+                f"{self.local_shape}: pass a tensor of shape (..., {', '.join(map(str, self.local_shape))}) "
+                f"(global index ranges: {self.local_slices})")
+        lead = math.prod(x.shape[: x.ndim - k])
+        if lead != p.batch:
+            raise ValueError(f"rank block has shape {tuple(x.shape)}: leading dims multiply to {lead}, but the "
+                             f"plan was made for batch={p.batch}; plan with batch={lead}")
+        if x.device.type != torch.device(self.device).type:
+            raise ValueError(f"rank block is on {x.device} but this plan runs on {self.device}; move it with "
+                             f".to('{self.device}')")
+
+    # ------------------------------------------------------------------ adjoint / backward
+    def adjoint(self) -> DistributedPlan:
+        """The distributed plan of the adjoint transform (built once, no collective).
+
+        The opposite direction with the norm mirrored ("backward" ↔ "forward"), r2c ↔ c2r, and the
+        input and output distributions swapped (``transposed_input`` ↔ ``transposed_output``; for
+        1-D with natural input and output, the factors n1, n2 swap so that the adjoint's input
+        blocks are this plan's output blocks). Its input block on every rank is this plan's
+        output block.
+
+        Returns
+        -------
+        DistributedPlan
+        """
+        if self._adjoint is None:
+            p = self.problem
+            kind = {"c2c": "c2c", "r2c": "c2r", "c2r": "r2c"}[p.kind]
+            norm = {"backward": "forward", "forward": "backward", "ortho": "ortho"}[p.norm]
+            prob = Problem.create(p.shape, p.batch, kind=kind, inverse=not p.inverse, dtype=p.torch_dtype,
+                                  precision=p.precision, norm=norm, device=p.device)
+            factors = self.factors
+            if p.rank == 1 and not self.transposed_input and not self.transposed_output:
+                factors = factors[::-1]
+            self._adjoint = DistributedPlan(
+                prob, layout=self.layout, group=self.group, grid=self.grid, coords=self.coords, groups=self._groups,
+                transposed_input=self.transposed_output, transposed_output=self.transposed_input, factors=factors,
+                device=self.device, plan_kwargs=self._plan_kwargs)
+            self._adjoint._adjoint = self
+        return self._adjoint
+
+    def backward(self, g: torch.Tensor) -> torch.Tensor:
+        """The gradient with respect to this rank's input block, given the gradient of its output block.
+
+        Runs :meth:`adjoint` (collective). For r2c it is the adjoint c2r of ``g / c_k``, for
+        c2r ``c_k`` times the adjoint r2c of ``g``, with the Hermitian weights ``c_k`` (1 for
+        DC and Nyquist, 2 otherwise) of this rank's slice of the half-spectrum axis, as
+        :meth:`trnplan.Plan.backward`.
+
+        Parameters
+        ----------
+        g : torch.Tensor
+            Gradient of this rank's output block (the shape and dtype :meth:`execute` returns).
+
+        Returns
+        -------
+        torch.Tensor
+            Gradient of this rank's input block.
+        """
+        p, adj = self.problem, self.adjoint()
+        if p.kind == "c2c":
+            return adj.execute(g)
+        if self._weights is None:
+            half_slice = (self.local_out_slices if p.kind == "r2c" else self.local_slices)[-1]
+            w = hermitian_weights(p.shape[-1])[half_slice]
+            self._weights = torch.as_tensor(np.ascontiguousarray(w), dtype=p.real_dtype, device=g.device)
+        if p.kind == "r2c":
+            return adj.execute(g / self._weights)
+        return adj.execute(g.real.contiguous() if g.is_complex() else g) * self._weights
+
+    # ------------------------------------------------------------------ explaining
+    def explain(self) -> str:
+        """A multi-line report: decomposition, grid, this rank's steps with local plans, bytes sent.
+
+        Returns
+        -------
+        str
+            The global problem; the layout and process grid; this rank's input and output blocks;
+            every step in order (each local trnplan plan with its ``str(tree)``, each transpose
+            with its group and the bytes this rank sends); the bytes every rank sends per execute.
+        """
+        p = self.problem
+        world = math.prod(self.grid)
+        lines = [
+            f"trnplan distributed plan — {p.describe()}",
+            (f"  layout     {self.layout}"
+             + (f", N = {self.factors[0]}×{self.factors[1]} (six-step)" if p.rank == 1 else "")
+             + f"; process grid {'×'.join(map(str, self.grid))} ({world} ranks); this rank at {self.coords}"),
+            (f"  input      local {self.local_shape} of global {p.in_shape}, "
+             f"{'transposed' if self.transposed_input else 'natural'} distribution, "
+             f"index {_fmt(self.local_slices)}"),
+            (f"  output     local {self.local_out_shape} of global {p.out_shape}, "
+             f"{'transposed' if self.transposed_output else 'natural'} distribution, "
+             f"index {_fmt(self.local_out_slices)}"),
+            (f"  sends      {_bytes(self.bytes_sent)} per execute from this rank "
+             f"({sum(isinstance(s, _Transpose) for s in self._steps)} all_to_all_single)"),
+            "",
+            "steps on this rank",
+        ]
+        for i, step in enumerate(self._steps, 1):
+            lines.append(f"  {i}. {step.describe()}")
+        lines += ["", "bytes sent per execute, every rank"]
+        for r, (coords, sent) in enumerate(self._per_rank_bytes()):
+            lines.append(f"  rank {r} {coords}: {_bytes(sent)}")
+        return "\n".join(lines)
+
+    def _per_rank_bytes(self):
+        p, elem = self.problem, 16 if self.problem.dtype == "complex128" else 8
+        out = []
+        for r in range(math.prod(self.grid)):
+            coords = (r,) if len(self.grid) == 1 else divmod(r, self.grid[1])
+            raw, lin, _ = _layout(p.kind, p.shape, self.layout, self.grid, coords, self.transposed_input,
+                                  self.transposed_output, self.factors)
+            if p.rank == 1:
+                n1, n2 = self.factors
+                cur = (split_sizes(n1, self.grid[0])[coords[0]], n2)
+            else:
+                cur = lin
+            sent = 0
+            for op in raw:
+                if op[0] == "transpose":
+                    _, gdim, ga, sc, gshape = op
+                    sizes = split_sizes(gshape[sc], self.grid[gdim])
+                    rest = p.batch * math.prod(cur) // max(gshape[sc], 1)
+                    sent += sum(s for j, s in enumerate(sizes) if j != coords[gdim]) * rest * elem
+                    cur = list(cur)
+                    cur[ga], cur[sc] = gshape[ga], sizes[coords[gdim]]
+                    cur = tuple(cur)
+                elif op[0] == "stage" and p.rank > 1:
+                    cur = list(cur)
+                    if p.kind == "r2c" and p.rank - 1 in op[1]:
+                        cur[-1] = p.half
+                    elif p.kind == "c2r" and p.rank - 1 in op[1]:
+                        cur[-1] = p.shape[-1]
+                    cur = tuple(cur)
+                elif op[0] == "swap":
+                    cur = cur[::-1]
+            out.append((tuple(coords), sent))
+        return out
+
+    def __repr__(self) -> str:
+        return (f"<trnplan.distributed.DistributedPlan {self.layout} {'×'.join(map(str, self.grid))}: "
+                f"{self.problem.describe()}; local {self.local_shape} → {self.local_out_shape}>")
+
+
+def _fmt(slices) -> str:
+    return "[" + ", ".join(f"{s.start}:{s.stop}" for s in slices) + "]"
+
+
+class _DistributedFunction(torch.autograd.Function):
+    """A distributed plan as an autograd node: backward runs the adjoint distributed plan."""
+
+    @staticmethod
+    def forward(ctx, plan, x):
+        ctx.plan = plan
+        return plan._run(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return None, ctx.plan.backward(g)
+
+
+# ---------------------------------------------------------------------- plan_many
+def _descriptor(fields: dict) -> torch.Tensor:
+    shape = fields["shape"]
+    row = [1, fields["error"], len(shape) if len(shape) <= _MAX_RANK else -1]
+    row += list(shape[:_MAX_RANK]) + [0] * (_MAX_RANK - min(len(shape), _MAX_RANK))
+    row += [fields[k] for k in ("batch", "kind", "inverse", "dtype", "precision", "norm", "layout", "ti", "to",
+                                "effort")]
+    return torch.tensor(row, dtype=torch.int64)
+
+
+_FIELD_NAMES = ("batch", "kind", "inverse", "dtype", "precision", "norm", "layout", "transposed_input",
+                "transposed_output", "effort")
+_DECODE = {"kind": {v: k for k, v in _KIND_CODES.items()}, "dtype": {v: k for k, v in _DTYPE_CODES.items()},
+           "precision": {v: k for k, v in _PRECISION_CODES.items()}, "norm": {v: k for k, v in _NORM_CODES.items()},
+           "layout": {v: k for k, v in _LAYOUT_CODES.items()}, "effort": {v: k for k, v in _EFFORT_CODES.items()},
+           "inverse": {0: False, 1: True}, "transposed_input": {0: False, 1: True},
+           "transposed_output": {0: False, 1: True}}
+
+
+def _decode(row: list) -> dict:
+    k = row[2]
+    out = {"global_shape": tuple(row[3:3 + k]) if k >= 0 else f"(rank > {_MAX_RANK})"}
+    for name, v in zip(_FIELD_NAMES, row[3 + _MAX_RANK:]):
+        out[name] = _DECODE.get(name, {}).get(v, v)
+    return out
+
+
+def _exchange(fields: dict, group, device, my_rank: int) -> None:
+    """all_gather every rank's descriptor; raise the same ValueError on every rank if any differs."""
+    mine = _descriptor(fields).to(device)
+    size = dist.get_world_size(group)
+    rows = [torch.empty_like(mine) for _ in range(size)]
+    dist.all_gather(rows, mine, group=group)
+    rows = [r.cpu().tolist() for r in rows]
+    failed = [r for r, row in enumerate(rows) if row[1]]
+    if failed:
+        if fields["error"]:
+            return  # this rank raises its own argument error after the exchange
+        raise ValueError(f"distributed plan_many: rank(s) {failed} of the group rejected their arguments "
+                         f"(see the error on those ranks); every rank must call plan_many with the same, "
+                         f"valid arguments")
+    ref = _decode(rows[0])
+    diffs = []
+    for r, row in enumerate(rows[1:], 1):
+        got = _decode(row)
+        for name, value in got.items():
+            if value != ref[name]:
+                diffs.append(f"rank {r} has {name}={value!r} but rank 0 has {ref[name]!r}")
+    if diffs:
+        raise ValueError(
+            "distributed plan_many arguments differ across the ranks of the group: " + "; ".join(diffs)
+            + f" (this is rank {my_rank}). Every rank must call plan_many with the same global_shape, batch, "
+              "kind, direction, dtype, precision, norm, layout and transposed flags; only the data differs")
+
+
+def _grid_groups(world: int, p0: int, p1: int, rank: int, backend: str):
+    """Row and column sub-groups of a P0×P1 grid (rank = r0·P1 + r1), made once per grid."""
+    key = (world, p0, p1, backend)
+    cached = _GRID_GROUPS.get(key)
+    if cached is None or cached[0] is not dist.group.WORLD:  # made under an earlier, destroyed world
+        cached = None
+    if cached is None:
+        r0, r1 = divmod(rank, p1)
+        row = col = None
+        # new_group is collective over the world: every rank creates every group, in one order
+        for i in range(p0):
+            members = [i * p1 + j for j in range(p1)]
+            g = dist.group.WORLD if p1 == world else (dist.new_group(members) if p1 > 1 else None)
+            if i == r0:
+                row = g
+        for j in range(p1):
+            members = [i * p1 + j for i in range(p0)]
+            g = dist.group.WORLD if p0 == world else (dist.new_group(members) if p0 > 1 else None)
+            if j == r1:
+                col = g
+        cached = _GRID_GROUPS[key] = (dist.group.WORLD, ((col, r0), (row, r1)))
+    return cached[1]
+
+
+def plan_many(global_shape, batch: int = 1, *, kind: str = "c2c", inverse: bool | None = None,
+              dtype=torch.complex64, norm: str | None = "backward", group=None, layout: str = "slab",
+              transposed_input: bool = False, transposed_output: bool = False, precision: str | None = None,
+              effort: str = "estimate", cache=_DEFAULT_CACHE, device=None) -> DistributedPlan:
+    """Plan a distributed FFT of ``batch`` global arrays of ``global_shape`` over a process group.
+
+    Collective: every rank of ``group`` must call it with the same arguments (checked: a
+    difference raises ValueError on every rank rather than hanging).
+
+    Parameters
+    ----------
+    global_shape : int or sequence of int
+        The global transform shape (for r2c/c2r the real shape). Rank 1 uses the six-step
+        algorithm; rank 2 and 3 (and higher) the slab decomposition, rank 3 also pencil.
+    batch : int, default 1
+        Transforms per execute; the leading dims of every rank's block multiply to it (the batch
+        is not distributed: every rank holds its block of every transform).
+    kind : {"c2c", "r2c", "c2r"}, default "c2c"
+        As :func:`trnplan.plan_many`; r2c and c2r need rank ≥ 2.
+    inverse : bool, optional
+        Direction; default the kind's own (forward for c2c and r2c, inverse for c2r).
+    dtype : torch.dtype, default torch.complex64
+        ``torch.complex64`` or ``torch.complex128`` (for r2c/c2r also float32/float64).
+    norm : {"backward", "ortho", "forward"}, default "backward"
+        torch.fft's meaning, applied to the global transform (each local plan carries its
+        share: the scales of the local lengths multiply to the global one).
+    group : torch.distributed.ProcessGroup, optional
+        The ranks sharing the data; default the whole world. Pencil needs the whole world (its
+        row and column sub-groups are made with ``new_group``, a world collective).
+    layout : {"slab", "pencil"}, default "slab"
+        Slab: split along axis 0 over P ranks (rank ≥ 2). Pencil: split along axes 0 and 1 over a
+        P0×P1 grid (rank 3). Ignored for rank 1.
+    transposed_input : bool, default False
+        Take the input in the transposed distribution (what ``transposed_output=True`` returns),
+        saving a transpose; c2c and c2r only. The adjoint of a transposed-output plan uses it.
+    transposed_output : bool, default False
+        Skip the last transpose(s) and return the transposed distribution (FFTW's
+        FFTW_MPI_TRANSPOSED_OUT, but with the axis order kept): slab — global axes unchanged,
+        split along axis 1 instead of 0; pencil — split along axis 1 over P0 and axis 2 over P1;
+        1-D — the (n1, n2) matrix ``D[k1, k2] = X[k1 + n1·k2]`` split by rows k1. c2c and r2c only.
+    precision : str, optional
+        Arithmetic of the local plans, as :func:`trnplan.plan_many` ("auto" is not accepted: every
+        rank must run the same arithmetic).
+    effort : {"estimate", "measure", "patient", "wisdom_only"}, default "estimate"
+        Planning effort of the local plans (each rank plans its own; only shapes must agree).
+    cache : PlanCache or None, optional
+        The on-disk plan cache for the local plans (default: trnplan's default cache).
+    device : str or torch.device, optional
+        Where the data lives: default ``"cuda"`` (the current device) when the group's backend is
+        NCCL, else ``"cpu"``.
+
+    Returns
+    -------
+    DistributedPlan
+
+    Raises
+    ------
+    RuntimeError
+        ``torch.distributed`` is not initialised and no ``group`` is given (call
+        ``torch.distributed.init_process_group``, e.g. under ``torchrun``).
+    ValueError, TypeError
+        Invalid arguments, or arguments differing across ranks (raised on every rank, naming the
+        rank and the field).
+    trnplan.errors.NotSupportedYet
+        r2c/c2r in 1-D, pencil on other than rank 3 or on a sub-group, ``transposed_input`` for
+        r2c, ``transposed_output`` for c2r, both for 1-D.
+
+    Examples
+    --------
+    >>> # under torchrun --nproc-per-node 2 (see docs/distributed.md)
+    >>> plan = trnplan.distributed.plan_many((256, 256))              # doctest: +SKIP
+    >>> x = torch.randn(plan.local_shape, dtype=torch.complex64)      # doctest: +SKIP
+    >>> y = plan.execute(x)                   # this rank's rows of fft2  # doctest: +SKIP
+    """
+    if not dist.is_available():
+        raise RuntimeError("torch.distributed is not available in this torch build; trnplan.distributed needs it")
+    if group is None and not dist.is_initialized():
+        raise RuntimeError(
+            "trnplan.distributed.plan_many needs an initialised process group: call "
+            "torch.distributed.init_process_group('gloo' or 'nccl', ...) first (torchrun sets the "
+            "environment: torchrun --nproc-per-node 2 script.py), or pass group=")
+    group = dist.group.WORLD if group is None else group
+    my_rank = dist.get_rank(group)
+    if my_rank < 0:
+        raise ValueError("this process is not a member of the given group; only the group's ranks call "
+                         "plan_many (and execute) for it")
+    size = dist.get_world_size(group)
+    backend = dist.get_backend(group)
+    # validate locally, but exchange before raising: a rank that raises alone would leave the
+    # others waiting in the all_gather until the process group's timeout
+    error = None
+    fields = {"shape": (), "batch": 0, "kind": -1, "inverse": -1, "dtype": -1, "precision": -1, "norm": -1,
+              "layout": -1, "ti": int(bool(transposed_input)), "to": int(bool(transposed_output)), "effort": -1}
+    try:
+        if device is None:
+            device = f"cuda:{torch.cuda.current_device()}" if backend == "nccl" else "cpu"
+        problem = Problem.create(global_shape, batch, kind=kind, inverse=inverse, dtype=dtype, precision=precision,
+                                 norm=norm, device=device)
+        if problem.precision == "auto":
+            raise ValueError("precision='auto' lets each rank's planner pick its own arithmetic; name a mode "
+                             "(e.g. 'fp32') so every rank computes the same way")
+        if layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {', '.join(map(repr, LAYOUTS))}; got {layout!r}")
+        if effort not in _EFFORT_CODES:
+            raise ValueError(f"effort must be one of {', '.join(map(repr, _EFFORT_CODES))}; got {effort!r}")
+        fields.update(shape=problem.shape, batch=problem.batch, kind=_KIND_CODES[problem.kind],
+                      inverse=int(problem.inverse), dtype=_DTYPE_CODES[problem.dtype],
+                      precision=_PRECISION_CODES[problem.precision], norm=_NORM_CODES[problem.norm],
+                      layout=_LAYOUT_CODES[layout], effort=_EFFORT_CODES[effort])
+        _check_layout_support(problem, layout, transposed_input, transposed_output, group, size)
+    except Exception as exc:  # noqa: BLE001 - re-raised below, after the exchange
+        error = exc
+        fields["error"] = 1
+    else:
+        fields["error"] = 0
+    exchange_device = torch.device(device) if error is None and backend == "nccl" else torch.device(
+        f"cuda:{torch.cuda.current_device()}" if backend == "nccl" else "cpu")
+    _exchange(fields, group, exchange_device, my_rank)
+    if error is not None:
+        raise error
+    plan_kwargs = {"effort": effort, "cache": cache}
+    if problem.rank == 1:
+        return DistributedPlan(problem, layout="1d", group=group, grid=(size,), coords=(my_rank,),
+                               groups=((group, my_rank),), transposed_input=bool(transposed_input),
+                               transposed_output=bool(transposed_output),
+                               factors=_six_step_factors(problem.n, size), device=device, plan_kwargs=plan_kwargs)
+    if layout == "slab":
+        return DistributedPlan(problem, layout="slab", group=group, grid=(size,), coords=(my_rank,),
+                               groups=((group, my_rank),), transposed_input=bool(transposed_input),
+                               transposed_output=bool(transposed_output), factors=None, device=device,
+                               plan_kwargs=plan_kwargs)
+    p0, p1 = _balanced_grid(size)
+    groups = _grid_groups(size, p0, p1, my_rank, backend)
+    return DistributedPlan(problem, layout="pencil", group=group, grid=(p0, p1), coords=divmod(my_rank, p1),
+                           groups=groups, transposed_input=bool(transposed_input),
+                           transposed_output=bool(transposed_output), factors=None, device=device,
+                           plan_kwargs=plan_kwargs)
+
+
+def _check_layout_support(problem: Problem, layout: str, ti: bool, to: bool, group, size: int) -> None:
+    if problem.rank == 1:
+        if problem.kind != "c2c":
+            raise NotSupportedYet(
+                f"distributed {problem.kind} in 1-D is not built yet; transform complex data with kind='c2c' "
+                f"(x + 0j) and keep the first N//2+1 outputs, or use a rank ≥ 2 shape")
+        if ti and to:
+            raise NotSupportedYet("1-D with transposed_input and transposed_output both True is not built; "
+                                  "set at most one of them")
+        return
+    if layout == "pencil":
+        if problem.rank != 3:
+            raise NotSupportedYet(f"layout='pencil' is built for rank-3 shapes; got {problem.shape} "
+                                  f"(rank {problem.rank}); use layout='slab'")
+        if size != dist.get_world_size():
+            raise NotSupportedYet("layout='pencil' makes its grid's row and column groups with new_group, a "
+                                  "collective over the whole world, so it needs group=None (the world); "
+                                  "use layout='slab' on a sub-group")
+    if problem.kind == "r2c" and ti:
+        raise ValueError("transposed_input=True is for c2c and c2r plans (the input of r2c is the real array, "
+                         "distributed along axis 0); drop it")
+    if problem.kind == "c2r" and to:
+        raise ValueError("transposed_output=True is for c2c and r2c plans (c2r's last local step makes the real "
+                         "output, distributed like its natural input); drop it")
