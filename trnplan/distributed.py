@@ -35,7 +35,7 @@ import torch
 import torch.distributed as dist
 
 from trnplan.errors import NotSupportedYet
-from trnplan.plan import _DEFAULT_CACHE
+from trnplan.plan import _DEFAULT_CACHE, _PlanFunction
 from trnplan.plan import plan_many as _local_plan_many
 from trnplan.planner.real import hermitian_weights
 from trnplan.problem import NORMS, PRECISIONS, Problem
@@ -474,7 +474,7 @@ class DistributedPlan:
         """
         self._check(x)
         if x.requires_grad and torch.is_grad_enabled():
-            return _DistributedFunction.apply(self, x)
+            return _PlanFunction.apply(self, x)  # backward runs the adjoint distributed plan
         return self._run(x)
 
     __call__ = execute
@@ -652,19 +652,6 @@ class DistributedPlan:
 
 def _fmt(slices) -> str:
     return "[" + ", ".join(f"{s.start}:{s.stop}" for s in slices) + "]"
-
-
-class _DistributedFunction(torch.autograd.Function):
-    """A distributed plan as an autograd node: backward runs the adjoint distributed plan."""
-
-    @staticmethod
-    def forward(ctx, plan, x):
-        ctx.plan = plan
-        return plan._run(x)
-
-    @staticmethod
-    def backward(ctx, g):
-        return None, ctx.plan.backward(g)
 
 
 # ---------------------------------------------------------------------- plan_many
