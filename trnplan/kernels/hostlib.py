@@ -291,8 +291,13 @@ _FFTW_LOCK = threading.Lock()
 
 
 def _fftw_plan(shape: tuple, dtype: np.dtype, kind: str, inverse: bool, threads: int, batch_shape: tuple):
-    """The cached :class:`_FFTWCall` for an input of ``batch_shape`` (FFTW_MEASURE on first use)."""
-    key = (batch_shape, dtype, kind, inverse, threads)
+    """The cached :class:`_FFTWCall` for an input of ``batch_shape`` (FFTW_MEASURE on first use).
+
+    One per calling thread: a plan object is re-pointed at each call's arrays under its lock, so
+    threads sharing one would run one at a time (the multicore solver's shards of equal size
+    did, at half speed); FFTW's wisdom makes the second thread's plan cheap.
+    """
+    key = (batch_shape, dtype, kind, inverse, threads, threading.get_ident())
     with _FFTW_LOCK:
         hit = _FFTW.get(key)
         if hit is not None:
@@ -328,7 +333,7 @@ def _pyfftw_call(shape, kind, inverse, norm):
     plans: dict = {}  # this callable's plans by input (shape, dtype): skips the shared lock
 
     def run(a: np.ndarray) -> np.ndarray:
-        key = (a.shape, a.dtype)
+        key = (a.shape, a.dtype, threading.get_ident())
         plan = plans.get(key)
         if plan is None:
             plan = plans[key] = _fftw_plan(shape, a.dtype, kind, inverse, threads, a.shape)
