@@ -904,10 +904,13 @@ def test_stats_counts_hits_and_misses(tmp_path):
 def test_neuron_artifact_seam_with_stand_in(tmp_path, monkeypatch):
     """torch_neuronx is faked with torch.jit.trace: the NEFF path's store/load runs on the CPU.
 
-    plan_many(device="neuron") refuses to run in this version, so provide() is driven directly."""
+    provide() is driven directly (tests/test_neuron.py drives the whole plan_many path). A
+    GEMM tree is forced: 64×4 would otherwise take the host fallback the cost model prefers."""
     import types
 
+    from trnplan.backends.base import clear_probe_cache
     from trnplan.cache.provide import provide
+    from trnplan.planner.spec import Spec
     from trnplan.problem import Problem
 
     calls = []
@@ -917,16 +920,20 @@ def test_neuron_artifact_seam_with_stand_in(tmp_path, monkeypatch):
         return torch.jit.trace(module, example)
 
     monkeypatch.setitem(sys.modules, "torch_neuronx", types.SimpleNamespace(trace=trace))
+    monkeypatch.delenv("TRNPLAN_NEURON_TARGET", raising=False)
+    monkeypatch.setenv("TRNPLAN_NEURON_PROBE", "0")  # no NeuronCore here: the probe is assumed
+    clear_probe_cache()
     cache = PlanCache(tmp_path / "c")
     problem = Problem.create(64, 4, device="neuron")
-    built = provide(problem, None, torch.device("cpu"), None, cache, "auto", False)
+    spec = Spec(name="dft-gemm")
+    built = provide(problem, spec, torch.device("cpu"), None, cache, "auto", False)
     assert built.provenance.compile_mode == "neuron" and built.provenance.artifact == "compiled now"
-    assert calls == [["--auto-cast", "none"]]
+    assert calls[0][:2] == ["--auto-cast", "none"] and len(calls) == 1
     assert built.provenance.fingerprint["device"] == "neuron"
-    loaded = provide(problem, None, torch.device("cpu"), None, cache, "auto", True)
+    loaded = provide(problem, spec, torch.device("cpu"), None, cache, "auto", True)
     assert loaded.provenance.origin == "wisdom hit" and loaded.provenance.artifact == "artifact hit"
     assert len(calls) == 1  # not traced again
-    assert type(loaded.runner).__name__ == "TorchScriptRunner"
+    assert type(loaded.runner).__name__ == "NeuronArtifact"
     x = random_complex((4, 64), seed=5)
     xt = c64(x)
     yr, yi = loaded.runner(xt.real.contiguous(), xt.imag.contiguous())

@@ -6,6 +6,7 @@
     trnplan bench [--quick] [--out DIR] [--docs PATH]
     trnplan precompile MANIFEST [--cache-dir D] [--jobs N]
     trnplan cache info|list|clear|export FILE|import FILE [--cache-dir D]
+    trnplan audit [SHAPE] [--batch B] [--kind K] [--precision P] [--strategy S] [--grid]
 
 ``plan`` plans the transform, runs it on seeded random data, prints the tree and the execute
 time (median of repeats after a warm-up) and, with ``--verify``, the relative L2 error against
@@ -111,6 +112,20 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("action", choices=["info", "list", "clear", "export", "import"])
     ca.add_argument("file", nargs="?", metavar="FILE", help="the bundle file (export, import)")
     _cache_args(ca)
+    au = sub.add_parser("audit", help="check a plan's Neuron lowering against the documented operator limits",
+                        description="Plan SHAPE on the Neuron cost profile, lower it on the CPU, export it with "
+                                    "torch.export and check every node (dtypes, ops, static shapes) against the "
+                                    "Neuron allowlist; --grid audits every solver x precision x representative size "
+                                    "(the CI check). Exits 1 if any finding. Needs no torch-neuronx.")
+    au.add_argument("shape", type=parse_shape, metavar="SHAPE", nargs="?", default=None,
+                    help="transform shape, e.g. 4096 or 32x32 (omit with --grid)")
+    au.add_argument("--batch", type=int, default=4, help="batch (default 4)")
+    au.add_argument("--kind", choices=["c2c", "r2c", "c2r"], default="c2c")
+    au.add_argument("--inverse", action="store_true", help="the inverse transform")
+    au.add_argument("--precision", choices=["fp32", "fp64", "bf16", "bf16x3", "bf16x6"], default="fp32")
+    au.add_argument("--strategy", default=None, help="force a solver or tree, as in `trnplan plan`")
+    au.add_argument("--tol", type=float, default=None, help="error bound to plan to (default: the precision's bar)")
+    au.add_argument("--grid", action="store_true", help="audit every solver x precision x representative size")
     benchsuite.add_parser(sub)
     return ap
 
@@ -221,10 +236,38 @@ def _cmd_cache(args) -> int:
     return EXIT_OK
 
 
+def _cmd_audit(args) -> int:
+    from trnplan.backends.neuron_audit import audit, audit_grid
+    from trnplan.problem import Problem
+
+    if args.grid:
+        failed = 0
+        for solver, precision, label, outcome in audit_grid():
+            if isinstance(outcome, str):
+                continue  # the forced solver does not apply to this size
+            status = "host-only" if outcome.host_only else ("ok" if outcome.ok else "FAILED")
+            print(f"{solver:<10} {precision:<7} {label:<9} {status:<9} {outcome.tree or ''}")
+            if not outcome.ok:
+                failed += 1
+                print(str(outcome))
+        print(f"\n{failed} failing audit(s)")
+        return EXIT_OVER_BOUND if failed else EXIT_OK
+    if args.shape is None:
+        print("error: trnplan audit needs a SHAPE (or --grid)", file=sys.stderr)
+        return EXIT_USAGE
+    inverse = True if args.kind == "c2r" else args.inverse
+    dtype = torch.complex128 if args.precision == "fp64" else torch.complex64
+    problem = Problem.create(args.shape, args.batch, kind=args.kind, inverse=inverse, dtype=dtype,
+                             precision=args.precision, device="neuron")
+    report = audit(problem, strategy=args.strategy, tol=args.tol)
+    print(report)
+    return EXIT_OK if report.ok else EXIT_OVER_BOUND
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     commands = {"plan": _cmd_plan, "solvers": _cmd_solvers, "precompile": _cmd_precompile, "cache": _cmd_cache,
-                "bench": benchsuite.main}
+                "bench": benchsuite.main, "audit": _cmd_audit}
     try:
         return commands[args.command](args)
     except (TrnplanError, ValueError, TypeError, OSError) as exc:

@@ -159,7 +159,8 @@ class Plan:
             kind = {"c2c": "c2c", "r2c": "c2r", "c2r": "r2c"}[p.kind]
             norm = {"backward": "forward", "forward": "backward", "ortho": "ortho"}[p.norm]
             self._adjoint = plan_many(p.shape, p.batch, kind=kind, inverse=not p.inverse, dtype=p.torch_dtype,
-                                      precision=p.precision, norm=norm, device=self.device, cores=p.cores,
+                                      precision=p.precision, norm=norm, cores=p.cores,
+                                      device="neuron" if p.device == "neuron" else self.device,
                                       **self._plan_options)
         return self._adjoint
 
@@ -355,7 +356,8 @@ def render_explain(plan: Plan) -> str:
         *([f"  accuracy   {describe_measured(tree.measured_error)}"] if tree.measured_error is not None else []),
         *([f"  probe      {pv.probe}; {pv.probe_origin}"] if getattr(pv, "probe", "") else []),
         f"  scale      {p.scale:.6g} (norm={p.norm!r})",
-        *([f"  cores      {_cores_line(plan)}"] if p.cores > 1 else []),
+        *([f"  cores      {_cores_line(plan)}"] if p.cores > 1 and p.device != "neuron" else []),
+        *([f"  bucket     {pv.bucket}"] if getattr(pv, "bucket", "") else []),
         f"  cost model {plan.profile_name!r} profile, {pv.calibration or 'not calibrated (effort measure calibrates it)'}",
         *([f"  libraries  {_libraries()}"] if p.device == "cpu" else []),
         "",
@@ -447,6 +449,8 @@ def _resolve_device(problem: Problem, device) -> torch.device:
     reason = backend.unavailable_reason()
     if reason is not None:
         raise BackendUnavailable(reason)
+    if problem.device == "neuron":
+        return torch.device("cpu")  # a traced Neuron model takes and returns host tensors
     dev = torch.device(device)
     if dev.type == "cpu":
         return torch.device("cpu")  # torch has one CPU device: "cpu:0" tensors report "cpu"
@@ -508,8 +512,9 @@ def plan_many(
         Scaling with torch.fft's meaning: "backward" scales the inverse by 1/n, "forward" the
         forward by 1/n, "ortho" both by 1/√n.
     device : str or torch.device, default "cpu"
-        ``"cpu"`` or ``"cuda"`` (optionally ``"cuda:1"``); ``"neuron"`` is designed for and
-        raises :class:`~trnplan.errors.BackendUnavailable` until the Trainium backend lands.
+        ``"cpu"`` or ``"cuda"`` (optionally ``"cuda:1"``); ``"neuron"`` (Trainium, needs
+        torch-neuronx, else :class:`~trnplan.errors.BackendUnavailable`): the plan takes and returns
+        host tensors, its batch is bucketed (docs/trainium.md).
     cores : int, default 1
         Cores to split the work over (CPU worker threads; NeuronCores on Trainium). With C > 1
         the ``multicore`` solver is a candidate at every node: it cuts the batch into
@@ -623,11 +628,21 @@ def _plan_many(shape, batch, *, kind, inverse, dtype, precision, norm, device, c
 
 def _build_plan(problem: Problem, spec: Spec | None, dev: torch.device, tol: float | None, cache,
                 compile: str, wisdom_only: bool, verify: bool = False, effort: str = "estimate") -> Plan:
+    planned = problem
+    if problem.device == "neuron":  # a NEFF has a fixed batch: plan and compile the bucket (backends/neuron.py)
+        from trnplan.backends import neuron
+
+        planned = neuron.bucketed(problem)
     try:
-        got = provide(problem, spec, dev, tol, cache, compile, wisdom_only, effort)
+        got = provide(planned, spec, dev, tol, cache, compile, wisdom_only, effort)
     except PlanningError as exc:  # re-raised here: the recursion's traceback says nothing the message doesn't
         raise PlanningError(str(exc)) from None
-    plan = Plan(problem, got.tree, got.candidates, got.module, dev, provenance=got.provenance, runner=got.runner,
+    runner = got.runner
+    if problem.device == "neuron":
+        got.provenance.bucket = neuron.bucket_note(problem, planned, on_device=runner is not None)
+        if runner is not None:  # shards of the bucket, one per NeuronCore, padded and cropped
+            runner = neuron.NeuronExecutor(runner, planned.batch, problem.cores, get_backend("neuron"))
+    plan = Plan(problem, got.tree, got.candidates, got.module, dev, provenance=got.provenance, runner=runner,
                 strategy=str(spec) if spec else None, tol=got.tol,
                 profile_name=get_backend(problem.device).profile.name)
     plan._plan_options = {"tol": tol, "cache": cache, "compile": compile,

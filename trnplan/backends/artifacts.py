@@ -12,7 +12,7 @@ Two kinds, chosen by ``plan_many(..., compile=)`` through the backend:
     the default was bf16 auto-cast up to SDK 2.26) saved with ``torch.jit.save``; loaded with
     ``torch.jit.load``. The Neuron compile cache does not keep traced models, so these bytes are
     the only copy. Static shapes: the batch is fixed. *Not run on Trainium in this version*: the
-    seam is exercised with a stand-in ``torch_neuronx`` in tests/test_cache.py.
+    seam is exercised with a stand-in ``torch_neuronx`` in tests/test_neuron.py.
 """
 
 from __future__ import annotations
@@ -90,10 +90,14 @@ class AOTRunner:
         return tuple(out)
 
 
-def neuron_compile(module: torch.nn.Module, example) -> bytes:
+def neuron_compile(module: torch.nn.Module, example, compiler_args=("--auto-cast", "none"),
+                   cpu_backend: bool = False) -> bytes:
     import torch_neuronx  # noqa: PLC0415 - only on Trainium
 
-    traced = torch_neuronx.trace(module.eval(), example, compiler_args=["--auto-cast", "none"])
+    # cpu_backend=True compiles without a NeuronCore (a container build); only passed when asked,
+    # since SDKs before its introduction reject the keyword
+    extra = {"cpu_backend": True} if cpu_backend else {}
+    traced = torch_neuronx.trace(module.eval(), example, compiler_args=list(compiler_args), **extra)
     buffer = io.BytesIO()
     torch.jit.save(traced, buffer)
     return buffer.getvalue()

@@ -64,6 +64,7 @@ class Provenance:
     calibration: str = ""  # the cost profile's calibration, one line (explain)
     probe: str = ""  # the device's precision probe, one line (explain)
     probe_origin: str = ""  # "probed now" | "from the plan cache" | "from this process"
+    bucket: str = ""  # neuron: how the batch maps onto the compiled bucket and cores (explain)
 
 
 @attrs.frozen
@@ -304,6 +305,10 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
         # would bake in whatever the flag was when it was compiled
         mode = prov.compile_mode = "eager"
         prov.compile_reason = "tf32 plans run eagerly (the TF32 matmul flag is scoped around each call)"
+    host = getattr(backend, "host_fallback_reason", lambda _tree: None)(tree)
+    if mode != "eager" and host:  # neuron's host fallback: a host library runs it, nothing to compile
+        mode = prov.compile_mode = "eager"
+        prov.compile_reason = host
     runner = None
     artifacts = dict(record.get("artifacts", {})) if record is not None else {}
     if mode != "eager":

@@ -83,6 +83,8 @@ class HostLibrary(Solver):
     error_c: ClassVar[dict] = {"fp32": 1.0, "fp64": 2.0}
 
     def why_not(self, problem, planner, forced):
+        if problem.device == "neuron":
+            return self.why_not_on_neuron(problem, planner)
         if problem.device != "cpu":
             return "host libraries are CPU leaves; on cuda the leaf is cuFFT via native"
         if problem.precision not in ("fp32", "fp64"):
@@ -111,6 +113,8 @@ class HostLibrary(Solver):
         return reason
 
     def plan(self, problem, planner, spec):
+        if problem.device == "neuron":
+            return self.plan_on_neuron(problem, planner, spec)
         n, b, shape = problem.n, problem.batch, problem.shape
         size = 8 if problem.real_dtype == torch.float64 else 4
         half = 0.5 if problem.kind != "c2c" else 1.0  # a real transform: half a complex one's flops
@@ -155,6 +159,47 @@ class HostLibrary(Solver):
     def build(self, node, ctx):
         shape = tuple(node.param("factors") or (node.n,))
         return HostFFT(self.library, shape, node.param("kind", "c2c"), node.inverse)
+
+    # ------------------------------------------------------------------ Trainium host fallback
+    # On device="neuron" a host library is the whole plan or nothing: a candidate at the root only
+    # (a host leaf inside a device graph would cost a dispatch and a round trip per leaf), priced
+    # as the CPU profile's library time for the whole batch (every core's bucket) plus the transfer
+    # of input and output both ways at trnplan.backends.neuron.HOST_LINK_GBS. The device plans
+    # it competes with pay ~0.7 ms per dispatch (NEURON_PROFILE), so small problems stay on the
+    # host, as the seed project measured (fft N=1024: 16 ms through NKI, 28 µs on the host).
+
+    def why_not_on_neuron(self, problem, planner) -> str | None:
+        """Why this library is not the host fallback of a neuron problem (None: it is a candidate)."""
+        if len(getattr(planner, "_active", ())) > 1:
+            return ("on Trainium a host library is a whole-plan fallback at the root, not a leaf inside a "
+                    "device graph (each would cost a dispatch and a host round trip)")
+        if problem.precision not in ("fp32", "bf16", "bf16x3", "bf16x6"):
+            return (f"as Trainium's host fallback {self.title} stands in for the complex64 modes (fp32 and the "
+                    f"bf16 modes, computing in fp32), not {problem.precision}")
+        if hostlib._module(self.library) is None:
+            return f"{self.title} is not installed ({self.install})"
+        return None
+
+    def plan_on_neuron(self, problem, planner, spec):
+        """The host-fallback node of a neuron problem, priced on the CPU profile plus the transfer."""
+        import attrs
+
+        from trnplan.backends.cpu import CPU_PROFILE
+        from trnplan.backends.neuron import HOST_LINK_GBS
+
+        class _OnHost:  # prices this leaf as plan() does on the CPU
+            profile = CPU_PROFILE
+            exportable = False
+
+        # the library computes a bf16-mode request in fp32: priced, and its error predicted, as fp32
+        whole = attrs.evolve(problem, batch=problem.batch * problem.cores, device="cpu", cores=1, precision="fp32")
+        host = self.plan(whole, _OnHost(), spec)
+        size = 4  # fp32
+        moved = (max(1, 0 if problem.kind == "r2c" else 2) * math.prod(problem.in_shape)
+                 + max(1, 0 if problem.kind == "c2r" else 2) * math.prod(problem.out_shape)) * whole.batch * size
+        transfer_us = moved / (HOST_LINK_GBS * 1e3)  # in one way, out the other
+        # terms left empty: the Neuron profile has no price for the CPU library's work terms
+        return attrs.evolve(host, batch=problem.batch, time_us=host.time_us + transfer_us, terms=())
 
 
 class HostFFT(torch.nn.Module):
