@@ -7,8 +7,9 @@ Three libraries, each optional (``pip install 'trnplan[fftw]'`` / ``'trnplan[mkl
     batch only (``workers=``): a single 1-D transform runs on one thread.
 ``pyfftw`` — :mod:`pyfftw`
     FFTW 3 (Frigo & Johnson, "The design and implementation of FFTW3", Proc. IEEE 93(2), 2005).
-    Plans are made once with ``FFTW_MEASURE`` per (shape, dtype, kind, direction, threads) and
-    reused; what FFTW learns while measuring (its *wisdom*) can be exported and imported with
+    Plans are made once with ``FFTW_MEASURE`` per (shape, dtype, kind, direction, calling
+    thread) and reused, single-threaded (FFTW's thread pool stalled against torch's OpenMP
+    threads: see :func:`_pyfftw_call`); what FFTW learns while measuring (its *wisdom*) can be exported and imported with
     :func:`export_wisdom` / :func:`import_wisdom`, so a cached trnplan plan does not re-measure.
 ``mkl_fft`` — :mod:`mkl_fft`
     Intel MKL's DFTI through Intel's NumPy-style wrapper (its own MKL, not torch's). Thread
@@ -210,9 +211,13 @@ def _mkl_call(shape, kind, inverse, norm):
     # batched 1-D call per axis; a per-axis norm multiplies out to the whole transform's.
     if kind == "c2c":
         fn = mfft.ifft if inverse else mfft.fft
+        fn_n = mfft.ifftn if inverse else mfft.fftn
 
         def c2c(a):
             with scoped():
+                if rank > 1 and a.shape[0] == 1:  # one transform: MKL's own N-D call (3.3× the
+                    # per-axis calls at 1024², 5× at 32×64×64 in `trnplan bench`)
+                    return fn_n(a[0], s=shape, axes=tuple(range(rank)), norm=nrm)[None]
                 for axis in reversed(axes):
                     a = fn(a, n=a.shape[axis], axis=axis, norm=nrm)
             return a
@@ -329,7 +334,11 @@ def _fftw_plan(shape: tuple, dtype: np.dtype, kind: str, inverse: bool, threads:
 def _pyfftw_call(shape, kind, inverse, norm):
     n = math.prod(shape)
     scale = _scale(norm, inverse, n)
-    threads = torch.get_num_threads()  # fixed when the callable is made (FFTW plans carry it)
+    # one FFTW thread: FFTW's own thread pool competes with torch's OpenMP threads, which spin
+    # after every parallel region; in `trnplan bench` at torch threads 2, pyFFTW plans with 2
+    # threads stalled ~8 ms per call at 1×256 and 1×4096 (timeslice-sized waits), and on this
+    # 2-vCPU box 2 threads gained little anyway (1×65536: 263 µs vs 227 µs at 1 thread)
+    threads = 1
     plans: dict = {}  # this callable's plans by input (shape, dtype): skips the shared lock
 
     def run(a: np.ndarray) -> np.ndarray:
