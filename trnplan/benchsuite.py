@@ -10,7 +10,7 @@ fftn 32×64×64, the STFT of 16 000 real samples (n_fft 256, hop 64, Hann window
 
 * ``trnplan (estimate)``: ``plan_many(shape, batch, kind, cache=None)``, then ``plan.execute(x)``;
 * ``trnplan (measure)``: the same with ``effort="measure"`` (recorded as not available, with the
-  reason, while plan_many raises NotSupportedYet for it);
+  reason, where plan_many raises NotSupportedYet for it: a trnplan without measured planning);
 * ``forced NAME``: ``plan_many(..., strategy=NAME, cache=None)`` for every registered solver
   (n/a when the solver does not apply);
 * the libraries, called directly: torch.fft, numpy.fft, scipy.fft (workers 1 and 2), pyFFTW

@@ -109,7 +109,7 @@ class Problem:
     device : {"cpu", "cuda", "neuron"}
         Device *kind*; the device index lives on the :class:`~trnplan.plan.Plan`.
     cores : int
-        Cores to split the work over (1 in this version).
+        Cores to split the work over (the multicore solver; every sub-problem inherits it).
     """
 
     shape: tuple = attrs.field(validator=_check_shape)
