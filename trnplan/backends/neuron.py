@@ -27,14 +27,14 @@ How a ``device="neuron"`` plan runs (docs/trainium.md):
    batching splits a batch into shards of *any* size, which a fixed-shape NEFF must then pad
    anyway; sharding here keeps every call at the compiled bucket shape and needs only the
    documented load API.
-5. **Precision probe.** Where a NeuronCore is there, the precision probe is traced and run on it
-   once per fingerprint (:func:`neuron_precision_probe`): it detects whether bf16 products are
-   rounded before fp32 accumulation (the seed project's finding), which decides whether the
-   split modes can meet their bars. Elsewhere that finding is assumed.
 4. **Host fallback.** The host FFT libraries (scipy, pyFFTW, mkl_fft) are candidates at the root,
    priced on the CPU profile plus the transfer both ways (:mod:`trnplan.planner.library`), so a
    small problem stays on the host, as the seed project's measurements say it should (fft N=1024:
    16 ms through NKI against 28 µs on the host).
+5. **Precision probe.** Where a NeuronCore is there, the precision probe is traced and run on it
+   once per fingerprint (:func:`neuron_precision_probe`): it detects whether bf16 products are
+   rounded before fp32 accumulation (the seed project's finding), which decides whether the
+   split modes can meet their bars. Elsewhere that finding is assumed.
 
 *Nothing here has run on Trainium.* The integration is tested on the CPU with a stand-in for
 ``torch_neuronx`` (tests/test_neuron.py) and the graph handed to the compiler by the lowering
