@@ -189,11 +189,8 @@ def measure(planner, problem, spec, device: torch.device, effort: str, estimate_
     from trnplan.verify import _reference, seeded_input
 
     tol = planner.tol(problem)
-    trees = planner.enumerate(problem, spec)
-    if all(t.digest() != estimate_node.digest() for t in trees):
-        trees = sorted([estimate_node, *trees], key=lambda t: t.time_us)
     # the estimate's pick first (always timed), then the rest by predicted time
-    trees = [estimate_node] + [t for t in trees if t.digest() != estimate_node.digest()]
+    trees = [estimate_node] + [t for t in planner.enumerate(problem, spec) if t.digest() != estimate_node.digest()]
     top_k = None if effort == "patient" else config.measure_top_k()
     limit = config.timelimit(effort)
 
@@ -294,9 +291,9 @@ def describe(m: Measurement) -> list[str]:
 
 
 def _us(us: float | None) -> str:
-    if us is None or not math.isfinite(us):
-        return "—"
-    return f"{us / 1000:.3g} ms" if us >= 1000 else f"{us:.3g} µs"
+    from trnplan.plan import _time  # plan.py imports this module
+
+    return "—" if us is None or not math.isfinite(us) else _time(us)
 
 
 __all__ = ["Measurement", "Timing", "describe", "measure", "ranked_candidates", "time_call"]

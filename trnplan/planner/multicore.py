@@ -129,32 +129,23 @@ class MulticoreShards(torch.nn.Module):
     def _library_call(self, norm: str | None = None):
         """Shards of the user-facing tensor through the children's library calls, with ``norm``."""
         calls = [k.library_call(norm) for k in self.kids]
-
-        def run(x):
-            M = x.shape[0]
-            sizes = self.sizes if M == sum(self.sizes) else shard_sizes(M, len(self.sizes))
-            pieces = torch.split(x, sizes)
-            fns = [calls[self.by_size.get(s, 0)] for s in sizes]
-            pool = self.backend.shard_executor(len(sizes))
-            futures = [pool.submit(fn, piece) for fn, piece in zip(fns[1:], pieces[1:])]
-            outs = [fns[0](pieces[0])] + [f.result() for f in futures]
-            return torch.cat(outs)
-
-        return run
+        return lambda x: torch.cat(self._dispatch(calls, (x,)))
 
     def forward(self, *inputs):
-        M = inputs[0].shape[0]
-        if M != sum(self.sizes):  # the split module is called with another batch: re-shard evenly
-            sizes = shard_sizes(M, len(self.sizes))
-        else:
-            sizes = self.sizes
-        pieces = list(zip(*(torch.split(t, sizes) for t in inputs)))
-        kids = [self.kids[self.by_size.get(s, 0)] for s in sizes]
-        pool = self.backend.shard_executor(len(sizes))
-        futures = [pool.submit(kid, *piece) for kid, piece in zip(kids[1:], pieces[1:])]
-        first = kids[0](*pieces[0])  # the calling thread runs one shard itself
-        outs = [first] + [f.result() for f in futures]
+        outs = self._dispatch(self.kids, inputs)
         return tuple(torch.cat(parts) for parts in zip(*outs))
+
+    def _dispatch(self, fns_by_child, tensors) -> list:
+        """Split ``tensors`` on dim 0 into the shards, run shard i with the function of its size's
+        child (the calling thread runs the first, the shard executor the others), in shard order.
+        Another batch than the planned one (the lowered module takes any) is re-sharded evenly."""
+        M = tensors[0].shape[0]
+        sizes = self.sizes if M == sum(self.sizes) else shard_sizes(M, len(self.sizes))
+        pieces = list(zip(*(torch.split(t, sizes) for t in tensors)))
+        fns = [fns_by_child[self.by_size.get(s, 0)] for s in sizes]
+        pool = self.backend.shard_executor(len(sizes))
+        futures = [pool.submit(fn, *piece) for fn, piece in zip(fns[1:], pieces[1:])]
+        return [fns[0](*pieces[0])] + [f.result() for f in futures]
 
 
 _POOLS: dict = {}
