@@ -146,8 +146,7 @@ class Planner:
             for solver in self.solvers:
                 if forced is not None and solver.name != forced:
                     continue
-                if (solver.why_not_kind(problem) or solver.why_not(problem, self, forced is not None)
-                        or (spec is not None and solver.why_not_spec(problem, spec))):
+                if self._why_not(solver, problem, spec) is not None:
                     continue
                 sink: list = []
                 token = VARIANTS.set(sink)
@@ -168,19 +167,24 @@ class Planner:
             self._active.pop()
         return sorted(seen.values(), key=lambda c: c.time_us)
 
+    def _why_not(self, solver, problem, spec) -> str | None:
+        """Why ``solver`` does not apply to ``problem`` under ``spec`` (kind/rank, its own reason,
+        then the strategy's constraints), or None."""
+        forced = spec is not None and spec.name is not None
+        reason = solver.why_not_kind(problem) or solver.why_not(problem, self, forced)
+        if reason is None and spec is not None:
+            reason = solver.why_not_spec(problem, spec)
+        return reason
+
     def _search(self, problem, spec, tol, key):
         forced = spec.name if spec is not None else None
         candidates = []
         for solver in self.solvers:
             if forced is not None and solver.name != forced:
                 continue
-            reason = solver.why_not_kind(problem) or solver.why_not(problem, self, forced is not None)
+            reason = self._why_not(solver, problem, spec)
             if reason is not None:
                 candidates.append(Candidate(solver.name, NOT_APPLICABLE, reason))
-                continue
-            why_spec = solver.why_not_spec(problem, spec) if spec is not None else None
-            if why_spec is not None:
-                candidates.append(Candidate(solver.name, NOT_APPLICABLE, why_spec))
                 continue
             try:
                 node = solver.plan(problem, self, spec)
