@@ -243,3 +243,20 @@ def test_broadcast_views_with_zero_strides(solver, kind):
                else np.fft.fftn(x.numpy(), axes=(-2, -1)))
     assert 0 in x.stride()
     assert rel_l2(plan.execute(x), ref) <= BAR["fp64"]
+
+
+@pytest.mark.parametrize("solver", ["scipy", "pyfftw", "mkl-fft"])
+def test_plans_with_the_same_input_shape_do_not_share_library_state(solver):
+    # pyFFTW's plans were once cached by input shape alone: an (…, 8, 5) half spectrum is the c2r
+    # input of both 8×8 and 8×9, and a (5, 8, 8) array the c2c input of 1-D and 2-D plans
+    _need(solver)
+    x = torch.from_numpy(random_complex((5, 8, 5), seed=7))
+    for shape in ((8, 8), (8, 9), (8, 8)):
+        plan = trnplan.plan_many(shape, batch=5, kind="c2r", strategy=solver, dtype=torch.complex128)
+        ref = np.fft.irfftn(x.numpy(), s=shape, axes=(-2, -1))
+        assert rel_l2(plan.execute(x), ref) <= BAR["fp64"], shape
+    z = torch.from_numpy(random_complex((5, 8, 8), seed=8))
+    one = trnplan.plan_many(8, batch=40, strategy=solver, dtype=torch.complex128)
+    two = trnplan.plan_many((8, 8), batch=5, strategy=solver, dtype=torch.complex128)
+    assert rel_l2(one.execute(z), np.fft.fft(z.numpy(), axis=-1)) <= BAR["fp64"]
+    assert rel_l2(two.execute(z), np.fft.fftn(z.numpy(), axes=(-2, -1))) <= BAR["fp64"]

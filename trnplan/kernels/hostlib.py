@@ -302,7 +302,8 @@ def _fftw_plan(shape: tuple, dtype: np.dtype, kind: str, inverse: bool, threads:
     threads sharing one would run one at a time (the multicore solver's shards of equal size
     did, at half speed); FFTW's wisdom makes the second thread's plan cheap.
     """
-    key = (batch_shape, dtype, kind, inverse, threads, threading.get_ident())
+    # the transform shape too: a c2r input of (…, 8, 5) is the half spectrum of both 8×8 and 8×9
+    key = (tuple(shape), batch_shape, dtype, kind, inverse, threads, threading.get_ident())
     with _FFTW_LOCK:
         hit = _FFTW.get(key)
         if hit is not None:
