@@ -23,7 +23,7 @@ from trnplan.kernels import hostlib
 from trnplan.planner import native
 from trnplan.planner.accuracy import SMALL_SAMPLE, STORAGE, UNIT_ROUNDOFF, log_growth
 from trnplan.planner.cost import Work
-from trnplan.planner.solver import Solver, prime_factors
+from trnplan.planner.solver import Solver, WholeShape, prime_factors
 
 #: The constants below were measured on this project's 2-vCPU box (AMD EPYC, 2 threads, torch
 #: 2.13.0+cpu, scipy 1.17.1, pyfftw 0.15.1, mkl_fft 2.3.2 with MKL 2026.2), complex64, with a
@@ -55,7 +55,7 @@ from trnplan.planner.solver import Solver, prime_factors
 SPEED_LIMITS = (256, 8192, float("inf"))
 
 
-class HostLibrary(Solver):
+class HostLibrary(WholeShape, Solver):
     """A host-CPU FFT library as a leaf: c2c, r2c and c2r of any rank, in one library call.
 
     Subclasses name the library (``library``: its key in :mod:`trnplan.kernels.hostlib`), how to
@@ -100,19 +100,6 @@ class HostLibrary(Solver):
         if hostlib._module(self.library) is None:
             return f"{self.title} is not installed ({self.install})"
         return None
-
-    def why_not_factors(self, problem, factors):
-        if tuple(factors) != problem.shape:
-            return (f"{self.name}'s factors are the transform shape: {'x'.join(map(str, problem.shape))}, "
-                    f"not {'x'.join(map(str, factors))}")
-        return None
-
-    def why_not_spec(self, problem, spec):
-        reason = super().why_not_spec(problem, spec)
-        kind = spec.option("kind")
-        if reason is None and kind is not None and kind != problem.kind:
-            return f"the strategy's {self.name} node is {kind} but the problem is {problem.kind}"
-        return reason
 
     def plan(self, problem, planner, spec):
         if problem.device == "neuron":

@@ -25,7 +25,7 @@ from trnplan.errors import PlanningError
 from trnplan.planner import native
 from trnplan.planner.accuracy import UNIT_ROUNDOFF, combine, log_growth
 from trnplan.planner.cost import Work, copy, transpose
-from trnplan.planner.solver import Solver, best_variant, itemsize
+from trnplan.planner.solver import Solver, WholeShape, best_variant, itemsize
 
 METHODS = ("lib", "rowcol")
 
@@ -97,7 +97,7 @@ class NDRowColumn(torch.nn.Module):
         return tuple(t.reshape(M, -1) for t in state)
 
 
-class ND(Solver):
+class ND(WholeShape, Solver):
     name = "nd"
     composite = True
     takes_factors = True
@@ -109,19 +109,10 @@ class ND(Solver):
     def why_not(self, problem, planner, forced):
         return None
 
-    def why_not_factors(self, problem, factors):
-        if tuple(factors) != problem.shape:
-            return (f"nd's factors are the transform shape: {'x'.join(map(str, problem.shape))}, "
-                    f"not {'x'.join(map(str, factors))}")
-        return None
-
     def why_not_spec(self, problem, spec):
-        reason = super().why_not_spec(problem, spec)
+        reason = super().why_not_spec(problem, spec)  # WholeShape: the factors and kind=
         if reason is not None:
             return reason
-        kind = spec.option("kind")
-        if kind is not None and kind != problem.kind:
-            return f"the strategy's nd node is {kind} but the problem is {problem.kind}"
         method = spec.option("method")
         if method is not None and method not in METHODS:
             return f"nd has no method {method!r} (methods: {', '.join(METHODS)})"

@@ -146,6 +146,24 @@ class Solver:
         return None
 
 
+class WholeShape:
+    """Mixin of solvers whose node covers the whole transform shape (nd, the host libraries): a
+    strategy's factor list must be that shape, and its ``kind=`` option the problem's kind."""
+
+    def why_not_factors(self, problem: Problem, factors: tuple) -> str | None:
+        if tuple(factors) != problem.shape:
+            return (f"{self.name}'s factors are the transform shape: {'x'.join(map(str, problem.shape))}, "
+                    f"not {'x'.join(map(str, factors))}")
+        return None
+
+    def why_not_spec(self, problem: Problem, spec) -> str | None:
+        reason = super().why_not_spec(problem, spec)
+        kind = spec.option("kind")
+        if reason is None and kind is not None and kind != problem.kind:
+            return f"the strategy's {self.name} node is {kind} but the problem is {problem.kind}"
+        return reason
+
+
 #: where the variants a solver tries are collected while :meth:`Planner.enumerate` runs (the
 #: efforts "measure" and "patient" time them); ``None`` — nothing collected — everywhere else,
 #: including the children's searches inside an enumeration
