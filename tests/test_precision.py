@@ -334,3 +334,42 @@ def test_verify_works_for_every_kind_and_rank(kind, shape):
     except trnplan.NotSupportedYet as exc:
         pytest.skip(f"not built yet: {exc}")
     assert 0 < plan.tree.measured_error <= plan.tol
+
+
+# ---------------------------------------------------------------------------- real bf16 tensors
+_PLAIN_MATMUL = gemm.matmul
+
+
+def _bf16_tensor_matmul(a, b, mode):
+    """CUDA's ``torch.mm(a, b, out_dtype=float32)`` on bf16 tensors, emulated on the CPU: the
+    products of bf16 values are exact in fp32 and the sum is an fp32 GEMM."""
+    assert a.dtype == b.dtype, "a bf16 GEMM needs both operands in bf16"
+    mm = torch.bmm if a.ndim == 3 else torch.mm
+    return mm(a.float(), b.float()) if a.dtype == torch.bfloat16 else _PLAIN_MATMUL(a, b, mode)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "bf16x3", "bf16x6"])
+@pytest.mark.parametrize("strategy,n", [("dft-gemm", 64), ("dft-gemm", 256), ("four-step", 4096), ("stockham", 512)])
+def test_native_bf16_slices_give_the_emulations_values(precision, strategy, n, monkeypatch):
+    """Where the device multiplies bf16 tensors (CUDA), Gemm casts its data slices straight to bf16
+    (split_to_bf16: fewer passes, half the bytes); the GEMM sees exactly the values the fp32
+    emulation multiplies, so the results are identical, and within the mode's bar of numpy."""
+    x = random_complex((3, n), seed=n)
+    emulated = trnplan.plan_many(n, batch=3, precision=precision, strategy=strategy, cache=None)(_c64(x))
+    trnplan.clear_plan_cache()
+    monkeypatch.setattr(gemm, "matmul", _bf16_tensor_matmul)
+    monkeypatch.setattr(gemm, "native_bf16_matmul", lambda device_type: True)
+    plan = trnplan.plan_many(n, batch=3, precision=precision, strategy=strategy, cache=None)
+    kernels = [m for m in plan.module.modules() if isinstance(m, gemm.Gemm)]
+    assert kernels and all(k.native_bf16 and k.w.dtype == torch.bfloat16 for k in kernels)
+    native = plan(_c64(x))
+    assert torch.equal(native, emulated)
+    assert rel_l2(native, reference(x, False)) <= {"bf16": 4e-3, "bf16x3": 1e-5, "bf16x6": 5e-7}[precision]
+
+
+def test_split_to_bf16_matches_split_bf16():
+    x = torch.randn(1000, dtype=torch.float32) * torch.logspace(-20, 20, 1000)
+    for slices in (1, 2, 3):
+        a, b = gemm.split_bf16(x, slices), gemm.split_to_bf16(x, slices)
+        assert all(s.dtype == torch.bfloat16 for s in b)
+        assert all(torch.equal(u, v.float()) for u, v in zip(a, b))

@@ -32,6 +32,7 @@ CUDA_PROFILE = CostProfile(
     fft_launch_us=17.0,
     bandwidth_gbs=2400.0,
     source="bench/calibrate.py --device cuda on an H200 (torch 2.11.0+cu130); bf16/tf32 GEMM rates published, derated",
+    native_bf16=True,
 )
 
 

@@ -89,6 +89,22 @@ def split_bf16(x: torch.Tensor, slices: int) -> list[torch.Tensor]:
     return out
 
 
+def split_to_bf16(x: torch.Tensor, slices: int) -> list[torch.Tensor]:
+    """The slices of :func:`split_bf16` as bfloat16 tensors, in fewer passes over ``x``.
+
+    Each slice is one cast down; each residual one subtraction ``r − s`` in which torch promotes
+    the bf16 slice to ``r``'s dtype inside the kernel (exact, as in :func:`split_bf16`). bf16
+    mode is a single cast where the emulation takes three passes; the values are the same.
+    """
+    out, r = [], x
+    for s in range(slices):
+        hi = r.to(torch.bfloat16)
+        out.append(hi)
+        if s < slices - 1:
+            r = r - hi
+    return out
+
+
 @functools.lru_cache(maxsize=8)
 def native_bf16_matmul(device_type: str) -> bool:
     """Whether torch multiplies bf16 tensors into an fp32 result on this device type
@@ -174,11 +190,10 @@ class Gemm(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.slices:
-            parts = split_bf16(x, self.slices)
+            # real bf16 slices where the device multiplies them (half the bytes, no cast back)
+            parts = (split_to_bf16 if self.native_bf16 else split_bf16)(x, self.slices)
             contraction = -1 if self.side == "right" else -2
             x = torch.cat([parts[i] for i, _ in self.pairs], dim=contraction) if len(self.pairs) > 1 else parts[0]
-            if self.native_bf16:
-                x = x.to(torch.bfloat16)  # exact: every slice is bf16-representable
         if self.side == "right":
             return matmul(x, self.w, self.mode)
         return matmul(self.w, x, self.mode)
@@ -196,6 +211,7 @@ __all__ = [
     "native_bf16_matmul",
     "products",
     "split_bf16",
+    "split_to_bf16",
     "tf32_scope",
 ]
 
@@ -207,17 +223,22 @@ def gemm_work(precision: str, profile, flops: float, data_elements: float, items
     profile's bf16 (or TF32) matrix rate where it has one (CUDA, Neuron) and at the fp32 rate
     where the mode is emulated with fp32 GEMMs (the CPU: ``gemm_flops`` is then counted at the
     fp32 rate). Splitting the data costs per slice a cast down, a cast back and (but the last) a
-    subtraction over ``data_elements`` values, plus the concatenation of the P operand copies.
+    subtraction over ``data_elements`` values, plus the concatenation of the P operand copies;
+    on a profile with ``native_bf16`` (CUDA) no cast back, and the copies are half-width.
     """
     from trnplan.planner.cost import Work, copy, elementwise
 
     rate = "bfloat16" if precision in BF16_MODES else "tf32" if precision == "tf32" else None
     scale = profile.gemm_gflops["float32"] / profile.gemm_gflops[rate] if rate in profile.gemm_gflops else 1.0
     p = products(precision)
-    work = Work(gemm_flops=flops * p * scale, bytes=(p - 1) * data_elements * itemsize)
     slices = SLICES[precision]
+    # where the device multiplies real bf16 tensors the slices are half-width and each costs one
+    # cast (and a residual subtraction) instead of cast, cast back and subtract (split_to_bf16)
+    native = slices and profile.native_bf16
+    operand = itemsize // 2 if native else itemsize
+    work = Work(gemm_flops=flops * p * scale, bytes=(p - 1) * data_elements * operand)
     if slices:
-        work += elementwise(3 * slices - 1, data_elements, itemsize, operands=2)
+        work += elementwise((2 if native else 3) * slices - 1, data_elements, itemsize, operands=2)
         if p > 1:
-            work += copy(p * data_elements, itemsize)
+            work += copy(p * data_elements, operand)
     return work

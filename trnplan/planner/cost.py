@@ -75,6 +75,9 @@ class CostProfile:
         Effective bandwidth of elementwise ops and copies, GB/s.
     source : str
         Where the numbers came from.
+    native_bf16 : bool
+        The device multiplies real bfloat16 tensors into fp32 (CUDA's ``torch.mm(..., out_dtype=)``):
+        the bf16 modes' data slices are half-width tensors (:func:`trnplan.kernels.gemm.gemm_work`).
     """
 
     name: str
@@ -85,6 +88,7 @@ class CostProfile:
     fft_launch_us: float = 0.0
     source: str = ""
     threads: int = 1
+    native_bf16: bool = False
 
     def time_us(self, work: Work, dtype: str) -> float:
         t = work.launches * self.launch_us
