@@ -68,7 +68,8 @@ class DelaySolver(Solver):
 
     def plan(self, problem, planner, spec):
         error = Native().plan(problem, planner, spec).error
-        return self.node(problem, planner, Work(launches=0.01), error)
+        # nearly free, root output packing included (direct=True: none priced)
+        return self.node(problem, planner, Work(launches=0.01), error, direct=True)
 
     def build(self, node, ctx):
         return _SlowFFT(self, node.n, node.inverse)

@@ -23,7 +23,7 @@ from trnplan.kernels import hostlib
 from trnplan.planner import native
 from trnplan.planner.accuracy import SMALL_SAMPLE, STORAGE, UNIT_ROUNDOFF, log_growth
 from trnplan.planner.cost import Work
-from trnplan.planner.solver import Solver, WholeShape, prime_factors
+from trnplan.planner.solver import Solver, WholeShape, library_io, prime_factors
 
 #: The constants below were measured on this project's 2-vCPU box (AMD EPYC, 2 threads, torch
 #: 2.13.0+cpu, scipy 1.17.1, pyfftw 0.15.1, mkl_fft 2.3.2 with MKL 2026.2), complex64, with a
@@ -116,17 +116,12 @@ class HostLibrary(WholeShape, Solver):
                 slowdown = next(f for limit, f in self.prime_slowdown if p <= limit)
                 flops += half * (n // p) * 5.0 * p * math.log2(p) * (slowdown - 1.0)
         speed = next(f for limit, f in zip(SPEED_LIMITS, self.speed) if max(shape) <= limit)
-        complex_in = 0 if problem.kind == "r2c" else 2
-        complex_out = 0 if problem.kind == "c2r" else 2
-        reals = (max(complex_in, 1) * math.prod(problem.in_shape)
-                 + max(complex_out, 1) * math.prod(problem.out_shape))
-        work = Work(
-            # pack to complex and unpack (as native; skipped at the root, where the plan calls the
-            # library directly), plus the library's call cost beyond torch.fft's
-            launches=2 + self.call_excess_us / planner.profile.launch_us,
+        # packing split input (as native's; none at the root, where the plan calls the library on
+        # the user's tensor), plus the library's call cost beyond torch.fft's
+        work = library_io(problem, planner) + Work(
+            launches=self.call_excess_us / planner.profile.launch_us,
             fft_calls=problem.rank,  # one pass per axis, as nd's method=lib counts them
             fft_flops=flops * speed * b * (self.nd_batched if problem.rank > 1 and b > 1 else 1.0),
-            bytes=2 * reals * b * size,
         )
         error = self.error_c[STORAGE[problem.precision]] * UNIT_ROUNDOFF[problem.precision] * log_growth(n)
         if largest > native.BLUESTEIN_PRIME:
@@ -143,7 +138,7 @@ class HostLibrary(WholeShape, Solver):
             params["factors"] = shape
         if problem.kind != "c2c":
             params["kind"] = problem.kind
-        return self.node(problem, planner, work, error, params=params)
+        return self.node(problem, planner, work, error, params=params, direct=True)
 
     def build(self, node, ctx):
         shape = tuple(node.param("factors") or (node.n,))

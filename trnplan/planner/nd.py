@@ -25,7 +25,7 @@ from trnplan.errors import PlanningError
 from trnplan.planner import native
 from trnplan.planner.accuracy import UNIT_ROUNDOFF, combine, log_growth
 from trnplan.planner.cost import Work, copy, transpose
-from trnplan.planner.solver import Solver, WholeShape, best_variant, itemsize
+from trnplan.planner.solver import Solver, WholeShape, best_variant, itemsize, library_io
 
 METHODS = ("lib", "rowcol")
 
@@ -143,10 +143,10 @@ class ND(WholeShape, Solver):
         if method == "lib":
             n = problem.n
             flops = 5.0 * n * math.log2(max(n, 2)) * (0.5 if problem.kind != "c2c" else 1.0)
-            work = Work(launches=3, fft_calls=len(shape), fft_flops=flops * b,
-                        bytes=4 * (total_in + total_out) * b * size)
+            # the library's passes are in its measured rate; packing split input is not (nor made at the root)
+            work = library_io(problem, planner, launches=3) + Work(fft_calls=len(shape), fft_flops=flops * b)
             error = native.ERROR_C[problem.precision] * u * log_growth(n)
-            return self.node(problem, planner, work, error, params=self._params(problem, method))
+            return self.node(problem, planner, work, error, params=self._params(problem, method), direct=True)
         children, work = [], Work()
         for i, (axis, kind, cur) in enumerate(passes(shape, problem.kind, problem.inverse)):
             length = shape[axis]

@@ -70,6 +70,25 @@ class Planner:
         self._share_depth = 0
         self._listing = False  # set while applicable() runs, so failures do not recurse into it
         self.searches = 0
+        #: the problem of the current top-level search: its module runs on the user's tensor
+        self.root = None
+
+    def at_root(self, problem) -> bool:
+        """Whether ``problem`` is the plan's own problem (or, for precision='auto', a mode of it),
+        whose lowered module ``Plan.execute`` runs on the user's tensor.
+
+        A library leaf there is called on that tensor directly (no packing), and any other tree's
+        split result is packed into the complex output once (:func:`trnplan.planner.solver.root_output`).
+        """
+        root = self.root
+        if root is None:
+            return False
+        return problem == root or (root.precision == "auto" and attrs.evolve(root, precision=problem.precision) == problem)
+
+    def _top(self, problem) -> None:
+        """A search that no other search is running: its problem is the plan's (the root)."""
+        if not self._active:
+            self.root = problem
 
     @property
     def probe(self):
@@ -118,7 +137,10 @@ class Planner:
                tol: float | None = None) -> tuple[PlanNode, tuple[Candidate, ...]]:
         """(best node, every solver's candidate with its verdict) for ``problem``."""
         tol = self.tol(problem) if tol is None else tol
-        key = (problem, spec, tol)  # all frozen and hashable: cheaper than a digest per search
+        self._top(problem)
+        # all frozen and hashable: cheaper than a digest per search; a node's price depends on
+        # whether it is the root (at_root), so that is part of the key
+        key = (problem, spec, tol, self.at_root(problem))
         if key in self._memo:
             return self._memo[key]
         self.searches += 1
@@ -141,6 +163,7 @@ class Planner:
         tol = self.tol(problem) if tol is None else tol
         forced = spec.name if spec is not None else None
         seen: dict = {}
+        self._top(problem)
         self._active.append((problem, tol))
         try:
             for solver in self.solvers:

@@ -40,7 +40,7 @@ from trnplan.kernels.gemm import Gemm
 from trnplan.planner import native
 from trnplan.planner.accuracy import UNIT_ROUNDOFF, combine, log_growth, sqrt_growth
 from trnplan.planner.cost import Work, cmul_work, copy, elementwise
-from trnplan.planner.solver import Solver, best_variant, itemsize, prime_factors
+from trnplan.planner.solver import Solver, best_variant, itemsize, library_io, prime_factors
 
 METHODS = ("lib", "half", "full", "gemm")
 #: the real DFT matrix of method=gemm has n × 2h values; beyond this n the O(n²) GEMM loses
@@ -232,11 +232,12 @@ class Real(Solver):
             if p > native.BLUESTEIN_PRIME:
                 slowdown = next(f for limit, f in native.PRIME_SLOWDOWN if p <= limit)
                 flops += (n // p) * 2.5 * p * math.log2(p) * (slowdown - 1.0)
-            work = Work(launches=2, fft_calls=1, fft_flops=flops * b, bytes=2 * (n + 2 * h) * b * size)
+            # the library's pass is in its measured rate; packing split input is not (nor made at the root)
+            work = library_io(problem, planner) + Work(fft_calls=1, fft_flops=flops * b)
             error = native.ERROR_C[problem.precision] * u * log_growth(n)
             if p > native.BLUESTEIN_PRIME:
                 error *= native.LARGE_PRIME_GAIN
-            return self.node(problem, planner, work, error, params=params)
+            return self.node(problem, planner, work, error, params=params, direct=True)
         if method == "gemm":
             rows = 2 * h if problem.inverse else n
             work = Work(launches=2, gemm_flops=2.0 * rows * (n if problem.inverse else 2 * h) * b,

@@ -51,6 +51,34 @@ class BuildContext:
         return self.const(array.real), self.const(array.imag)
 
 
+def at_root(planner, problem: Problem) -> bool:
+    """``planner.at_root(problem)``; False for planner stand-ins without one."""
+    check = getattr(planner, "at_root", None)
+    return bool(check and check(problem))
+
+
+def root_output(problem: Problem) -> Work:
+    """What ``Plan.execute`` does around a split-tensor module at the root: the input's real and
+    imaginary parts are strided views (free); a complex result is packed by one
+    ``torch.complex(re, im)`` (read two real arrays, write one complex)."""
+    if problem.real_output:
+        return Work()
+    size = 8 if problem.real_dtype == torch.float64 else 4
+    return Work(launches=1, bytes=4 * math.prod(problem.out_shape) * problem.batch * size)
+
+
+def library_io(problem: Problem, planner, launches: int = 2) -> Work:
+    """The work around a library leaf's call, beyond the call itself (whose measured rate covers
+    its own pass over the data): packing split ``(re, im)`` input into one complex tensor and
+    viewing the result's parts; none at the root, where ``Plan.execute`` calls the library on
+    the user's tensor (pass ``direct=True`` to :meth:`Solver.node` there)."""
+    if at_root(planner, problem):
+        return Work()
+    size = 8 if problem.real_dtype == torch.float64 else 4
+    packed = 0 if problem.real_input else 4 * math.prod(problem.in_shape) * problem.batch * size
+    return Work(launches=launches, bytes=packed)
+
+
 class Solver:
     """Base class of all solvers; subclasses set ``name`` and implement the three methods."""
 
@@ -99,8 +127,16 @@ class Solver:
         error: float,
         params=(),
         children=(),
+        direct: bool = False,
     ) -> PlanNode:
-        """Assemble a node: own work priced on the planner's profile plus the children's totals."""
+        """Assemble a node: own work priced on the planner's profile plus the children's totals.
+
+        At the root (``planner.at_root``) a node that works on split ``(re, im)`` tensors also
+        pays for packing its result into the complex output (:func:`root_output`); ``direct``
+        marks a library call that ``Plan.execute`` makes on the user's tensor instead.
+        """
+        if not direct and at_root(planner, problem):
+            work = work + root_output(problem)
         dtype = str(problem.real_dtype).removeprefix("torch.")
         own_time = planner.profile.time_us(work, dtype)
         return PlanNode(
