@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="compare with numpy.fft (complex128); exit 1 if the error is over the bound")
     p.add_argument("--repeats", type=int, default=20, help="timed repeats after warm-up (default 20)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
-    p.add_argument("--compile", choices=["auto", "eager", "aot"], default="auto",
+    p.add_argument("--compile", choices=["auto", "eager", "aot", "inductor"], default="auto",
                    help="artifact: eager (none), aot (AOTInductor .pt2), auto (per device; eager on the CPU)")
     _cache_args(p)
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk plan cache")

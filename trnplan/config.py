@@ -10,6 +10,8 @@ TRNPLAN_TRUST_CACHE        0                   1: load artifacts from a cache di
 TRNPLAN_TIMELIMIT          5 (measure),        seconds effort "measure" / "patient" may spend timing
                            30 (patient)        candidates (FFTW's fftw_set_timelimit); also set_timelimit()
 TRNPLAN_MEASURE_TOP_K      6                   candidate trees effort "measure" times (the model's best K)
+TRNPLAN_INDUCTOR_MODE      (torch's default)   torch.compile mode of compile="inductor" plans, e.g.
+                                               max-autotune-no-cudagraphs (Triton GEMMs with fused epilogues)
 =========================  ==================  ==========================================
 """
 
@@ -86,3 +88,17 @@ def timelimit(effort: str) -> float:
 def measure_top_k() -> int:
     """How many candidate trees effort "measure" times: the cost model's best K (default 6)."""
     return _int_env("TRNPLAN_MEASURE_TOP_K", 6)
+
+
+#: torch.compile's modes (torch.compile(mode=...)); "default" is torch's own default
+INDUCTOR_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+
+def inductor_mode() -> str | None:
+    """``TRNPLAN_INDUCTOR_MODE``: the ``torch.compile`` mode of ``compile="inductor"`` plans (None: torch's default)."""
+    raw = os.environ.get("TRNPLAN_INDUCTOR_MODE", "")
+    if raw in ("", "default"):
+        return None
+    if raw not in INDUCTOR_MODES:
+        raise ValueError(f"environment variable TRNPLAN_INDUCTOR_MODE={raw!r} must be one of {', '.join(INDUCTOR_MODES)}")
+    return raw

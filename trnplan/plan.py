@@ -335,6 +335,9 @@ def render_explain(plan: Plan) -> str:
     if pv.artifact == "artifact hit":
         runs = (f"{pv.compile_mode} artifact {pv.artifact_key} ({pv.artifact_bytes / 1e6:.2f} MB) loaded in "
                 f"{pv.load_ms:.1f} ms, no compile: {pv.compile_s:.1f} s of compile saved")
+    elif pv.artifact == "compiled in process":
+        runs = (f"{pv.compile_mode}: torch.compile'd in this process in {pv.compile_s:.1f} s (static batch "
+                f"{p.batch}; kept in no plan cache, so every new process compiles it again)")
     elif pv.artifact == "compiled now":
         runs = (f"{pv.compile_mode} artifact compiled now in {pv.compile_s:.1f} s "
                 f"({pv.artifact_bytes / 1e6:.2f} MB, batch {'dynamic' if pv.dynamic_batch else 'static'})"
@@ -545,10 +548,12 @@ def plan_many(
     cache : PlanCache or None, optional
         The on-disk plan cache (default: :func:`trnplan.cache.default_cache`, at
         ``$TRNPLAN_CACHE_DIR`` or ``~/.cache/trnplan``); ``None`` bypasses it.
-    compile : {"auto", "eager", "aot"}, default "auto"
-        The artifact to build and cache: none (eager), an AOTInductor package (aot); "auto" is
-        eager on the CPU and on CUDA (an AOT build takes 30–90 s; ask for it, or precompile).
-        See docs/cache.md.
+    compile : {"auto", "eager", "aot", "inductor", "neuron"}, default "auto"
+        The artifact to build and cache: none (eager), an AOTInductor package (aot), a traced
+        NEFF (neuron, on Trainium); "auto" is eager on the CPU and on CUDA (an AOT build takes
+        30–90 s; ask for it, or precompile). "inductor" compiles the plan with ``torch.compile``
+        in this process at plan time (seconds; fused elementwise kernels) and stores nothing:
+        the fused path where AOT packages cannot be loaded. See docs/cache.md.
     verify : bool, default False
         Run the plan once on seeded random input against float64 numpy.fft, keep the measured
         error (``plan.tree.measured_error``, stored in the wisdom entry, shown by explain()), and
@@ -601,8 +606,8 @@ def _plan_many(shape, batch, *, kind, inverse, dtype, precision, norm, device, c
     cache = default_cache() if cache is _DEFAULT_CACHE else cache
     if cache is not None and not isinstance(cache, PlanCache):
         raise TypeError(f"cache must be a trnplan.cache.PlanCache or None, got {type(cache).__name__}")
-    if compile not in ("auto", "eager", "aot", "neuron"):
-        raise ValueError(f"compile must be 'auto', 'eager', 'aot' or 'neuron'; got {compile!r}")
+    if compile not in ("auto", "eager", "aot", "inductor", "neuron"):
+        raise ValueError(f"compile must be 'auto', 'eager', 'aot', 'inductor' or 'neuron'; got {compile!r}")
     wisdom_only = effort == "wisdom_only" or config.wisdom_only()
     if not use_lru:
         return _build_plan(problem, spec, dev, tol, cache, compile, wisdom_only, verify, effort)

@@ -7,6 +7,13 @@ Two kinds, chosen by ``plan_many(..., compile=)`` through the backend:
     AOTInductor (``torch._inductor.aoti_compile_and_package``) into an in-memory ``.pt2``
     package. Loading writes the bytes to a private temporary file and opens it with
     ``AOTIModelPackageLoader``, which does not recompile: 3–5 ms here against 10–40 s to build.
+``inductor`` (cpu, cuda; not an artifact)
+    ``torch.compile(module, fullgraph=True, dynamic=False)`` in the running process, compiled at
+    plan time on the plan's own input shape: Inductor fuses the elementwise work (twiddles, bf16
+    slicing, concatenation, transposes) into generated kernels around the library GEMMs. Nothing
+    is stored in the plan cache (Inductor keeps its own on-disk kernel cache, which makes a later
+    process's compile faster, not free); this is the fused path where AOTInductor packages
+    cannot be loaded (CUDA on torch 2.11, docs/gpu.md).
 ``neuron`` (Trainium)
     ``torch_neuronx.trace(..., compiler_args=["--auto-cast", "none"])`` (fp32 matmuls stay fp32:
     the default was bf16 auto-cast up to SDK 2.26) saved with ``torch.jit.save``; loaded with
@@ -87,6 +94,26 @@ class AOTRunner:
     def __call__(self, *inputs: torch.Tensor):
         with self._lock:
             out = self._loader.run([t.contiguous() for t in inputs])
+        return tuple(out)
+
+
+class InductorRunner:
+    """A plan module compiled by ``torch.compile`` in this process, warmed on ``example`` (so the
+    compile happens at plan time, not at the first execute); thread-safe.
+
+    Inputs are made contiguous, the layout it was compiled for: any other stride would be a new
+    guard and a recompile of seconds in the middle of a run.
+    """
+
+    def __init__(self, module: torch.nn.Module, example, mode: str | None = None):
+        self._fn = torch.compile(module.eval(), fullgraph=True, dynamic=False, mode=mode)
+        self._lock = threading.Lock()
+        with self._lock, torch.no_grad():
+            self._fn(*example)
+
+    def __call__(self, *inputs: torch.Tensor):
+        with self._lock, torch.no_grad():
+            out = self._fn(*(t.contiguous() for t in inputs))
         return tuple(out)
 
 

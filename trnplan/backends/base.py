@@ -165,15 +165,24 @@ class Backend:
     # ------------------------------------------------------------------ artifacts
     #: the artifact kinds this backend can build, besides "eager" (none)
     artifact_modes: tuple[str, ...] = ("aot",)
+    #: compile modes that compile in the running process and keep nothing in the plan cache
+    jit_modes: tuple[str, ...] = ("inductor",)
 
     def resolve_compile(self, compile: str) -> tuple[str, str]:
         """(mode, why) for ``plan_many(compile=...)``: "auto" picks per backend."""
         if compile == "auto":
             return self.auto_compile()
-        if compile != "eager" and compile not in self.artifact_modes:
-            known = ", ".join(("auto", "eager", *self.artifact_modes))
+        if compile != "eager" and compile not in self.artifact_modes + self.jit_modes:
+            known = ", ".join(("auto", "eager", *self.artifact_modes, *self.jit_modes))
             raise ValueError(f"compile={compile!r} is not available on {self.kind}; use one of {known}")
         return compile, "asked for"
+
+    def jit_compile(self, module, example, mode: str):
+        """A runner of ``module`` compiled in this process (``compile="inductor"``)."""
+        from trnplan.backends import artifacts
+        from trnplan import config
+
+        return artifacts.InductorRunner(module, example, config.inductor_mode())
 
     def auto_compile(self) -> tuple[str, str]:
         return "eager", "no artifact kind pays on this backend"

@@ -205,6 +205,7 @@ class NeuronBackend(Backend):
 
     # ------------------------------------------------------------------ artifacts
     artifact_modes = ("neuron",)
+    jit_modes = ()  # torch.compile does not target a NeuronCore: a NEFF is traced (compile="neuron")
 
     def auto_compile(self):
         return "neuron", "a NEFF is the only way to run on a NeuronCore"

@@ -103,6 +103,9 @@ def validate_entry(entry: dict, where: str = "entry", need_shape: bool = True) -
         raise ManifestError(f"{where}: 'shape' is required (e.g. shape = [4096])")
     if "dtype" in entry and entry["dtype"] not in _DTYPES:
         raise ManifestError(f"{where}: dtype must be 'complex64' or 'complex128', got {entry['dtype']!r}")
+    if entry.get("compile") == "inductor":
+        raise ManifestError(f"{where}: compile = 'inductor' compiles in the running process and keeps nothing in "
+                            f"the plan cache, so there is nothing to precompile; use compile = 'aot' (or 'auto')")
     return entry
 
 

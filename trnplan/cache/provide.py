@@ -206,6 +206,12 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
     fpd = fingerprint_digest(fp)
     probe, probe_origin = precision_probe(backend, device, cache, fpd)
     mode, mode_reason = backend.resolve_compile(compile)
+    if wisdom_only and mode in backend.jit_modes:
+        raise WisdomMiss(
+            f"effort='wisdom_only' (or TRNPLAN_WISDOM_ONLY=1) never compiles, and compile={mode!r} compiles in "
+            f"the running process (nothing of it is kept in the plan cache): use compile='aot' (precompiled into "
+            f"the cache) or compile='eager' for {problem.describe()}"
+        )
     profile, calibration = learn.calibrated_profile(backend.profile, cache, fpd, device)
     # an artifact holds torch ops only: host-library leaves are not candidates for it
     planner = Planner(backend, tol=tol, probe=probe, device=device, profile=profile, exportable=mode != "eager")
@@ -311,7 +317,9 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
         prov.compile_reason = host
     runner = None
     artifacts = dict(record.get("artifacts", {})) if record is not None else {}
-    if mode != "eager":
+    if mode in backend.jit_modes:
+        runner = _jit(problem, tree, module, device, backend, mode, prov)
+    elif mode != "eager":
         runner, entry = _artifact(problem, tree, module, device, backend, mode, fpd, cache, artifacts.get(mode),
                                   wisdom_only, prov)
         if entry is not None:
@@ -349,6 +357,22 @@ def _measure(problem, spec, device, planner, effort, estimate_node):
                     tol=planner.tol(problem), profile_name=planner.profile.name)
 
     return measure(planner, problem, spec, device, effort, estimate_node, make_plan)
+
+
+def _jit(problem, tree, module, device, backend, mode, prov):
+    """A runner compiled in this process (compile="inductor"); None (eager) if it fails to build."""
+    # the plan's own flat (batch, points) shape: compiled static, as Plan.execute calls it
+    example = tuple(t[: problem.batch] for t in problem_inputs(problem, device))
+    t0 = time.perf_counter()
+    try:
+        runner = backend.jit_compile(module, example, mode)
+    except Exception as exc:
+        _warn(f"could not compile {tree} with {mode} ({type(exc).__name__}: {exc}); running eagerly")
+        prov.compile_mode, prov.compile_reason = "eager", f"{mode} failed to compile ({type(exc).__name__}); eager instead"
+        return None
+    prov.compile_s = time.perf_counter() - t0
+    prov.artifact = "compiled in process"
+    return runner
 
 
 def _artifact(problem, tree, module, device, backend, mode, fpd, cache, entry, wisdom_only, prov):

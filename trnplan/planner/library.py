@@ -140,6 +140,9 @@ class HostLibrary(WholeShape, Solver):
             params["kind"] = problem.kind
         return self.node(problem, planner, work, error, params=params, direct=True)
 
+    def runs_on_user_tensor(self, node):
+        return True
+
     def build(self, node, ctx):
         shape = tuple(node.param("factors") or (node.n,))
         return HostFFT(self.library, shape, node.param("kind", "c2c"), node.inverse)

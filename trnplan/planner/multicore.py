@@ -29,13 +29,14 @@ backend whose profile is per core (Neuron: ``threads = 1``) splitting pays for l
 from __future__ import annotations
 
 import math
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import attrs
 import torch
 
 from trnplan.planner.cost import Work, copy
-from trnplan.planner.solver import Solver, itemsize
+from trnplan.planner.solver import Solver, at_root, itemsize, library_io, root_output
 
 #: fixed cost of handing one shard to a worker and collecting it (submit, wake, join), µs:
 #: ThreadPoolExecutor round trips measured 15–40 µs on this 2-vCPU machine
@@ -58,6 +59,12 @@ def _shard_time(child, profile) -> float:
     latency = sum(v * profile.price(k) for k, v in terms.items() if k in ("launches", "fft_calls"))
     throughput = sum(v * profile.price(k) for k, v in terms.items() if k not in ("launches", "fft_calls"))
     return latency + threads * throughput
+
+
+def _work_shard_time(work: Work, profile) -> float:
+    """:func:`_shard_time` of a bare :class:`Work` (latency as is, throughput on one core)."""
+    threads = getattr(profile, "threads", 1)
+    return work.launches * profile.launch_us + threads * work.bytes / (profile.bandwidth_gbs * 1e3)
 
 
 class Multicore(Solver):
@@ -96,13 +103,30 @@ class Multicore(Solver):
         for i, size in enumerate(distinct):
             sub = attrs.evolve(problem, batch=size, cores=1, norm=norm)
             children.append(planner.plan(sub, spec.child(i) if spec is not None else None))
-        out_elems = math.prod(problem.out_shape) * problem.batch * (1 if problem.real_output else 2)
-        work = Work(launches=2 * len(sizes)) + copy(out_elems, itemsize(problem))  # split views, gather
+        out_elems = math.prod(problem.out_shape) * (1 if problem.real_output else 2)
+        size = itemsize(problem)
+        # at the root, library children run on views of the user's tensor (MulticoreShards'
+        # library_call): they pack nothing, and each shard copies its result into the output on
+        # its own core. Otherwise the shards' split results are gathered (one copy on the calling
+        # thread) and packed into the complex output like any split-tensor root's
+        by_name = {s.name: s for s in getattr(planner, "solvers", ())}
+        root = at_root(planner, problem)
+        direct = root and all(c.solver in by_name and by_name[c.solver].runs_on_user_tensor(c) for c in children)
+        work = Work(launches=2 * len(sizes))  # the split views
+        if not direct:
+            work += copy(out_elems * problem.batch, size) + (root_output(problem) if root else Work())
+
+        def shard(c) -> float:
+            if not direct:
+                return _shard_time(c, planner.profile)
+            unpacked = library_io(attrs.evolve(problem, batch=c.batch, cores=1), planner)  # priced in c, not made
+            return (_shard_time(c, planner.profile) + _work_shard_time(copy(out_elems * c.batch, size), planner.profile)
+                    - _work_shard_time(unpacked, planner.profile))
+
         node = self.node(problem, planner, work, max(c.error for c in children),
-                         params={"shards": len(sizes)}, children=tuple(children))
+                         params={"shards": len(sizes)}, children=tuple(children), direct=True)
         own = planner.profile.time_us(work, str(problem.real_dtype).removeprefix("torch."))
-        parallel = max(_shard_time(c, planner.profile) for c in children)
-        return attrs.evolve(node, time_us=own + parallel + len(sizes) * TASK_US)
+        return attrs.evolve(node, time_us=own + max(shard(c) for c in children) + len(sizes) * TASK_US)
 
     def build(self, node, ctx):
         from trnplan.backends import get_backend
@@ -127,22 +151,46 @@ class MulticoreShards(torch.nn.Module):
             self.library_call = self._library_call
 
     def _library_call(self, norm: str | None = None):
-        """Shards of the user-facing tensor through the children's library calls, with ``norm``."""
+        """Shards of the user-facing tensor through the children's library calls, with ``norm``;
+        each shard copies its result into its rows of the output on its own core (no serial gather)."""
         calls = [k.library_call(norm) for k in self.kids]
-        return lambda x: torch.cat(self._dispatch(calls, (x,)))
+
+        def run(x):
+            M = x.shape[0]
+            sizes = self.sizes if M == sum(self.sizes) else shard_sizes(M, len(self.sizes))
+            starts = [sum(sizes[:i]) for i in range(len(sizes))]
+            out, lock = [], threading.Lock()
+
+            def into(call, start):
+                def fn(piece):
+                    y = call(piece)
+                    with lock:  # the first shard done allocates the output (its shape is the library's)
+                        if not out:
+                            out.append(y.new_empty((M, *y.shape[1:])))
+                    out[0][start:start + y.shape[0]].copy_(y)
+                return fn
+
+            fns = [into(calls[self.by_size.get(s, 0)], start) for s, start in zip(sizes, starts)]
+            self._dispatch(None, (x,), sizes, fns)
+            return out[0]
+
+        return run
 
     def forward(self, *inputs):
         outs = self._dispatch(self.kids, inputs)
         return tuple(torch.cat(parts) for parts in zip(*outs))
 
-    def _dispatch(self, fns_by_child, tensors) -> list:
+    def _dispatch(self, fns_by_child, tensors, sizes=None, fns=None) -> list:
         """Split ``tensors`` on dim 0 into the shards, run shard i with the function of its size's
-        child (the calling thread runs the first, the shard executor the others), in shard order.
-        Another batch than the planned one (the lowered module takes any) is re-sharded evenly."""
+        child (or ``fns[i]``; the calling thread runs the first, the shard executor the others),
+        in shard order. Another batch than the planned one (the lowered module takes any) is
+        re-sharded evenly."""
         M = tensors[0].shape[0]
-        sizes = self.sizes if M == sum(self.sizes) else shard_sizes(M, len(self.sizes))
+        if sizes is None:
+            sizes = self.sizes if M == sum(self.sizes) else shard_sizes(M, len(self.sizes))
         pieces = list(zip(*(torch.split(t, sizes) for t in tensors)))
-        fns = [fns_by_child[self.by_size.get(s, 0)] for s in sizes]
+        if fns is None:
+            fns = [fns_by_child[self.by_size.get(s, 0)] for s in sizes]
         pool = self.backend.shard_executor(len(sizes))
         futures = [pool.submit(fn, *piece) for fn, piece in zip(fns[1:], pieces[1:])]
         return [fns[0](*pieces[0])] + [f.result() for f in futures]

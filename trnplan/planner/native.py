@@ -88,5 +88,8 @@ class Native(Solver):
         error *= LARGE_PRIME_GAIN if large_prime else 1.0 + (PRIME_PASS_SLOPE * math.sqrt(p) if p > 7 else 0.0)
         return self.node(problem, planner, work, error, direct=True)
 
+    def runs_on_user_tensor(self, node):
+        return True
+
     def build(self, node, ctx):
         return NativeFFT(node.n, node.inverse)

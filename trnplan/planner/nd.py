@@ -161,6 +161,9 @@ class ND(WholeShape, Solver):
         return self.node(problem, planner, work, error, params=self._params(problem, method),
                          children=tuple(children))
 
+    def runs_on_user_tensor(self, node):
+        return node.param("method") == "lib"
+
     def build(self, node, ctx):
         shape = tuple(node.param("factors"))
         kind = node.param("kind", "c2c")

@@ -257,6 +257,9 @@ class Real(Solver):
         work = copy(2 * n * b, size, launches=3)  # zeros / Hermitian extension, crop
         return self.node(problem, planner, work, child.error, params=params, children=(child,))
 
+    def runs_on_user_tensor(self, node):
+        return node.param("method") == "lib"
+
     def build(self, node, ctx):
         method = node.param("method")
         if method == "lib":

@@ -112,6 +112,11 @@ class Solver:
     def why_not(self, problem: Problem, planner, forced: bool) -> str | None:  # pragma: no cover
         raise NotImplementedError
 
+    def runs_on_user_tensor(self, node: PlanNode) -> bool:
+        """Whether ``node``'s module, at a plan's root, is a library call ``Plan.execute`` makes on
+        the user's tensor (no split into ``(re, im)``; see :func:`library_io`)."""
+        return False
+
     def plan(self, problem: Problem, planner, spec) -> PlanNode | None:  # pragma: no cover
         raise NotImplementedError
 
