@@ -2,8 +2,8 @@
 
     python bench/calibrate.py [--device cpu|cuda]
 
-Prints dispatch latency, GEMM rate per dtype, elementwise bandwidth and the native FFT's
-sustained 5·n·log2(n) rate, each a median of repeats. The numbers in trnplan/backends/*.py were
+Prints dispatch latency, GEMM rate per dtype (on CUDA also bf16 tensors into fp32, and TF32),
+elementwise bandwidth and the native FFT's sustained 5·n·log2(n) rate, each a median of repeats. The numbers in trnplan/backends/*.py were
 taken with this script; rerun it on a new machine and compare.
 """
 
@@ -13,9 +13,12 @@ import argparse
 import json
 import math
 import statistics
+import sys
 import time
 
 import torch
+
+sys.path.insert(0, ".")  # trnplan from the checkout (bench/gpu_check.sh sets PYTHONPATH as well)
 
 
 def median_us(fn, repeats=30, warmup=5, sync=lambda: None):
@@ -58,6 +61,24 @@ def main():
             t = median_us(lambda: torch.fft.fft(z), 10, sync=sync)
             ffts[f"{b}x{n}"] = {"us": round(t, 1), "gflops": round(5 * n * math.log2(n) * b / t / 1e3, 1)}
         out[f"fft_{name}"] = ffts
+    if dev.type == "cuda":  # the tensor-core rates the CUDA profile prices the bf16 and tf32 modes at
+        from trnplan.kernels.gemm import native_bf16_matmul, tf32_scope
+
+        for name in ("bfloat16", "tf32"):
+            rates = {}
+            for m, k, n in ((1024, 1024, 1024), (64, 128, 65536), (262144, 128, 128), (4096, 16, 16)):
+                if name == "bfloat16":
+                    if not native_bf16_matmul("cuda"):
+                        break
+                    a = torch.randn(m, k, device=dev).to(torch.bfloat16)
+                    b = torch.randn(k, n, device=dev).to(torch.bfloat16)
+                    t = median_us(lambda: torch.mm(a, b, out_dtype=torch.float32), 10, sync=sync)
+                else:
+                    a, b = torch.randn(m, k, device=dev), torch.randn(k, n, device=dev)
+                    with tf32_scope():
+                        t = median_us(lambda: torch.mm(a, b), 10, sync=sync)
+                rates[f"{m}x{k}x{n}"] = round(2 * m * k * n / t / 1e3, 1)
+            out[f"gemm_gflops_{name}"] = rates
     ratios = {}
     for shape in ((256, 256), (1024, 1024), (64, 1024, 16)):
         x = torch.randn(*shape, device=dev)

@@ -1,6 +1,6 @@
 """The GPU race: trnplan's plans in every precision mode against cuFFT, in one process.
 
-    python bench/gpu_bench.py --out DIR [--quick] [--aot]
+    python bench/gpu_bench.py --out DIR [--quick] [--aot] [--inductor]
 
 Batched c2c complex64 with B·N = 2^24 for N ∈ {64, 256, 1024, 4096, 16384, 65536}, plus fft2
 1024² × 16 and an STFT row. Columns: cuFFT (torch.fft, complex64), trnplan's pick in each
@@ -164,6 +164,8 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--quick", action="store_true", help="fewer repeats and sizes")
     ap.add_argument("--aot", action="store_true", help="also time AOTInductor-compiled GEMM trees (slow to build)")
+    ap.add_argument("--inductor", action="store_true",
+                    help="also time torch.compile'd (compile='inductor') GEMM trees at n = 256 and 4096")
     ap.add_argument("--dry-run-cpu", action="store_true", help="run the script's logic on the CPU at 1/256 size")
     args = ap.parse_args()
     global DEVICE
@@ -200,6 +202,9 @@ def main():
         extra = []
         if args.aot and n == 4096:  # one AOTInductor build (30–90 s on a GPU): does fusion pay?
             extra = [("bf16 aot", None, "bf16", "aot")]
+        if args.inductor and n in (256, 4096):  # torch.compile'd GEMM trees (seconds each): does fusion pay?
+            gemm_tree = "(dft-gemm)" if n == 256 else "(four-step 4096=64x64 (dft-gemm) (dft-gemm))"
+            extra += [(f"{mode} inductor", gemm_tree, mode, "inductor") for mode in ("fp32", "bf16", "bf16x3")]
         rows.append(row(f"c2c {b}×{n}", x, ref, b * n, {"shape": (n,), "batch": b, "dims": (-1,)}, peak, repeats, extra))
         del x, ref
         if DEVICE == "cuda":

@@ -142,6 +142,22 @@ def test_aot_artifact_on_cuda_loads_in_a_fresh_process(tmp_path):
     assert first["err"] <= BAR["fp32"] and second["err"] <= BAR["fp32"]
 
 
+@pytest.mark.parametrize("precision,bar", [("fp32", BAR["fp32"]), ("bf16", 4e-3), ("bf16x3", 1e-5)])
+def test_inductor_compiled_gemm_tree_on_cuda(precision, bar):
+    """compile='inductor' on the GPU (Triton kernels, seconds per plan): the four-step GEMM tree
+    meets its mode's bar, and bf16 slices are real bf16 tensors (split_to_bf16) in the graph."""
+    from trnplan.backends.artifacts import InductorRunner
+
+    plan = trnplan.plan_many(4096, batch=32, device="cuda", precision=precision, compile="inductor", cache=None,
+                             strategy="(four-step 4096=64x64 (dft-gemm) (dft-gemm))")
+    assert isinstance(plan._runner, InductorRunner), plan.explain()
+    x = random_complex((32, 4096), seed=4)
+    y = plan.execute(torch.from_numpy(x).to(torch.complex64).cuda()).cpu().numpy()
+    err = rel_l2(y, reference(x, False))
+    print(f"\n[cuda inductor {precision}] compiled in {plan.provenance.compile_s:.1f} s, error {err:.2e}")
+    assert err <= bar
+
+
 def test_precompile_manifest_for_cuda(tmp_path):
     from trnplan.cache.precompile import precompile
 

@@ -73,10 +73,10 @@ def test_inverse_and_norms_in_reduced_modes(mode, inverse):
 
 
 #: known gaps (docs/precision.md, "Not done"): bf16 Bluestein measures 4.2e-3 at n = 4099
-#: (predicted 4.7e-3), over bf16's 4e-3 bar, so the planner refuses bf16 for large primes; fp32
-#: at 97 picks a plan measured at 2.7e-7 where scipy.fft measures 1.1e-7 (over "≤ 2× scipy").
-#: Strict: they fail the xfail the day they are fixed.
-GAPS = {("fp32", 97), ("bf16", 4099)}
+#: (predicted 4.7e-3), over bf16's 4e-3 bar, so the planner refuses bf16 for large primes.
+#: Strict: they fail the xfail the day they are fixed (fp32 at 97, over "≤ 2× scipy" with a
+#: dft-gemm pick, did: the root-priced model picks a library there)
+GAPS = {("bf16", 4099)}
 
 
 @pytest.mark.parametrize("n", [16, 97, 1000, 4096, 4099, 16384])
