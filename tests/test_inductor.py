@@ -105,3 +105,31 @@ def test_the_inductor_mode_setting_is_checked(monkeypatch):
     monkeypatch.setenv("TRNPLAN_INDUCTOR_MODE", "fastest")
     with pytest.raises(ValueError, match=r"TRNPLAN_INDUCTOR_MODE='fastest' must be one of default, reduce-overhead"):
         config.inductor_mode()
+
+
+@pytest.mark.parametrize("precision", ["bf16", "bf16x3"])
+def test_compiled_bf16_modes_round_as_eager_does(precision):
+    """Inductor keeps a fused kernel's values in fp32 across .to(bfloat16) unless told to emulate
+    the casts; then the bf16 slices are not rounded (bf16x3's residual is zero) and the plan does
+    not compute in the mode asked for. Compiled and eager must give the same error, at the mode's level."""
+    strategy = "(four-step 4096=64x64 (dft-gemm) (dft-gemm))"
+    x = random_complex((2, 4096), seed=11)
+    xt = torch.from_numpy(x.astype(np.complex64))
+    errs = {}
+    for mode in ("eager", "inductor"):
+        plan = trnplan.plan_many(4096, batch=2, precision=precision, strategy=strategy, compile=mode, cache=None)
+        assert (plan._runner is not None) == (mode == "inductor")
+        errs[mode] = rel_l2(plan(xt), reference(x, False))
+    assert errs["inductor"] == pytest.approx(errs["eager"], rel=0.02)
+    assert errs["eager"] > {"bf16": 1e-3, "bf16x3": 1e-6}[precision]  # the mode's own rounding, not fp32's
+
+
+def test_each_plan_compiles_apart_past_dynamos_recompile_limit(monkeypatch):
+    """Dynamo allows a code object `recompile_limit` compiled graphs; every plan gets its own code
+    object, so a process may hold more compiled plans than that (here the limit is lowered to 2)."""
+    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 2)
+    plans = [trnplan.plan_many(n, batch=2, strategy="dft-gemm", compile="inductor", cache=None) for n in (8, 12, 16)]
+    assert all(isinstance(p._runner, artifacts.InductorRunner) for p in plans)
+    for p in plans:
+        x = random_complex((2, p.problem.n), seed=p.problem.n)
+        assert rel_l2(p(torch.from_numpy(x.astype(np.complex64))), reference(x, False)) <= BAR["fp32"]

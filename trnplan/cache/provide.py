@@ -367,7 +367,7 @@ def _jit(problem, tree, module, device, backend, mode, prov):
     try:
         runner = backend.jit_compile(module, example, mode)
     except Exception as exc:
-        _warn(f"could not compile {tree} with {mode} ({type(exc).__name__}: {exc}); running eagerly")
+        _warn(f"could not compile {tree} with {mode} ({type(exc).__name__}: {str(exc)[:500]}); running eagerly")
         prov.compile_mode, prov.compile_reason = "eager", f"{mode} failed to compile ({type(exc).__name__}); eager instead"
         return None
     prov.compile_s = time.perf_counter() - t0
