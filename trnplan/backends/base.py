@@ -179,8 +179,8 @@ class Backend:
 
     def jit_compile(self, module, example, mode: str):
         """A runner of ``module`` compiled in this process (``compile="inductor"``)."""
-        from trnplan.backends import artifacts
         from trnplan import config
+        from trnplan.backends import artifacts
 
         return artifacts.InductorRunner(module, example, config.inductor_mode())
 
