@@ -145,7 +145,7 @@ def test_aot_artifact_on_cuda_loads_in_a_fresh_process(tmp_path):
 @pytest.mark.parametrize("precision,bar", [("fp32", BAR["fp32"]), ("bf16", 4e-3), ("bf16x3", 1e-5)])
 def test_inductor_compiled_gemm_tree_on_cuda(precision, bar):
     """compile='inductor' on the GPU (Triton kernels, seconds per plan): the four-step GEMM tree
-    meets its mode's bar, and bf16 slices are real bf16 tensors (split_to_bf16) in the graph."""
+    meets its mode's bar, and bf16 slices are real bf16 tensors (split_bf16(as_bf16=True)) in the graph."""
     from trnplan.backends.artifacts import InductorRunner
 
     plan = trnplan.plan_many(4096, batch=32, device="cuda", precision=precision, compile="inductor", cache=None,

@@ -352,7 +352,7 @@ def _bf16_tensor_matmul(a, b, mode):
 @pytest.mark.parametrize("strategy,n", [("dft-gemm", 64), ("dft-gemm", 256), ("four-step", 4096), ("stockham", 512)])
 def test_native_bf16_slices_give_the_emulations_values(precision, strategy, n, monkeypatch):
     """Where the device multiplies bf16 tensors (CUDA), Gemm casts its data slices straight to bf16
-    (split_to_bf16: fewer passes, half the bytes); the GEMM sees exactly the values the fp32
+    (split_bf16(as_bf16=True): fewer passes, half the bytes); the GEMM sees exactly the values the fp32
     emulation multiplies, so the results are identical, and within the mode's bar of numpy."""
     x = random_complex((3, n), seed=n)
     emulated = trnplan.plan_many(n, batch=3, precision=precision, strategy=strategy, cache=None)(_c64(x))
@@ -367,9 +367,9 @@ def test_native_bf16_slices_give_the_emulations_values(precision, strategy, n, m
     assert rel_l2(native, reference(x, False)) <= {"bf16": 4e-3, "bf16x3": 1e-5, "bf16x6": 5e-7}[precision]
 
 
-def test_split_to_bf16_matches_split_bf16():
+def test_bf16_slices_as_bf16_tensors_hold_the_same_values():
     x = torch.randn(1000, dtype=torch.float32) * torch.logspace(-20, 20, 1000)
     for slices in (1, 2, 3):
-        a, b = gemm.split_bf16(x, slices), gemm.split_to_bf16(x, slices)
+        a, b = gemm.split_bf16(x, slices), gemm.split_bf16(x, slices, as_bf16=True)
         assert all(s.dtype == torch.bfloat16 for s in b)
         assert all(torch.equal(u, v.float()) for u, v in zip(a, b))

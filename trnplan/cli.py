@@ -84,7 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=20, help="timed repeats after warm-up (default 20)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random input (default 0)")
     p.add_argument("--compile", choices=["auto", "eager", "aot", "inductor"], default="auto",
-                   help="artifact: eager (none), aot (AOTInductor .pt2), auto (per device; eager on the CPU)")
+                   help="artifact: eager (none), aot (AOTInductor .pt2), inductor (torch.compile in this process, "
+                        "nothing kept), auto (per device; eager on the CPU)")
     _cache_args(p)
     p.add_argument("--no-cache", action="store_true", help="bypass the on-disk plan cache")
     p.add_argument("--effort", choices=["estimate", "measure", "patient"], default="estimate",

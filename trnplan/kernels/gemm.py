@@ -73,32 +73,23 @@ def products(mode: str) -> int:
     return len(PRODUCTS[mode])
 
 
-def split_bf16(x: torch.Tensor, slices: int) -> list[torch.Tensor]:
-    """Split ``x`` into ``slices`` bf16-representable parts ``x ≈ s1 + s2 + …``, in ``x``'s dtype.
+def split_bf16(x: torch.Tensor, slices: int, *, as_bf16: bool = False) -> list[torch.Tensor]:
+    """Split ``x`` into ``slices`` bf16-representable parts ``x ≈ s1 + s2 + …``.
 
     Each slice is the bf16 rounding of the residual left by the previous ones; the residual
     ``r − bf16(r)`` is exact in fp32 (and float64), so the sum of all slices equals ``x`` up to
     the rounding of the last slice (relative 2^-8, 2^-16 and 2^-24 for 1, 2, 3 slices).
-    """
-    out, r = [], x
-    for s in range(slices):
-        hi = r.to(torch.bfloat16).to(x.dtype)
-        out.append(hi)
-        if s < slices - 1:
-            r = r - hi
-    return out
 
-
-def split_to_bf16(x: torch.Tensor, slices: int) -> list[torch.Tensor]:
-    """The slices of :func:`split_bf16` as bfloat16 tensors, in fewer passes over ``x``.
-
-    Each slice is one cast down; each residual one subtraction ``r − s`` in which torch promotes
-    the bf16 slice to ``r``'s dtype inside the kernel (exact, as in :func:`split_bf16`). bf16
-    mode is a single cast where the emulation takes three passes; the values are the same.
+    The slices are in ``x``'s dtype (the fp32 emulation of a bf16 matrix engine), or with
+    ``as_bf16=True`` bfloat16 tensors for a device that multiplies them: then each slice is one
+    cast and each residual one subtraction in which torch promotes the bf16 slice inside the
+    kernel (bf16 mode: one pass over ``x`` instead of three; the values are the same).
     """
     out, r = [], x
     for s in range(slices):
         hi = r.to(torch.bfloat16)
+        if not as_bf16:
+            hi = hi.to(x.dtype)
         out.append(hi)
         if s < slices - 1:
             r = r - hi
@@ -191,7 +182,7 @@ class Gemm(torch.nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.slices:
             # real bf16 slices where the device multiplies them (half the bytes, no cast back)
-            parts = (split_to_bf16 if self.native_bf16 else split_bf16)(x, self.slices)
+            parts = split_bf16(x, self.slices, as_bf16=self.native_bf16)
             contraction = -1 if self.side == "right" else -2
             x = torch.cat([parts[i] for i, _ in self.pairs], dim=contraction) if len(self.pairs) > 1 else parts[0]
         if self.side == "right":
@@ -211,7 +202,6 @@ __all__ = [
     "native_bf16_matmul",
     "products",
     "split_bf16",
-    "split_to_bf16",
     "tf32_scope",
 ]
 
@@ -233,7 +223,7 @@ def gemm_work(precision: str, profile, flops: float, data_elements: float, items
     p = products(precision)
     slices = SLICES[precision]
     # where the device multiplies real bf16 tensors the slices are half-width and each costs one
-    # cast (and a residual subtraction) instead of cast, cast back and subtract (split_to_bf16)
+    # cast (and a residual subtraction) instead of cast, cast back and subtract (split_bf16)
     native = slices and profile.native_bf16
     operand = itemsize // 2 if native else itemsize
     work = Work(gemm_flops=flops * p * scale, bytes=(p - 1) * data_elements * operand)

@@ -69,6 +69,8 @@ def _work_shard_time(work: Work, profile) -> float:
 
 class Multicore(Solver):
     name = "multicore"
+    #: 2: library shards write their rows of the output in place (no gather copy)
+    version = 2
     composite = True
     kinds = ("c2c", "r2c", "c2r")
     ranks = "any"

@@ -62,6 +62,9 @@ class NativeFFT(torch.nn.Module):
 
 class Native(Solver):
     name = "native"
+    #: 2: priced without packing at the root and without a second count of the library's own pass
+    #: (every solver's decisions moved with it: the registry digest, and so all wisdom, changes)
+    version = 2
 
     def why_not(self, problem, planner, forced):
         if problem.precision in REDUCED_GEMM_MODES:
