@@ -939,3 +939,25 @@ def test_neuron_artifact_seam_with_stand_in(tmp_path, monkeypatch):
     yr, yi = loaded.runner(xt.real.contiguous(), xt.imag.contiguous())
     assert rel_l2(torch.complex(yr, yi), reference(x, False)) <= BAR["fp32"]
     assert cache.stats()["artifact_entries"] == 1
+
+
+@pytest.mark.parametrize("line,want", [
+    ("NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (dvs-builder@U22)  Thu Jul 10",
+     "580.159.04"),
+    ("NVRM version: NVIDIA UNIX x86_64 Kernel Module  535.104.05  Sat Aug 19 01:15:15 UTC 2023", "535.104.05"),
+])
+def test_cuda_fingerprint_reads_the_driver_release(tmp_path, line, want):
+    """The CUDA fingerprint names the driver (issue 9): parsed from the kernel module's version file."""
+    from trnplan.backends.cuda import cuda_driver_version
+
+    proc = tmp_path / "version"
+    proc.write_text(line + "\nGCC version:  gcc version 12.3.0\n")
+    assert cuda_driver_version(str(proc)) == want
+
+
+def test_cuda_driver_version_without_a_driver_is_unknown(tmp_path):
+    from trnplan.backends.cuda import cuda_driver_version
+
+    if torch.cuda.is_available():
+        pytest.skip("a driver is present here")
+    assert cuda_driver_version(str(tmp_path / "absent")) == "unknown"

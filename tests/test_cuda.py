@@ -102,6 +102,7 @@ def test_cuda_fingerprint_names_the_gpu():
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     assert fp["gpu"] == props.name and fp["capability"] == f"{props.major}.{props.minor}"
     assert fp["cuda"] == torch.version.cuda
+    assert fp["driver"] != "unknown", fp  # the driver release (or libcuda's driver API version)
 
 
 def test_aot_artifact_on_cuda_loads_in_a_fresh_process(tmp_path):

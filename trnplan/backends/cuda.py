@@ -18,6 +18,9 @@ published H100 dense figures derated to ~60 %.
 
 from __future__ import annotations
 
+import ctypes
+import re
+
 import torch
 
 from trnplan.backends.base import Backend, PrecisionProbe
@@ -78,5 +81,30 @@ class CUDABackend(Backend):
         if torch.cuda.is_available():
             # the current device: plan on another GPU model with torch.cuda.set_device first
             props = torch.cuda.get_device_properties(torch.cuda.current_device())
-            fp.update(gpu=props.name, capability=f"{props.major}.{props.minor}", cuda=torch.version.cuda)
+            fp.update(gpu=props.name, capability=f"{props.major}.{props.minor}", cuda=torch.version.cuda,
+                      driver=cuda_driver_version())
         return fp
+
+
+#: the kernel module's version line, "... Kernel Module  580.159.04 ..." (or "Open Kernel Module for x86_64  …")
+_DRIVER_LINE = re.compile(r"Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)")
+
+
+def cuda_driver_version(proc_file: str = "/proc/driver/nvidia/version") -> str:
+    """The NVIDIA driver's release ("580.159.04") from the kernel module's version file, else the
+    driver API version libcuda reports ("driver API 13.0"), else "unknown"."""
+    try:
+        with open(proc_file) as f:
+            match = _DRIVER_LINE.search(f.read())
+        if match:
+            return match.group(1)
+    except OSError:
+        pass
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+        version = ctypes.c_int()
+        if lib.cuDriverGetVersion(ctypes.byref(version)) == 0:
+            return f"driver API {version.value // 1000}.{version.value % 1000 // 10}"
+    except (OSError, AttributeError):
+        pass
+    return "unknown"
