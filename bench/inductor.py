@@ -80,8 +80,8 @@ def main() -> None:
                     f"{us['inductor']:.0f} µs ({errs['inductor']:.1e}) | {us['eager'] / us['inductor']:.2f}× | "
                     f"{build['inductor']:.1f} s |")
         print(rows[-1], flush=True)
-    header = [f"`python bench/inductor.py --device {args.device}` (torch {torch.__version__}, "
-              f"{torch.get_num_threads()} threads); time (error vs numpy complex128):", "",
+    header = [(f"`python bench/inductor.py --device {args.device}` (torch {torch.__version__}, "
+               f"{torch.get_num_threads()} threads); time (error vs numpy complex128):"), "",
               "| problem | mode | eager | inductor | speedup | compile |", "|---|---|---|---|---|---|"]
     table = "\n".join(header + rows)
     print(table)
