@@ -105,7 +105,6 @@ class HostLibrary(WholeShape, Solver):
         if problem.device == "neuron":
             return self.plan_on_neuron(problem, planner, spec)
         n, b, shape = problem.n, problem.batch, problem.shape
-        size = 8 if problem.real_dtype == torch.float64 else 4
         half = 0.5 if problem.kind != "c2c" else 1.0  # a real transform: half a complex one's flops
         flops = half * 5.0 * n * math.log2(max(n, 2))
         largest = 1

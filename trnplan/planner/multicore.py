@@ -52,19 +52,23 @@ def shard_sizes(batch: int, cores: int) -> tuple[int, ...]:
 
 def _shard_time(child, profile) -> float:
     """A child's time when it runs alone on one core (see the module docstring)."""
-    threads = getattr(profile, "threads", 1)
     terms = dict(child.terms)
     if not terms:
-        return child.time_us * threads
-    latency = sum(v * profile.price(k) for k, v in terms.items() if k in ("launches", "fft_calls"))
-    throughput = sum(v * profile.price(k) for k, v in terms.items() if k not in ("launches", "fft_calls"))
-    return latency + threads * throughput
+        return child.time_us * getattr(profile, "threads", 1)
+    return _one_core_time(terms, profile)
 
 
 def _work_shard_time(work: Work, profile) -> float:
-    """:func:`_shard_time` of a bare :class:`Work` (latency as is, throughput on one core)."""
+    """:func:`_shard_time` of a bare copy or packing :class:`Work` (launches and bytes only)."""
+    return _one_core_time({"launches": work.launches, "bytes": work.bytes}, profile)
+
+
+def _one_core_time(terms: dict, profile) -> float:
+    """Latency terms (dispatched ops, library calls) as priced; throughput terms on one core."""
     threads = getattr(profile, "threads", 1)
-    return work.launches * profile.launch_us + threads * work.bytes / (profile.bandwidth_gbs * 1e3)
+    latency = sum(v * profile.price(k) for k, v in terms.items() if k in ("launches", "fft_calls"))
+    throughput = sum(v * profile.price(k) for k, v in terms.items() if k not in ("launches", "fft_calls") and v)
+    return latency + threads * throughput
 
 
 class Multicore(Solver):
@@ -159,7 +163,7 @@ class MulticoreShards(torch.nn.Module):
 
         def run(x):
             M = x.shape[0]
-            sizes = self.sizes if M == sum(self.sizes) else shard_sizes(M, len(self.sizes))
+            sizes = self._sizes(M)
             starts = [sum(sizes[:i]) for i in range(len(sizes))]
             out, lock = [], threading.Lock()
 
@@ -182,6 +186,10 @@ class MulticoreShards(torch.nn.Module):
         outs = self._dispatch(self.kids, inputs)
         return tuple(torch.cat(parts) for parts in zip(*outs))
 
+    def _sizes(self, M: int) -> tuple:
+        """The shard sizes of a batch of ``M``: the planned ones, or ``M`` re-sharded evenly."""
+        return self.sizes if M == sum(self.sizes) else shard_sizes(M, len(self.sizes))
+
     def _dispatch(self, fns_by_child, tensors, sizes=None, fns=None) -> list:
         """Split ``tensors`` on dim 0 into the shards, run shard i with the function of its size's
         child (or ``fns[i]``; the calling thread runs the first, the shard executor the others),
@@ -189,7 +197,7 @@ class MulticoreShards(torch.nn.Module):
         re-sharded evenly."""
         M = tensors[0].shape[0]
         if sizes is None:
-            sizes = self.sizes if M == sum(self.sizes) else shard_sizes(M, len(self.sizes))
+            sizes = self._sizes(M)
         pieces = list(zip(*(torch.split(t, sizes) for t in tensors)))
         if fns is None:
             fns = [fns_by_child[self.by_size.get(s, 0)] for s in sizes]

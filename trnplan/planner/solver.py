@@ -63,8 +63,7 @@ def root_output(problem: Problem) -> Work:
     ``torch.complex(re, im)`` (read two real arrays, write one complex)."""
     if problem.real_output:
         return Work()
-    size = 8 if problem.real_dtype == torch.float64 else 4
-    return Work(launches=1, bytes=4 * math.prod(problem.out_shape) * problem.batch * size)
+    return Work(launches=1, bytes=4 * math.prod(problem.out_shape) * problem.batch * itemsize(problem))
 
 
 def library_io(problem: Problem, planner, launches: int = 2) -> Work:
@@ -74,8 +73,7 @@ def library_io(problem: Problem, planner, launches: int = 2) -> Work:
     the user's tensor (pass ``direct=True`` to :meth:`Solver.node` there)."""
     if at_root(planner, problem):
         return Work()
-    size = 8 if problem.real_dtype == torch.float64 else 4
-    packed = 0 if problem.real_input else 4 * math.prod(problem.in_shape) * problem.batch * size
+    packed = 0 if problem.real_input else 4 * math.prod(problem.in_shape) * problem.batch * itemsize(problem)
     return Work(launches=launches, bytes=packed)
 
 
