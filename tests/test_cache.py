@@ -430,6 +430,138 @@ def test_aot_tampered_artifact_is_rejected_and_rebuilt(aot_cache, tmp_path):
     assert_correct(again, 64, 4, seed=2)
 
 
+def _counting_load_check(monkeypatch):
+    """Wrap artifacts.load_check and count its calls."""
+    from trnplan.backends import artifacts
+
+    calls = []
+    real = artifacts.load_check
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(artifacts, "load_check", counted)
+    return calls
+
+
+def _crash_at_load(monkeypatch):
+    """Make the load check's child process die of SIGSEGV, as every CUDA package did on the H200."""
+    from trnplan.backends import artifacts
+
+    monkeypatch.setattr(artifacts, "load_check_command", lambda path, device, example: [
+        sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"])
+
+
+def _stored_package(aot_cache, tmp_path) -> bytes:
+    """Process A's AOT package bytes (the real package of n=64 batch 4), read from a copy of its cache."""
+    cache = PlanCache(_copy_cache(aot_cache, tmp_path / "source"))
+    entry = only_records(cache)[0]["artifacts"]["aot"]
+    return cache.get_artifact(entry["key"], entry["sha256"])
+
+
+def test_aot_load_check_loads_a_real_package_in_a_child_once(aot_cache, tmp_path, monkeypatch):
+    """No compile: process A's stored package is loaded and run by a child process first, then here."""
+    cache_dir = _copy_cache(aot_cache, tmp_path / "cache")
+    monkeypatch.setenv("TRNPLAN_AOT_LOAD_CHECK", "1")
+    calls = _counting_load_check(monkeypatch)
+    trnplan.clear_plan_cache()
+    with no_cache_warnings():
+        plan = trnplan.plan_many(64, batch=4, compile="aot", effort="wisdom_only", cache=PlanCache(cache_dir))
+    pv = plan.provenance
+    assert len(calls) == 1 and pv.artifact == "artifact hit" and pv.load_check_s > 0
+    assert type(plan._runner).__name__ == "AOTRunner"
+    assert "loaded first in a child process" in plan.explain()
+    assert_correct(plan, 64, 4)
+    assert only_records(PlanCache(cache_dir))[0]["artifacts"]["aot"]["load_check"] == "ok"
+    # the plan cache remembers that it loaded: no second child
+    trnplan.clear_plan_cache()
+    again = trnplan.plan_many(64, batch=4, compile="aot", effort="wisdom_only", cache=PlanCache(cache_dir))
+    assert len(calls) == 1 and again.provenance.artifact == "artifact hit" and again.provenance.load_check_s == 0
+    assert_correct(again, 64, 4, seed=1)
+
+
+def test_aot_load_check_a_fresh_package_is_checked_before_it_is_stored(aot_cache, tmp_path, monkeypatch):
+    """The build is stood in for by process A's real package: checked by a child, then stored with the mark."""
+    from trnplan.backends import get_backend
+
+    package = _stored_package(aot_cache, tmp_path)
+    monkeypatch.setattr(get_backend("cpu"), "build_artifact",
+                        lambda module, example, mode: (package, {"dynamic_batch": True}))
+    monkeypatch.setenv("TRNPLAN_AOT_LOAD_CHECK", "1")
+    calls = _counting_load_check(monkeypatch)
+    cache = PlanCache(tmp_path / "fresh")
+    trnplan.clear_plan_cache()
+    plan = trnplan.plan_many(64, batch=4, compile="aot", cache=cache)
+    assert len(calls) == 1 and plan.provenance.artifact == "compiled now"
+    assert_correct(plan, 64, 4)
+    assert only_records(cache)[0]["artifacts"]["aot"]["load_check"] == "ok"
+    assert cache.stats()["artifact_entries"] == 1
+
+    # the same with a child that crashes: nothing of the artifact is stored, the plan runs eagerly
+    _crash_at_load(monkeypatch)
+    cache = PlanCache(tmp_path / "crashing")
+    trnplan.clear_plan_cache()
+    with pytest.warns(CacheWarning, match=r"did not load on this machine: the child process loading it was "
+                                          r"killed by SIGSEGV.*running .* eagerly"):
+        plan = trnplan.plan_many(64, batch=4, compile="aot", cache=cache)
+    pv = plan.provenance
+    assert pv.compile_mode == "eager" and pv.artifact is None and plan._runner is None
+    assert "killed by SIGSEGV" in plan.explain()
+    assert_correct(plan, 64, 4)
+    assert only_records(cache)[0]["artifacts"] == {} and cache.stats()["artifact_entries"] == 0
+
+
+def test_aot_load_check_a_crash_is_remembered_per_fingerprint(aot_cache, tmp_path, monkeypatch):
+    """No compile. A stored artifact whose child crashes: eager, and later aot plans build nothing."""
+    from trnplan.backends import get_backend
+    from trnplan.cache import provide
+
+    cache_dir = _copy_cache(aot_cache, tmp_path / "cache")
+    monkeypatch.setattr(provide, "_FAILED_LOAD_CHECKS", {})
+    monkeypatch.setenv("TRNPLAN_AOT_LOAD_CHECK", "1")
+    _crash_at_load(monkeypatch)
+    trnplan.clear_plan_cache()
+    with pytest.warns(CacheWarning, match="killed by SIGSEGV"):
+        plan = trnplan.plan_many(64, batch=4, compile="aot", effort="wisdom_only", cache=PlanCache(cache_dir))
+    assert plan.provenance.compile_mode == "eager" and plan._runner is None
+    assert_correct(plan, 64, 4)
+    # the stored artifact is left as it is (it may be what another torch or driver loads)
+    assert PlanCache(cache_dir).stats()["artifact_entries"] == 1
+
+    # as on CUDA, where the backend asks for the check: a new problem is not even built
+    monkeypatch.setenv("TRNPLAN_AOT_LOAD_CHECK", "auto")
+    backend = get_backend("cpu")
+    monkeypatch.setattr(backend, "load_check_artifacts", True)
+
+    def no_build(*args):
+        raise AssertionError("built an artifact that is known not to load")
+
+    monkeypatch.setattr(backend, "build_artifact", no_build)
+    monkeypatch.setattr(provide, "_FAILED_LOAD_CHECKS", {})  # a new process: the plan cache remembers
+    trnplan.clear_plan_cache()
+    with pytest.warns(CacheWarning, match=r"aot artifacts crash at load on this machine \(the child process "
+                                          r"loading it was killed by SIGSEGV.*TRNPLAN_AOT_LOAD_CHECK=1 checks again"):
+        other = trnplan.plan_many(32, batch=4, compile="aot", cache=PlanCache(cache_dir))
+    assert other.provenance.compile_mode == "eager" and "crash at load" in other.explain()
+    assert_correct(other, 32, 4)
+
+    # TRNPLAN_AOT_LOAD_CHECK=0: the user takes the risk; the package loads here (it does on the CPU)
+    monkeypatch.setenv("TRNPLAN_AOT_LOAD_CHECK", "0")
+    trnplan.clear_plan_cache()
+    with no_cache_warnings():
+        risky = trnplan.plan_many(64, batch=4, compile="aot", effort="wisdom_only", cache=PlanCache(cache_dir))
+    assert risky.provenance.artifact == "artifact hit" and type(risky._runner).__name__ == "AOTRunner"
+    assert_correct(risky, 64, 4)
+
+
+def test_aot_load_check_setting_is_validated(monkeypatch, tmp_path):
+    monkeypatch.setenv("TRNPLAN_AOT_LOAD_CHECK", "yes")
+    trnplan.clear_plan_cache()
+    with pytest.raises(ValueError, match="TRNPLAN_AOT_LOAD_CHECK='yes' must be auto, 0 or 1"):
+        trnplan.plan_many(64, batch=4, compile="aot", cache=PlanCache(tmp_path / "c"))
+
+
 # ====================================================================== 3. fingerprint change
 def test_fingerprint_change_is_reported(tmp_path):
     cache = PlanCache(tmp_path / "c")

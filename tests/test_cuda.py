@@ -124,8 +124,8 @@ def test_aot_artifact_on_cuda_loads_in_a_fresh_process(tmp_path):
         err = float(np.linalg.norm(y - np.fft.fft(x)) / np.linalg.norm(np.fft.fft(x)))
         pv = plan.provenance
         print("RESULT " + json.dumps({"artifact": pv.artifact, "mode": pv.compile_mode, "took": took,
-                                      "dynamic": pv.dynamic_batch, "err": err,
-                                      "runner": type(plan._runner).__name__}))
+                                      "dynamic": pv.dynamic_batch, "err": err, "why": pv.compile_reason,
+                                      "load_check_s": pv.load_check_s, "runner": type(plan._runner).__name__}))
     """)
     results = []
     for effort in ("estimate", "wisdom_only"):
@@ -138,8 +138,13 @@ def test_aot_artifact_on_cuda_loads_in_a_fresh_process(tmp_path):
         results.append(json.loads(line[len("RESULT "):]))
     first, second = results
     print(f"\n[cuda aot] compile {first['took']:.1f} s, load in a fresh process {second['took'] * 1e3:.0f} ms")
-    assert first["artifact"] == "compiled now" and first["mode"] == "aot" and first["runner"] == "AOTRunner"
-    assert second["artifact"] == "artifact hit" and second["runner"] == "AOTRunner"
+    # a new package is loaded by a child process first (CUDA's load check): on the H200's torch 2.11
+    # that child died of SIGSEGV, and this process would have (docs/gpu.md)
+    assert first["artifact"] == "compiled now" and first["mode"] == "aot" and first["runner"] == "AOTRunner", first
+    assert first["load_check_s"] > 0, first
+    # the plan cache remembers that it loaded: the production process starts no child
+    assert second["artifact"] == "artifact hit" and second["runner"] == "AOTRunner", second
+    assert second["load_check_s"] == 0, second
     assert first["err"] <= BAR["fp32"] and second["err"] <= BAR["fp32"]
 
 

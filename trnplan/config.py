@@ -12,6 +12,9 @@ TRNPLAN_TIMELIMIT          5 (measure),        seconds effort "measure" / "patie
 TRNPLAN_MEASURE_TOP_K      6                   candidate trees effort "measure" times (the model's best K)
 TRNPLAN_INDUCTOR_MODE      (torch's default)   torch.compile mode of compile="inductor" plans, e.g.
                                                max-autotune-no-cudagraphs (Triton GEMMs with fused epilogues)
+TRNPLAN_AOT_LOAD_CHECK     auto                1: load every new AOT artifact in a child process first, and
+                                               check again where a failure is remembered; 0: never;
+                                               auto: on the backends that ask for it (CUDA)
 =========================  ==================  ==========================================
 """
 
@@ -101,4 +104,13 @@ def inductor_mode() -> str | None:
         return None
     if raw not in INDUCTOR_MODES:
         raise ValueError(f"environment variable TRNPLAN_INDUCTOR_MODE={raw!r} must be one of {', '.join(INDUCTOR_MODES)}")
+    return raw
+
+
+def aot_load_check() -> str:
+    """``TRNPLAN_AOT_LOAD_CHECK``: "auto" (the backend decides), "1" (always, and check again
+    where a failed check is remembered) or "0" (never)."""
+    raw = os.environ.get("TRNPLAN_AOT_LOAD_CHECK", "auto") or "auto"
+    if raw not in ("auto", "0", "1"):
+        raise ValueError(f"environment variable TRNPLAN_AOT_LOAD_CHECK={raw!r} must be auto, 0 or 1")
     return raw

@@ -344,6 +344,8 @@ def render_explain(plan: Plan) -> str:
                 + (f", stored as {pv.artifact_key}" if pv.cache_path else ""))
     else:
         runs = f"eager torch on {plan.device}; compile {pv.compile_mode!r}: {pv.compile_reason}"
+    if pv.artifact and pv.load_check_s:
+        runs += f"; loaded first in a child process, which it did not crash ({pv.load_check_s:.1f} s)"
     lines = [
         f"trnplan plan — {p.describe()}",
         f"  digest     {p.digest()}",

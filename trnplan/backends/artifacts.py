@@ -30,6 +30,9 @@ import itertools
 import math
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import types
@@ -77,6 +80,65 @@ def aot_compile(module: torch.nn.Module, example) -> tuple[bytes, bool]:
     buffer = io.BytesIO()
     torch._inductor.aoti_compile_and_package(exported, package_path=buffer)
     return buffer.getvalue(), dynamic
+
+
+#: The child process of :func:`load_check`: torch only (it does not import trnplan, so it runs
+#: wherever the parent's torch does). argv: package path, device, then "batch,points,dtype" per input.
+_LOAD_CHECK_CHILD = r"""
+import sys, torch
+path, device = sys.argv[1], torch.device(sys.argv[2])
+index = device.index if device.type == "cuda" and device.index is not None else -1
+loader = torch._C._aoti.AOTIModelPackageLoader(path, "model", False, 1, index)
+inputs = []
+for spec in sys.argv[3:]:
+    batch, points, dtype = spec.split(",")
+    inputs.append(torch.randn(int(batch), int(points), dtype=getattr(torch, dtype), device=device))
+out = loader.run(inputs)
+if device.type == "cuda":
+    torch.cuda.synchronize(device)
+print("trnplan load check: ok,", len(out), "outputs")
+"""
+_LOAD_CHECK_OK = "trnplan load check: ok"
+
+
+def load_check_command(path: str, device: torch.device, example) -> list[str]:
+    """The command line of :func:`load_check`'s child process."""
+    specs = [f"{t.shape[0]},{t.shape[1]},{str(t.dtype).removeprefix('torch.')}" for t in example]
+    return [sys.executable, "-c", _LOAD_CHECK_CHILD, path, str(device), *specs]
+
+
+def load_check(data: bytes, device: torch.device, example, timeout: float = 300.0) -> str | None:
+    """Load an AOTInductor package and run it once on ``example``'s shapes in a child process.
+
+    Returns ``None`` if that worked, else why not, in words ("killed by SIGSEGV (…)").
+
+    Loading an AOTInductor package in this process cannot be undone if it crashes: on an H200
+    with torch 2.11.0+cu130 every CUDA package, even a two-op module, killed the loading process
+    with SIGSEGV (docs/gpu.md). A child process takes the crash instead, and the caller runs the
+    plan eagerly. It costs one interpreter start and a torch import (~3.5 s on the 2-core CI
+    machine), paid once per artifact: the plan cache remembers a package that loaded.
+    """
+    fd, path = tempfile.mkstemp(suffix=".pt2", dir=_private_tmp())
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    try:
+        proc = subprocess.run(load_check_command(path, device, example), capture_output=True, text=True,
+                              timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return f"the child process loading it did not finish in {timeout:.0f} s"
+    finally:
+        os.remove(path)
+    if proc.returncode == 0 and _LOAD_CHECK_OK in proc.stdout:
+        return None
+    if proc.returncode < 0:
+        try:
+            what = f"killed by {signal.Signals(-proc.returncode).name}"
+        except ValueError:
+            what = f"killed by signal {-proc.returncode}"
+    else:
+        what = f"exited with status {proc.returncode}"
+    lines = proc.stderr.strip().splitlines()
+    return f"the child process loading it was {what}" + (f" ({lines[-1][:300]})" if lines else "")
 
 
 class AOTRunner:

@@ -167,6 +167,9 @@ class Backend:
     artifact_modes: tuple[str, ...] = ("aot",)
     #: compile modes that compile in the running process and keep nothing in the plan cache
     jit_modes: tuple[str, ...] = ("inductor",)
+    #: load each new AOT artifact in a child process first (artifacts.load_check), where a
+    #: crash at load has been seen; TRNPLAN_AOT_LOAD_CHECK=1/0 overrides it
+    load_check_artifacts: bool = False
 
     def resolve_compile(self, compile: str) -> tuple[str, str]:
         """(mode, why) for ``plan_many(compile=...)``: "auto" picks per backend."""

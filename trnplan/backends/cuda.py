@@ -60,6 +60,8 @@ class CUDABackend(Backend):
         return CORES_ON_CUDA
 
     precisions = ("fp32", "fp64", "bf16", "bf16x3", "bf16x6", "tf32")
+    # an H200 with torch 2.11.0+cu130 crashed (SIGSEGV) loading every AOT package (docs/gpu.md)
+    load_check_artifacts = True
 
     def _probe(self, device):
         if not torch.cuda.is_available():  # planning for CUDA on a machine without one

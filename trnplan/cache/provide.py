@@ -26,6 +26,7 @@ import warnings
 import attrs
 import torch
 
+from trnplan import config
 from trnplan.backends import get_backend
 from trnplan.backends.artifacts import problem_inputs
 from trnplan.backends.base import PrecisionProbe
@@ -58,6 +59,7 @@ class Provenance:
     artifact_bytes: int = 0
     compile_s: float = 0.0
     load_ms: float = 0.0
+    load_check_s: float = 0.0  # an AOT artifact's first load in a child process (artifacts.load_check)
     dynamic_batch: bool | None = None
     effort: str = "estimate"  # the effort that made the plan (a wisdom hit: the stored one's)
     measurement: object | None = None  # trnplan.planner.measure.Measurement of a measured plan
@@ -375,6 +377,42 @@ def _jit(problem, tree, module, device, backend, mode, prov):
     return runner
 
 
+#: AOT load checks that failed in this process: (fingerprint digest, mode) -> why (see _load_check_verdict)
+_FAILED_LOAD_CHECKS: dict[tuple[str, str], str] = {}
+
+
+def _wants_load_check(backend, mode: str) -> str:
+    """"no", "yes" or "fresh" (yes, and ignore a remembered failure) for an artifact of ``mode``."""
+    setting = config.aot_load_check()
+    if mode != "aot" or setting == "0" or (setting == "auto" and not backend.load_check_artifacts):
+        return "no"
+    return "fresh" if setting == "1" else "yes"
+
+
+def _failed_load_check(cache, fpd: str, mode: str) -> str | None:
+    """Why AOT artifacts do not load on this fingerprint, if a load check said so before."""
+    why = _FAILED_LOAD_CHECKS.get((fpd, mode))
+    if why is None and cache is not None:
+        text = cache._get(f"load_check:{fpd}:{mode}")
+        if text is not None:
+            try:
+                why = json.loads(text)["why"]
+            except (ValueError, TypeError, KeyError):
+                cache._delete(f"load_check:{fpd}:{mode}")
+    return why
+
+
+def _remember_failed_load_check(cache, fpd: str, mode: str, why: str | None) -> None:
+    if why is None:
+        _FAILED_LOAD_CHECKS.pop((fpd, mode), None)
+        if cache is not None:
+            cache._delete(f"load_check:{fpd}:{mode}")
+        return
+    _FAILED_LOAD_CHECKS[(fpd, mode)] = why
+    if cache is not None:
+        cache._set(f"load_check:{fpd}:{mode}", json.dumps({"why": why, "when": time.time()}))
+
+
 def _artifact(problem, tree, module, device, backend, mode, fpd, cache, entry, wisdom_only, prov):
     """(runner, record entry) for the artifact of ``tree``; (None, None) if it cannot be had."""
     akey = "artifact:" + hashlib.sha256((problem.digest() + tree.digest()).encode()).hexdigest()[:16] + f":{fpd}:{mode}"
@@ -382,6 +420,16 @@ def _artifact(problem, tree, module, device, backend, mode, fpd, cache, entry, w
     data = None
     if cache is not None:
         cache.check_trusted()  # before any compile: an untrusted directory would waste it
+    check = _wants_load_check(backend, mode)
+    failed = _failed_load_check(cache, fpd, mode) if check == "yes" else None
+    if failed is not None:
+        # neither build (30-90 s on a GPU) nor load what would crash this process
+        reason = (f"{mode} artifacts crash at load on this machine ({failed}; remembered for this fingerprint: "
+                  f"torch, device and driver). TRNPLAN_AOT_LOAD_CHECK=1 checks again")
+        _warn(f"not using an {mode} artifact for {tree}: {reason}; running eagerly (compile='eager' or "
+              f"'inductor' avoids this warning)")
+        prov.compile_reason = reason
+        return None, None
     if cache is not None and entry is not None and entry.get("key") == akey:
         data = cache.get_artifact(akey, entry.get("sha256", ""))
         if data is not None:
@@ -389,7 +437,8 @@ def _artifact(problem, tree, module, device, backend, mode, fpd, cache, entry, w
             prov.dynamic_batch = entry.get("dynamic_batch")
             cache.count("artifact_hits")
             cache.count("compile_seconds_saved", prov.compile_s)
-    if data is None:
+    built = data is None
+    if built:
         if wisdom_only:
             raise WisdomMiss(
                 f"effort='wisdom_only' (or TRNPLAN_WISDOM_ONLY=1): the plan for {problem.describe()} is stored "
@@ -412,6 +461,23 @@ def _artifact(problem, tree, module, device, backend, mode, fpd, cache, entry, w
             cache.count("compile_seconds", prov.compile_s)
         entry = {"key": akey, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
                  "compile_s": prov.compile_s, "dynamic_batch": prov.dynamic_batch}
+    if check != "no" and entry.get("load_check") != "ok":
+        # a child process loads it first: a crash there costs this process nothing (artifacts.load_check)
+        from trnplan.backends import artifacts
+
+        t0 = time.perf_counter()
+        why = artifacts.load_check(data, device, problem_inputs(problem, device))
+        prov.load_check_s = time.perf_counter() - t0
+        _remember_failed_load_check(cache, fpd, mode, why)
+        if why is not None:
+            reason = f"the {mode} artifact did not load on this machine: {why}"
+            _warn(f"{reason}; running {tree} eagerly. Later {mode} plans on this machine (this torch, device and "
+                  f"driver) run eagerly without building; TRNPLAN_AOT_LOAD_CHECK=1 checks again")
+            prov.compile_reason, prov.artifact = reason, None
+            if built and cache is not None:
+                cache._delete(akey)  # bytes no record will point at (a stored artifact is left as it is)
+            return None, None
+        entry = {**entry, "load_check": "ok"}
     t0 = time.perf_counter()
     runner = backend.load_artifact(data, mode, device)
     prov.load_ms = (time.perf_counter() - t0) * 1e3

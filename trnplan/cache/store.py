@@ -12,6 +12,9 @@ Layout: one diskcache directory holding string keys of these kinds:
     (:mod:`trnplan.planner.learn`).
 ``probe:<fingerprint digest>:<device>``
     JSON: the device's precision probe.
+``load_check:<fingerprint digest>:<mode>``
+    JSON: why a child process could not load an artifact of this mode on this machine
+    (:func:`trnplan.backends.artifacts.load_check`); present only after such a failure.
 ``stats:<name>``
     process-safe counters (hits, misses, compiles, compile seconds saved).
 
