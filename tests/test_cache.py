@@ -446,11 +446,29 @@ def _counting_load_check(monkeypatch):
 
 
 def _crash_at_load(monkeypatch):
-    """Make the load check's child process die of SIGSEGV, as every CUDA package did on the H200."""
+    """Make the load check's child process die of SIGSEGV in the package loader's constructor, as
+    every CUDA package did on the H200: the real child, with a loader that kills its process."""
     from trnplan.backends import artifacts
 
-    monkeypatch.setattr(artifacts, "load_check_command", lambda path, device, example: [
-        sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"])
+    real = artifacts.load_check_command
+    crash = ("import os, signal, torch\n"
+             "torch._C._aoti.AOTIModelPackageLoader = lambda *args: os.kill(os.getpid(), signal.SIGSEGV)\n")
+
+    def crashing(path, device, example):
+        command = real(path, device, example)
+        assert command[1] == "-c"
+        return [command[0], "-c", crash + command[2], *command[3:]]
+
+    monkeypatch.setattr(artifacts, "load_check_command", crashing)
+
+
+def test_aot_load_check_reports_a_package_that_does_not_load(tmp_path):
+    """The real child on bytes that are no package: an error at load, named, and no crash here."""
+    from trnplan.backends import artifacts
+
+    example = artifacts.example_inputs(4, 64, torch.float32, torch.device("cpu"))
+    why = artifacts.load_check(b"not a .pt2 package", torch.device("cpu"), example)
+    assert why is not None and "exited with status 1 while loading the package" in why, why
 
 
 def _stored_package(aot_cache, tmp_path) -> bytes:
@@ -503,7 +521,7 @@ def test_aot_load_check_a_fresh_package_is_checked_before_it_is_stored(aot_cache
     cache = PlanCache(tmp_path / "crashing")
     trnplan.clear_plan_cache()
     with pytest.warns(CacheWarning, match=r"did not load on this machine: the child process loading it was "
-                                          r"killed by SIGSEGV.*running .* eagerly"):
+                                          r"killed by SIGSEGV while loading the package.*running .* eagerly"):
         plan = trnplan.plan_many(64, batch=4, compile="aot", cache=cache)
     pv = plan.provenance
     assert pv.compile_mode == "eager" and pv.artifact is None and plan._runner is None

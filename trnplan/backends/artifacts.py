@@ -88,17 +88,20 @@ _LOAD_CHECK_CHILD = r"""
 import sys, torch
 path, device = sys.argv[1], torch.device(sys.argv[2])
 index = device.index if device.type == "cuda" and device.index is not None else -1
-loader = torch._C._aoti.AOTIModelPackageLoader(path, "model", False, 1, index)
 inputs = []
 for spec in sys.argv[3:]:
     batch, points, dtype = spec.split(",")
     inputs.append(torch.randn(int(batch), int(points), dtype=getattr(torch, dtype), device=device))
+print("trnplan load check: loading the package", flush=True)
+loader = torch._C._aoti.AOTIModelPackageLoader(path, "model", False, 1, index)
+print("trnplan load check: running it", flush=True)
 out = loader.run(inputs)
 if device.type == "cuda":
     torch.cuda.synchronize(device)
-print("trnplan load check: ok,", len(out), "outputs")
+print("trnplan load check: ok,", len(out), "outputs", flush=True)
 """
-_LOAD_CHECK_OK = "trnplan load check: ok"
+_LOAD_CHECK_STAGE = "trnplan load check: "
+_LOAD_CHECK_OK = _LOAD_CHECK_STAGE + "ok"
 
 
 def load_check_command(path: str, device: torch.device, example) -> list[str]:
@@ -137,6 +140,9 @@ def load_check(data: bytes, device: torch.device, example, timeout: float = 300.
             what = f"killed by signal {-proc.returncode}"
     else:
         what = f"exited with status {proc.returncode}"
+    stages = [line[len(_LOAD_CHECK_STAGE):] for line in proc.stdout.splitlines() if line.startswith(_LOAD_CHECK_STAGE)]
+    if stages:
+        what += f" while {stages[-1]}"
     lines = proc.stderr.strip().splitlines()
     return f"the child process loading it was {what}" + (f" ({lines[-1][:300]})" if lines else "")
 
