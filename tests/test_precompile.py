@@ -13,9 +13,9 @@ import torch
 
 import trnplan
 from conftest import BAR, exported_bundle_meta, random_complex, reference, rel_l2
-from trnplan.cache import PlanCache
+from trnplan.cache import CacheWarning, PlanCache
 from trnplan.cache.bundle import import_bundle
-from trnplan.cache.precompile import ManifestError, load_manifest, precompile
+from trnplan.cache.precompile import ManifestError, load_manifest, precompile, summary_table
 from trnplan.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -106,6 +106,27 @@ def test_precompile_reports_failures_and_keeps_going(tmp_path):
     results = precompile(entries, cache=PlanCache(tmp_path / "c"), progress=False)
     assert [r.ok for r in results] == [True, False, True]
     assert "PlanningError" in results[1].error and "not a power of two" in results[1].error
+
+
+def test_precompile_reports_an_artifact_asked_for_and_not_had(tmp_path, monkeypatch):
+    """compile='aot' whose build fails: the plan is stored (it runs eagerly), but the entry is a
+    failure, so a container build does not ship eager plans where artifacts were asked for."""
+    from trnplan.backends import get_backend
+
+    def failing_build(module, example, mode):
+        raise RuntimeError("no C++ compiler found")
+
+    monkeypatch.setattr(get_backend("cpu"), "build_artifact", failing_build)
+    cache = PlanCache(tmp_path / "c")
+    with pytest.warns(CacheWarning, match="could not build the aot artifact"):
+        results = precompile([{"shape": [64], "batch": 2, "compile": "aot"}, {"shape": [32], "batch": 2}],
+                             cache=cache, progress=False)
+    assert [r.ok for r in results] == [False, True]
+    assert results[0].compile_mode == "eager"
+    assert ("compile='aot' asked for, but the plan is stored without an artifact and runs eagerly: aot failed "
+            "to build (RuntimeError: no C++ compiler found)") in results[0].error
+    assert len(PlanCache(tmp_path / "c").records()) == 2
+    assert "FAILED: compile='aot' asked for" in summary_table(results)
 
 
 def test_precompile_with_two_jobs(tmp_path):

@@ -138,8 +138,11 @@ def _precompile_one(index: int, entry: dict, cache_path: str | None) -> Precompi
             # built from this directory sees every plan
             cache.close()
     pv = plan.provenance
+    # an artifact asked for and not had: the plan is stored, but production would run it eagerly
+    error = (f"compile={args['compile']!r} asked for, but the plan is stored without an artifact and runs "
+             f"eagerly: {pv.artifact_error}") if pv.artifact_error else None
     return PrecompileResult(index, plan.problem.describe(), str(plan.tree), pv.origin, pv.compile_mode,
-                            pv.compile_s, pv.artifact_bytes, time.perf_counter() - t0)
+                            pv.compile_s, pv.artifact_bytes, time.perf_counter() - t0, error)
 
 
 def precompile(problems, *, cache=None, jobs: int = 1, progress: bool = True) -> list[PrecompileResult]:

@@ -60,6 +60,9 @@ class Provenance:
     compile_s: float = 0.0
     load_ms: float = 0.0
     load_check_s: float = 0.0  # an AOT artifact's first load in a child process (artifacts.load_check)
+    #: why an artifact mode that was asked for could not be had (a failed build or load check), so the
+    #: plan runs eagerly; None when it was had or not asked for (precompile reports it as a failure)
+    artifact_error: str | None = None
     dynamic_batch: bool | None = None
     effort: str = "estimate"  # the effort that made the plan (a wisdom hit: the stored one's)
     measurement: object | None = None  # trnplan.planner.measure.Measurement of a measured plan
@@ -428,7 +431,7 @@ def _artifact(problem, tree, module, device, backend, mode, fpd, cache, entry, w
                   f"torch, device and driver). TRNPLAN_AOT_LOAD_CHECK=1 checks again")
         _warn(f"not using an {mode} artifact for {tree}: {reason}; running eagerly (compile='eager' or "
               f"'inductor' avoids this warning)")
-        prov.compile_reason = reason
+        prov.compile_reason = prov.artifact_error = reason
         return None, None
     if cache is not None and entry is not None and entry.get("key") == akey:
         data = cache.get_artifact(akey, entry.get("sha256", ""))
@@ -452,6 +455,7 @@ def _artifact(problem, tree, module, device, backend, mode, fpd, cache, entry, w
         except Exception as exc:
             _warn(f"could not build the {mode} artifact for {tree} ({type(exc).__name__}: {exc}); running eagerly")
             prov.compile_reason = f"{mode} failed to build ({type(exc).__name__}); eager instead"
+            prov.artifact_error = f"{mode} failed to build ({type(exc).__name__}: {str(exc)[:300]})"
             return None, None
         prov.compile_s = time.perf_counter() - t0
         prov.artifact, prov.dynamic_batch = "compiled now", facts.get("dynamic_batch")
@@ -473,7 +477,8 @@ def _artifact(problem, tree, module, device, backend, mode, fpd, cache, entry, w
             reason = f"the {mode} artifact did not load on this machine: {why}"
             _warn(f"{reason}; running {tree} eagerly. Later {mode} plans on this machine (this torch, device and "
                   f"driver) run eagerly without building; TRNPLAN_AOT_LOAD_CHECK=1 checks again")
-            prov.compile_reason, prov.artifact = reason, None
+            prov.compile_reason = prov.artifact_error = reason
+            prov.artifact = None
             if built and cache is not None:
                 cache._delete(akey)  # bytes no record will point at (a stored artifact is left as it is)
             return None, None
