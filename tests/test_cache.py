@@ -1111,3 +1111,24 @@ def test_cuda_driver_version_without_a_driver_is_unknown(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("a driver is present here")
     assert cuda_driver_version(str(tmp_path / "absent")) == "unknown"
+
+
+def test_cuda_fingerprint_is_the_plans_gpu_not_the_current_one(monkeypatch):
+    """On a machine with two GPU models, a plan for cuda:1 is keyed on cuda:1's name and capability
+    ("cuda" alone: the current device, as in torch). torch.cuda is stood in for: no GPU here."""
+    import types
+
+    from trnplan.backends import cuda
+
+    gpus = [types.SimpleNamespace(name="NVIDIA H100 80GB HBM3", major=9, minor=0),
+            types.SimpleNamespace(name="NVIDIA A10G", major=8, minor=6)]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: gpus[index])
+    monkeypatch.setattr(cuda, "cuda_driver_version", lambda: "580.159.04")
+    first = fingerprint("cuda", torch.device("cuda", 1))
+    assert (first["gpu"], first["capability"], first["driver"]) == ("NVIDIA A10G", "8.6", "580.159.04")
+    for device in (torch.device("cuda"), torch.device("cuda", 0), None):
+        fp = fingerprint("cuda", device)
+        assert (fp["gpu"], fp["capability"]) == ("NVIDIA H100 80GB HBM3", "9.0")
+    assert fingerprint_digest(fingerprint("cuda", torch.device("cuda", 1))) != fingerprint_digest(fp)

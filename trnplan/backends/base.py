@@ -203,6 +203,7 @@ class Backend:
 
         return artifacts.AOTRunner(data, device)
 
-    def fingerprint(self) -> dict:
-        """Facts a plan or an artifact depends on; the plan cache keys wisdom and artifacts on them."""
+    def fingerprint(self, device: torch.device | None = None) -> dict:
+        """Facts a plan or an artifact for ``device`` depends on; the plan cache keys wisdom and
+        artifacts on them."""
         return {"machine": platform.machine()}

@@ -40,7 +40,7 @@ class CPUBackend(Backend):
         # the GEMM and native plans (../shared/FACTS.md saw the same), and costs 10–40 s to build
         return "eager", "on the CPU an AOTInductor artifact measured no faster than eager (docs/benchmarks.md)"
 
-    def fingerprint(self) -> dict:
+    def fingerprint(self, device=None) -> dict:
         # thread count is not a fact the plan depends on (only its speed): left out, so that
         # changing OMP_NUM_THREADS does not invalidate precompiled plans
         from trnplan.kernels import hostlib

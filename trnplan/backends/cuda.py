@@ -78,11 +78,13 @@ class CUDABackend(Backend):
         # (docs/gpu.md). compile="aot" and precompile build artifacts on request.
         return "eager", "on CUDA an AOT artifact's gain is not measured yet and costs 30–90 s to build"
 
-    def fingerprint(self) -> dict:
-        fp = super().fingerprint()
+    def fingerprint(self, device=None) -> dict:
+        fp = super().fingerprint(device)
         if torch.cuda.is_available():
-            # the current device: plan on another GPU model with torch.cuda.set_device first
-            props = torch.cuda.get_device_properties(torch.cuda.current_device())
+            # the plan's GPU ("cuda:1" on a machine with two GPU models is not cuda:0's plan);
+            # "cuda" without an index is the current device, as in torch
+            index = device.index if device is not None and device.index is not None else torch.cuda.current_device()
+            props = torch.cuda.get_device_properties(index)
             fp.update(gpu=props.name, capability=f"{props.major}.{props.minor}", cuda=torch.version.cuda,
                       driver=cuda_driver_version())
         return fp

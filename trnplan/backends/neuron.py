@@ -236,8 +236,8 @@ class NeuronBackend(Backend):
 
         return thread_pool(shards)
 
-    def fingerprint(self) -> dict:
-        fp = super().fingerprint()
+    def fingerprint(self, device=None) -> dict:
+        fp = super().fingerprint(device)
         for dist in ("neuronx-cc", "torch-neuronx"):
             try:
                 fp[dist] = importlib.metadata.version(dist)

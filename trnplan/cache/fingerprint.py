@@ -19,15 +19,16 @@ from trnplan.backends import get_backend
 from trnplan.planner.registry import registry_digest
 
 
-def fingerprint(device_kind: str) -> dict[str, str]:
-    """The fingerprint of plans for ``device_kind`` on this machine and installation."""
+def fingerprint(device_kind: str, device: torch.device | None = None) -> dict[str, str]:
+    """The fingerprint of plans for ``device_kind`` on this machine and installation; ``device``
+    (e.g. ``cuda:1``) picks the GPU whose facts it holds (default: the current one)."""
     fp = {
         "trnplan": __version__,
         "registry": registry_digest(),
         "torch": torch.__version__,
         "device": device_kind,
     }
-    fp.update({k: str(v) for k, v in get_backend(device_kind).fingerprint().items() if k not in fp})
+    fp.update({k: str(v) for k, v in get_backend(device_kind).fingerprint(device).items() if k not in fp})
     return fp
 
 

@@ -207,7 +207,7 @@ def _unreachable(problem, spec, planner, backend, probe) -> str:
 def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, compile: str,
             wisdom_only: bool, effort: str = "estimate") -> Provided:
     backend = get_backend(problem.device)
-    fp = fingerprint(problem.device)
+    fp = fingerprint(problem.device, device)
     fpd = fingerprint_digest(fp)
     probe, probe_origin = precision_probe(backend, device, cache, fpd)
     mode, mode_reason = backend.resolve_compile(compile)
