@@ -362,3 +362,16 @@ def test_pyfftw_wisdom_travels_inside_the_wisdom_entry(tmp_path, monkeypatch):
     # a plan without a pyFFTW leaf carries none
     other = trnplan.plan_many(512, batch=2, strategy="scipy", cache=cache)
     assert "host_wisdom" not in cache.get_wisdom(other.provenance.wisdom_key)
+
+
+def test_timing_on_a_gpu_waits_for_the_plans_gpu(monkeypatch):
+    """A candidate on cuda:1 is timed up to cuda:1's synchronize: torch.cuda.synchronize() alone
+    waits for the current device, which would time a cuda:1 plan by its launches. torch.cuda is
+    stood in for (no GPU here)."""
+    from trnplan.planner.measure import time_call
+
+    waited = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: waited.append(device))
+    device = torch.device("cuda", 1)
+    _, calls, _ = time_call(lambda: None, device, budget_s=0.01)
+    assert calls >= 5 and waited and all(d == device for d in waited)

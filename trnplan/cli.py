@@ -161,7 +161,7 @@ def _cmd_plan(args) -> int:
     shape = (args.batch, *p.in_shape)
     x64 = rng.standard_normal(shape) + (0 if p.real_input else 1j * rng.standard_normal(shape))
     x = torch.from_numpy(x64).to(dtype=p.real_dtype if p.real_input else dtype, device=plan.device)
-    sync = torch.cuda.synchronize if plan.device.type == "cuda" else (lambda: None)
+    sync = (lambda: torch.cuda.synchronize(plan.device)) if plan.device.type == "cuda" else (lambda: None)
     for _ in range(3):
         y = plan.execute(x)
     sync()

@@ -137,7 +137,9 @@ class Measurement:
 def time_call(fn, device: torch.device, budget_s: float):
     """(median µs per call, calls made, the warm-up call's result) of ``fn()``, within about
     ``budget_s`` (at least 3 timed repeats, so a slow candidate overruns a tiny budget)."""
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    # the plan's GPU: torch.cuda.synchronize() alone waits for the current device, so a plan on
+    # cuda:1 would be timed by its launches only
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     out = fn()
     sync()  # warm-up: lazy initialisation, library plans, caches
     t0 = time.perf_counter()
