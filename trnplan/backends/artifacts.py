@@ -39,6 +39,8 @@ import types
 
 import torch
 
+from trnplan.kernels.gemm import fp32_matmul_scope
+
 _TMP_DIR: str | None = None
 _TMP_LOCK = threading.Lock()
 
@@ -78,7 +80,9 @@ def aot_compile(module: torch.nn.Module, example) -> tuple[bytes, bool]:
         exported = torch.export.export(module, example)
         dynamic = False
     buffer = io.BytesIO()
-    torch._inductor.aoti_compile_and_package(exported, package_path=buffer)
+    # full fp32 matmuls while Inductor compiles: GEMM templates take the TF32 setting at compile time
+    with fp32_matmul_scope(example[0].device.type):
+        torch._inductor.aoti_compile_and_package(exported, package_path=buffer)
     return buffer.getvalue(), dynamic
 
 
@@ -160,9 +164,12 @@ class AOTRunner:
         finally:
             os.remove(path)  # the loader has extracted what it needs (runs fine after removal)
         self._lock = threading.Lock()
+        self._device_type = device.type
 
     def __call__(self, *inputs: torch.Tensor):
-        with self._lock:
+        # fp32 GEMMs in the package run at full fp32 whatever the process-wide TF32 setting (the
+        # plans that want TF32 run eagerly); see kernels.gemm._Fp32MatmulPrecision
+        with self._lock, fp32_matmul_scope(self._device_type):
             out = self._loader.run([t.contiguous() for t in inputs])
         return tuple(out)
 
@@ -191,11 +198,13 @@ class InductorRunner:
         self._fn = torch.compile(_own_code(_run_module, next(self._count)), fullgraph=True, dynamic=False,
                                  options=options)
         self._lock = threading.Lock()
-        with self._lock, torch.no_grad():
+        self._device_type = example[0].device.type
+        # compiled (at this first call) and run at full fp32 for fp32 GEMMs, as eager ones
+        with self._lock, torch.no_grad(), fp32_matmul_scope(self._device_type):
             self._fn(self._module, *example)
 
     def __call__(self, *inputs: torch.Tensor):
-        with self._lock, torch.no_grad():
+        with self._lock, torch.no_grad(), fp32_matmul_scope(self._device_type):
             out = self._fn(self._module, *(t.contiguous() for t in inputs))
         return tuple(out)
 

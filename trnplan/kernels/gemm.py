@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import threading
 
 import numpy as np
 import torch
@@ -109,15 +110,132 @@ def native_bf16_matmul(device_type: str) -> bool:
         return False
 
 
-@contextlib.contextmanager
+class _Fp32MatmulPrecision:
+    """The process-wide precision of fp32 matmuls on one torch backend ("cuda": cuBLAS, where
+    "tf32" means TF32 tensor cores; "mkldnn": oneDNN on the CPU, where "bf16" and "tf32" mean
+    reduced-precision fp32 GEMMs on CPUs that have them), held at what a plan needs while its
+    GEMMs run.
+
+    The flag belongs to the whole process, and users set it: ``torch.set_float32_matmul_precision
+    ("high")``, which PyTorch recommends for training, enables TF32 for every fp32 matmul. An fp32
+    plan that left it alone would compute its GEMMs at TF32's ~1e-3 and break its 5e-7 bound, with
+    no error. So each fp32 GEMM runs under :meth:`hold` ("ieee"), and tf32 mode's under
+    ``hold("tf32")``. Threads that want the same value share it; a thread that wants another
+    waits until they are done. The first holder sets the flag only if it differs, and the last
+    restores the user's value exactly.
+
+    torch ≥ 2.9 has the per-backend ``fp32_precision`` API (``torch._C._get_fp32_precision_getter``),
+    whose getter gives the effective value whichever API set it. Older torch has only cuBLAS's
+    legacy ``allow_tf32`` flag and no oneDNN flag. Reading the legacy flag raises a RuntimeError
+    once the new API has set TF32, so the new API is used where it exists.
+    """
+
+    def __init__(self, backend: str):
+        self.backend = backend
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)  # waited on (holding _lock) by a thread that wants another value
+        self._waiting = 0
+        self._holders = 0
+        self._value: str | None = None  # the value held, while _holders > 0
+        self._saved: str | None = None  # the user's value to restore, if the first holder changed it
+        self._threads: dict[int, int] = {}  # holds per thread: another value nested in one would deadlock
+
+    def get(self) -> str | None:
+        getter = getattr(torch._C, "_get_fp32_precision_getter", None)
+        if getter is not None:
+            return getter(self.backend, "matmul")
+        if self.backend == "cuda":
+            return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
+        return None  # no such flag in this torch: nothing to hold
+
+    def _set(self, value: str) -> None:
+        setter = getattr(torch._C, "_set_fp32_precision_setter", None)
+        if setter is not None:
+            setter(self.backend, "matmul", value)
+        else:
+            torch.backends.cuda.matmul.allow_tf32 = value == "tf32"
+
+    @staticmethod
+    def _satisfies(current: str | None, want: str) -> bool:
+        # "none": nothing set anywhere, torch's default, which is full fp32 for matmuls
+        return current is None or current == want or (want == "ieee" and current == "none")
+
+    def hold(self, want: str) -> "_Hold":
+        """A context manager holding the flag at ``want`` ("ieee" or "tf32")."""
+        return _Hold(self, want)
+
+    def _acquire(self, want: str) -> None:
+        thread = threading.get_ident()
+        with self._lock:  # the plain lock: the uncontended path costs ~0.3 µs, the Condition's twice that
+            if self._threads.get(thread) and self._value != want:
+                raise RuntimeError(f"fp32 matmul precision {want!r} asked for inside a block that holds "
+                                   f"{self._value!r} on {self.backend} in the same thread")
+            while self._holders and self._value != want:
+                self._waiting += 1
+                self._cond.wait()
+                self._waiting -= 1
+            if not self._holders:
+                current = self.get()
+                self._saved = None
+                if not self._satisfies(current, want):
+                    self._set(want)
+                    self._saved = current
+                self._value = want
+            self._holders += 1
+            self._threads[thread] = self._threads.get(thread, 0) + 1
+
+    def _release(self) -> None:
+        thread = threading.get_ident()
+        with self._lock:
+            self._holders -= 1
+            if self._threads[thread] == 1:
+                del self._threads[thread]
+            else:
+                self._threads[thread] -= 1
+            if not self._holders:
+                if self._saved is not None:
+                    self._set(self._saved)
+                    self._saved = None
+                self._value = None
+                if self._waiting:
+                    self._cond.notify_all()
+
+
+class _Hold:
+    """``with`` block of :meth:`_Fp32MatmulPrecision.hold` (a class, not a generator: ~1 µs cheaper per GEMM)."""
+
+    __slots__ = ("_owner", "_want")
+
+    def __init__(self, owner: _Fp32MatmulPrecision, want: str):
+        self._owner, self._want = owner, want
+
+    def __enter__(self):
+        self._owner._acquire(self._want)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._owner._release()
+
+
+FP32_MATMUL_PRECISION = {"cuda": _Fp32MatmulPrecision("cuda"), "cpu": _Fp32MatmulPrecision("mkldnn")}
+
+
+def fp32_matmul_scope(device_type: str, want: str = "ieee"):
+    """A context in which fp32 matmuls on ``device_type`` run at ``want`` ("ieee": full fp32;
+    "tf32": TF32 tensor cores, CUDA only), whatever the process-wide setting; restored after.
+
+    Compiled runners (AOT, Inductor) run under it as eager GEMMs do. Inside a trace
+    (torch.compile, torch.export) it does nothing: the runner around the compiled code holds it.
+    """
+    holder = FP32_MATMUL_PRECISION.get(device_type)
+    if holder is None or torch.compiler.is_compiling():
+        return contextlib.nullcontext()
+    return holder.hold(want)
+
+
 def tf32_scope():
-    """Allow TF32 tensor cores for fp32 matmuls inside the block, restoring the setting after."""
-    old = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = True
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = old
+    """Allow TF32 tensor cores for fp32 matmuls on CUDA inside the block, restoring the setting after."""
+    return fp32_matmul_scope("cuda", "tf32")
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor, mode: str) -> torch.Tensor:
@@ -130,8 +248,10 @@ def matmul(a: torch.Tensor, b: torch.Tensor, mode: str) -> torch.Tensor:
     mm = torch.bmm if a.ndim == 3 else torch.mm
     if a.dtype == torch.bfloat16:
         return mm(a, b, out_dtype=torch.float32)
-    if mode == "tf32":
-        with tf32_scope():
+    if a.dtype == torch.float32:
+        # full fp32 unless tf32 mode, whatever the process-wide setting (_Fp32MatmulPrecision)
+        want = "tf32" if mode == "tf32" and a.device.type == "cuda" else "ieee"
+        with fp32_matmul_scope(a.device.type, want):
             return mm(a, b)
     return mm(a, b)
 
@@ -202,6 +322,7 @@ __all__ = [
     "native_bf16_matmul",
     "products",
     "split_bf16",
+    "fp32_matmul_scope",
     "tf32_scope",
 ]
 
