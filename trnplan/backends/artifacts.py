@@ -25,6 +25,7 @@ Two kinds, chosen by ``plan_many(..., compile=)`` through the backend:
 from __future__ import annotations
 
 import atexit
+import contextlib
 import io
 import itertools
 import math
@@ -165,11 +166,14 @@ class AOTRunner:
             os.remove(path)  # the loader has extracted what it needs (runs fine after removal)
         self._lock = threading.Lock()
         self._device_type = device.type
+        # the CUDA runner launches on the *current* device's current stream: make that the plan's
+        # GPU, so that a cuda:1 plan runs on cuda:1's stream whatever device is current
+        self._device_guard = (lambda: torch.cuda.device(device)) if device.type == "cuda" else contextlib.nullcontext
 
     def __call__(self, *inputs: torch.Tensor):
         # fp32 GEMMs in the package run at full fp32 whatever the process-wide TF32 setting (the
         # plans that want TF32 run eagerly); see kernels.gemm._Fp32MatmulPrecision
-        with self._lock, fp32_matmul_scope(self._device_type):
+        with self._lock, self._device_guard(), fp32_matmul_scope(self._device_type):
             out = self._loader.run([t.contiguous() for t in inputs])
         return tuple(out)
 

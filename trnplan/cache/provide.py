@@ -380,7 +380,7 @@ def _jit(problem, tree, module, device, backend, mode, prov):
     return runner
 
 
-#: AOT load checks that failed in this process: (fingerprint digest, mode) -> why (see _load_check_verdict)
+#: AOT load checks that failed in this process: (fingerprint digest, mode) -> why (see _failed_load_check)
 _FAILED_LOAD_CHECKS: dict[tuple[str, str], str] = {}
 
 
