@@ -137,7 +137,7 @@ def test_threads_share_a_value_and_never_see_another(user_setting):
 
 
 def test_another_value_nested_in_one_thread_is_an_error_not_a_deadlock():
-    with gemm.fp32_matmul_scope("cuda", "ieee"):
+    with gemm.fp32_matmul_scope("cuda", "ieee"):  # noqa: SIM117 - the nesting is what is tested
         with gemm.fp32_matmul_scope("cuda", "ieee"):  # the same value nests
             pass
         with pytest.raises(RuntimeError, match="'tf32' asked for inside a block that holds 'ieee'"):

@@ -160,7 +160,7 @@ class _Fp32MatmulPrecision:
         # "none": nothing set anywhere, torch's default, which is full fp32 for matmuls
         return current is None or current == want or (want == "ieee" and current == "none")
 
-    def hold(self, want: str) -> "_Hold":
+    def hold(self, want: str) -> _Hold:
         """A context manager holding the flag at ``want`` ("ieee" or "tf32")."""
         return _Hold(self, want)
 
@@ -317,12 +317,12 @@ __all__ = [
     "REDUCED_GEMM_MODES",
     "SLICES",
     "Gemm",
+    "fp32_matmul_scope",
     "gemm_work",
     "matmul",
     "native_bf16_matmul",
     "products",
     "split_bf16",
-    "fp32_matmul_scope",
     "tf32_scope",
 ]
 

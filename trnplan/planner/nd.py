@@ -137,7 +137,6 @@ class ND(WholeShape, Solver):
 
     def _plan_method(self, problem, planner, spec, method):
         b, size, shape = problem.batch, itemsize(problem), problem.shape
-        total_in = math.prod(problem.in_shape)
         total_out = math.prod(problem.out_shape)
         u = UNIT_ROUNDOFF[problem.precision]
         if method == "lib":
