@@ -133,3 +133,29 @@ def test_each_plan_compiles_apart_past_dynamos_recompile_limit(monkeypatch):
     for p in plans:
         x = random_complex((2, p.problem.n), seed=p.problem.n)
         assert rel_l2(p(torch.from_numpy(x.astype(np.complex64))), reference(x, False)) <= BAR["fp32"]
+
+
+def test_cuda_graph_modes_copy_each_calls_outputs_out(monkeypatch):
+    """Under CUDA graphs (TRNPLAN_INDUCTOR_MODE reduce-overhead or max-autotune on CUDA) every replay
+    writes the same output memory, so the runner copies each call's outputs out: a result held by
+    the caller must not change at the next call. The CUDA-graph switch is forced on here (the CPU
+    has no CUDA graphs); what is checked is that the runner hands out copies, and marks each call a
+    new step."""
+    monkeypatch.setenv("TRNPLAN_INDUCTOR_MODE", "reduce-overhead")
+    plan = trnplan.plan_many(64, batch=4, strategy="(dft-gemm)", compile="inductor", cache=None)
+    runner = plan._runner
+    assert isinstance(runner, artifacts.InductorRunner) and runner._cudagraphs is False  # the CPU: none
+    runner._cudagraphs = True
+    compiled, produced, steps = runner._fn, [], []
+
+    def spy(*args):
+        out = compiled(*args)
+        produced.extend(t.data_ptr() for t in out)
+        return out
+
+    runner._fn = spy
+    monkeypatch.setattr(torch.compiler, "cudagraph_mark_step_begin", lambda: steps.append(1))
+    x = random_complex((4, 64), seed=4)
+    re, im = plan((torch.from_numpy(x.real.astype(np.float32)), torch.from_numpy(x.imag.astype(np.float32))))
+    assert len(steps) == 1 and produced and not {re.data_ptr(), im.data_ptr()} & set(produced)
+    assert rel_l2(torch.complex(re, im), reference(x, False)) <= BAR["fp32"]

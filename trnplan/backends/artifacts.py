@@ -203,13 +203,20 @@ class InductorRunner:
                                  options=options)
         self._lock = threading.Lock()
         self._device_type = example[0].device.type
+        # CUDA graphs (modes reduce-overhead and max-autotune) replay into the same output memory:
+        # each call's outputs are copied out, or a caller's earlier result would be overwritten
+        self._cudagraphs = bool(options.get("triton.cudagraphs")) and self._device_type == "cuda"
         # compiled (at this first call) and run at full fp32 for fp32 GEMMs, as eager ones
         with self._lock, torch.no_grad(), fp32_matmul_scope(self._device_type):
             self._fn(self._module, *example)
 
     def __call__(self, *inputs: torch.Tensor):
         with self._lock, torch.no_grad(), fp32_matmul_scope(self._device_type):
+            if self._cudagraphs:
+                torch.compiler.cudagraph_mark_step_begin()
             out = self._fn(self._module, *(t.contiguous() for t in inputs))
+            if self._cudagraphs:
+                out = [t.clone() for t in out]
         return tuple(out)
 
 
