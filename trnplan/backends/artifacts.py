@@ -123,8 +123,9 @@ def load_check(data: bytes, device: torch.device, example, timeout: float = 300.
     Loading an AOTInductor package in this process cannot be undone if it crashes: on an H200
     with torch 2.11.0+cu130 every CUDA package, even a two-op module, killed the loading process
     with SIGSEGV (docs/gpu.md). A child process takes the crash instead, and the caller runs the
-    plan eagerly. It costs one interpreter start and a torch import (~3.5 s on the 2-core CI
-    machine), paid once per artifact: the plan cache remembers a package that loaded.
+    plan eagerly. It costs an interpreter start, a torch import and one run (2.1–2.5 s for an
+    n = 64 CPU package on the 2-core CI machine), paid once per artifact: the plan cache remembers
+    a package that loaded.
     """
     fd, path = tempfile.mkstemp(suffix=".pt2", dir=_private_tmp())
     with os.fdopen(fd, "wb") as f:
