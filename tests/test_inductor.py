@@ -124,11 +124,15 @@ def test_compiled_bf16_modes_round_as_eager_does(precision):
     assert errs["eager"] > {"bf16": 1e-3, "bf16x3": 1e-6}[precision]  # the mode's own rounding, not fp32's
 
 
-def test_each_plan_compiles_apart_past_dynamos_recompile_limit(monkeypatch):
+def test_each_plan_compiles_apart_past_dynamos_recompile_limit():
     """Dynamo allows a code object `recompile_limit` compiled graphs; every plan gets its own code
-    object, so a process may hold more compiled plans than that (here the limit is lowered to 2)."""
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 2)
-    plans = [trnplan.plan_many(n, batch=2, strategy="dft-gemm", compile="inductor", cache=None) for n in (8, 12, 16)]
+    object, so a process may hold more compiled plans than that (here the limit is lowered to 2).
+
+    The limit is lowered with dynamo's own ``config.patch``: pytest's monkeypatch deletes a
+    dynamo config entry when it undoes, and every later compile in the process then failed."""
+    with torch._dynamo.config.patch(recompile_limit=2):
+        plans = [trnplan.plan_many(n, batch=2, strategy="dft-gemm", compile="inductor", cache=None)
+                 for n in (8, 12, 16)]
     assert all(isinstance(p._runner, artifacts.InductorRunner) for p in plans)
     for p in plans:
         x = random_complex((2, p.problem.n), seed=p.problem.n)
