@@ -52,23 +52,22 @@ def test_fp32_gemm_plan_ignores_the_users_tf32_setting():
     multiplies in full fp32 (it would measure ~1e-3 at TF32), and the user's setting is back after;
     a tf32 plan in the same process computes at TF32 accuracy."""
     tree = "(four-step 4096=64x64 (dft-gemm) (dft-gemm))"
-    m = torch.backends.cuda.matmul
-    saved = m.fp32_precision
-    m.fp32_precision = "tf32"
+    saved = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")  # TF32 for fp32 matmuls, the API every torch 2.x has
     try:
         x = random_complex((8, 4096), seed=3)
         xt = torch.from_numpy(x).to(torch.complex64).cuda()
         plan = trnplan.plan_many(4096, batch=8, device="cuda", strategy=tree, compile="eager", cache=None, tol=1e-6)
         err = rel_l2(plan.execute(xt), reference(x, False))
         assert err <= 1e-6, err
-        assert m.fp32_precision == "tf32"
+        assert torch.get_float32_matmul_precision() == "high"
         tf32 = trnplan.plan_many(4096, batch=8, device="cuda", precision="tf32", strategy=tree, cache=None)
         tf32_err = rel_l2(tf32.execute(xt), reference(x, False))
         print(f"\n[tf32 held] fp32 plan {err:.1e}, tf32 plan {tf32_err:.1e}")
         assert 1e-5 < tf32_err <= 2e-3, tf32_err  # TF32's 10-bit significand, really used
-        assert m.fp32_precision == "tf32"
+        assert torch.get_float32_matmul_precision() == "high"
     finally:
-        m.fp32_precision = saved
+        torch.set_float32_matmul_precision(saved)
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp64"])
