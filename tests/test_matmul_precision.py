@@ -19,9 +19,9 @@ import time
 
 import pytest
 import torch
+from conftest import BAR, random_complex, reference, rel_l2
 
 import trnplan
-from conftest import BAR, random_complex, reference, rel_l2
 from trnplan.kernels import gemm
 
 NEW_API = hasattr(torch._C, "_get_fp32_precision_getter")
@@ -137,11 +137,11 @@ def test_threads_share_a_value_and_never_see_another(user_setting):
 
 
 def test_another_value_nested_in_one_thread_is_an_error_not_a_deadlock():
-    with gemm.fp32_matmul_scope("cuda", "ieee"):  # noqa: SIM117 - the nesting is what is tested
+    with gemm.fp32_matmul_scope("cuda", "ieee"):
         with gemm.fp32_matmul_scope("cuda", "ieee"):  # the same value nests
             pass
-        with pytest.raises(RuntimeError, match="'tf32' asked for inside a block that holds 'ieee'"):
-            with gemm.fp32_matmul_scope("cuda", "tf32"):
+        with pytest.raises(RuntimeError, match="'tf32' asked for inside a block that holds 'ieee'"):  # noqa: SIM117
+            with gemm.fp32_matmul_scope("cuda", "tf32"):  # the raise is in entering this block
                 pass
     with gemm.fp32_matmul_scope("cuda", "tf32"):  # nothing left held
         pass
