@@ -87,6 +87,18 @@ def aot_compile(module: torch.nn.Module, example) -> tuple[bytes, bool]:
     return buffer.getvalue(), dynamic
 
 
+@contextlib.contextmanager
+def _package_file(data: bytes):
+    """The path of ``data`` written to a private temporary ``.pt2`` file, removed after the block."""
+    fd, path = tempfile.mkstemp(suffix=".pt2", dir=_private_tmp())
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    try:
+        yield path
+    finally:
+        os.remove(path)
+
+
 #: The child process of :func:`load_check`: torch only (it does not import trnplan, so it runs
 #: wherever the parent's torch does). argv: package path, device, then "batch,points,dtype" per input.
 _LOAD_CHECK_CHILD = r"""
@@ -127,16 +139,12 @@ def load_check(data: bytes, device: torch.device, example, timeout: float = 300.
     n = 64 CPU package on the 2-core CI machine), paid once per artifact: the plan cache remembers
     a package that loaded.
     """
-    fd, path = tempfile.mkstemp(suffix=".pt2", dir=_private_tmp())
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
     try:
-        proc = subprocess.run(load_check_command(path, device, example), capture_output=True, text=True,
-                              timeout=timeout, check=False)
+        with _package_file(data) as path:
+            proc = subprocess.run(load_check_command(path, device, example), capture_output=True, text=True,
+                                  timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         return f"the child process loading it did not finish in {timeout:.0f} s"
-    finally:
-        os.remove(path)
     if proc.returncode == 0 and _LOAD_CHECK_OK in proc.stdout:
         return None
     if proc.returncode < 0:
@@ -157,14 +165,10 @@ class AOTRunner:
     """Runs a loaded AOTInductor package on the plan module's inputs, returning its outputs as a tuple; thread-safe."""
 
     def __init__(self, data: bytes, device: torch.device):
-        fd, path = tempfile.mkstemp(suffix=".pt2", dir=_private_tmp())
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
         device_index = device.index if device.type == "cuda" and device.index is not None else -1
-        try:
+        # removed once loaded: the loader has extracted what it needs (runs fine after removal)
+        with _package_file(data) as path:
             self._loader = torch._C._aoti.AOTIModelPackageLoader(path, "model", False, 1, device_index)
-        finally:
-            os.remove(path)  # the loader has extracted what it needs (runs fine after removal)
         self._lock = threading.Lock()
         self._device_type = device.type
         # the CUDA runner launches on the *current* device's current stream: make that the plan's

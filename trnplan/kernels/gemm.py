@@ -139,19 +139,20 @@ class _Fp32MatmulPrecision:
         self._value: str | None = None  # the value held, while _holders > 0
         self._saved: str | None = None  # the user's value to restore, if the first holder changed it
         self._threads: dict[int, int] = {}  # holds per thread: another value nested in one would deadlock
+        # this torch's accessors, looked up once (the getter runs for the first holder of every GEMM)
+        self._getter = getattr(torch._C, "_get_fp32_precision_getter", None)
+        self._setter = getattr(torch._C, "_set_fp32_precision_setter", None)
 
     def get(self) -> str | None:
-        getter = getattr(torch._C, "_get_fp32_precision_getter", None)
-        if getter is not None:
-            return getter(self.backend, "matmul")
+        if self._getter is not None:
+            return self._getter(self.backend, "matmul")
         if self.backend == "cuda":
             return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
         return None  # no such flag in this torch: nothing to hold
 
     def _set(self, value: str) -> None:
-        setter = getattr(torch._C, "_set_fp32_precision_setter", None)
-        if setter is not None:
-            setter(self.backend, "matmul", value)
+        if self._setter is not None:
+            self._setter(self.backend, "matmul", value)
         else:
             torch.backends.cuda.matmul.allow_tf32 = value == "tf32"
 
