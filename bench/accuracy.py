@@ -5,7 +5,7 @@
 ``solvers``: every GEMM-bearing solver (forced at the root; children planned freely, and once
 more with GEMM-only children for the composites) in every precision mode, on the engine's test
 grid, both directions: measured error, the accuracy model's predicted bound, their ratio. The
-constants in trnplan/planner/*.py and GEMM_STAGE_ERROR in trnplan/planner/accuracy.py were
+constants in trnplan/planner/*.py and GEMM_STAGE_ERROR in trnplan/core/accuracy.py were
 fitted from this table: the prediction must stay above every measurement (ratio < 1).
 Two batch sizes by default, because MKL's sgemm sums 1–3 rows sequentially and 4+ blockwise.
 

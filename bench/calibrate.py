@@ -1,4 +1,4 @@
-"""Measure the constants of a backend's cost profile on this machine (see trnplan/planner/cost.py).
+"""Measure the constants of a backend's cost profile on this machine (see trnplan/core/cost.py).
 
     python bench/calibrate.py [--device cpu|cuda]
 

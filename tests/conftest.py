@@ -52,7 +52,7 @@ def exported_bundle_meta(tmp_path, shape=(64,)):
 
     from trnplan.cache import PlanCache
     from trnplan.cache.bundle import export_bundle
-    from trnplan.cache.precompile import precompile
+    from trnplan.precompile import precompile
 
     src = PlanCache(tmp_path / "src")
     precompile([{"shape": list(shape)}], cache=src, progress=False)

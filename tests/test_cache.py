@@ -1,5 +1,5 @@
 """The on-disk plan cache: wisdom round trips, cross-process reuse, fingerprints, faults, trust,
-concurrency and stats (trnplan.cache, trnplan.cache.provide, trnplan.backends.artifacts).
+concurrency and stats (trnplan.cache, trnplan.plan.provide, trnplan.backends.artifacts).
 
 Every numeric check is against numpy.fft in complex128 (relative L2 ≤ 1e-6 for complex64).
 No timing assertions anywhere: load times are printed (``pytest -s``), never asserted.
@@ -38,7 +38,7 @@ import trnplan
 from conftest import BAR, random_complex, reference, rel_l2
 from trnplan.cache import (CacheWarning, PlanCache, UntrustedCacheError, default_cache, fingerprint,
                            fingerprint_digest, set_default_cache)
-from trnplan.errors import TrnplanError, WisdomMiss
+from trnplan.core.errors import TrnplanError, WisdomMiss
 
 STATS_KEYS = {"wisdom_hits", "wisdom_misses", "artifact_hits", "compiles", "compile_seconds",
               "compile_seconds_saved", "wisdom_entries", "artifact_entries", "bytes", "path", "size_limit"}
@@ -82,7 +82,7 @@ class PickleBomb:
 _PRELUDE = """
 import json, os, sys, time
 import numpy as np, torch, trnplan
-from trnplan.errors import WisdomMiss
+from trnplan.core.errors import WisdomMiss
 
 def rnd(shape, seed=0):
     rng = np.random.default_rng(seed)
@@ -533,7 +533,7 @@ def test_aot_load_check_a_fresh_package_is_checked_before_it_is_stored(aot_cache
 def test_aot_load_check_a_crash_is_remembered_per_fingerprint(aot_cache, tmp_path, monkeypatch):
     """No compile. A stored artifact whose child crashes: eager, and later aot plans build nothing."""
     from trnplan.backends import get_backend
-    from trnplan.cache import provide
+    from trnplan.plan import provide
 
     cache_dir = _copy_cache(aot_cache, tmp_path / "cache")
     monkeypatch.setattr(provide, "_FAILED_LOAD_CHECKS", {})
@@ -1059,9 +1059,9 @@ def test_neuron_artifact_seam_with_stand_in(tmp_path, monkeypatch):
     import types
 
     from trnplan.backends.base import clear_probe_cache
-    from trnplan.cache.provide import provide
-    from trnplan.planner.spec import Spec
-    from trnplan.problem import Problem
+    from trnplan.plan.provide import provide
+    from trnplan.core.spec import Spec
+    from trnplan.core.problem import Problem
 
     calls = []
 

@@ -188,7 +188,7 @@ def test_inductor_compiled_gemm_tree_on_cuda(precision, bar):
 
 
 def test_precompile_manifest_for_cuda(tmp_path):
-    from trnplan.cache.precompile import precompile
+    from trnplan.precompile import precompile
 
     cache = PlanCache(tmp_path / "c")
     results = precompile([{"shape": [256], "batch": 8, "device": "cuda", "compile": "eager"},
@@ -219,7 +219,7 @@ def test_precision_probe_on_cuda():
                                         (1024, "(stockham 1024=8x8x4x4)"), (97, "bluestein")])
 def test_reduced_modes_on_cuda_within_their_prediction(precision, n, strategy):
     """Each reduced mode on tensor cores: measured error ≤ the tree's prediction ≤ the mode's bar."""
-    from trnplan.planner.accuracy import DEFAULT_TOL
+    from trnplan.core.accuracy import DEFAULT_TOL
 
     try:
         plan = trnplan.plan_many(n, batch=64, device="cuda", precision=precision, strategy=strategy,

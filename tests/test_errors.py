@@ -1,5 +1,5 @@
 """Every error path of the public API: the exception type, and a message naming what was
-expected and what came (trnplan.errors: "Every message names what was expected, what came, and
+expected and what came (trnplan.core.errors: "Every message names what was expected, what came, and
 the fix")."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 import trnplan
 from trnplan.kernels import hostlib
 from trnplan import BackendUnavailable, NotSupportedYet, PlanningError, Problem, TrnplanError, plan_many
-from trnplan.problem import device_kind
+from trnplan.core.problem import device_kind
 
 ALL_SOLVERS = ", ".join(trnplan.solver_names())
 #: the host FFT libraries installed here: each also applies wherever native does (CPU)

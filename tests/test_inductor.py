@@ -15,7 +15,7 @@ from conftest import BAR, random_complex, reference, rel_l2
 import trnplan
 from trnplan.backends import artifacts, get_backend
 from trnplan.cache import PlanCache
-from trnplan.cache.precompile import ManifestError, validate_entry
+from trnplan.precompile import ManifestError, validate_entry
 
 
 def test_a_compiled_gemm_tree_matches_numpy_and_says_how_it_runs(tmp_path):
@@ -96,7 +96,7 @@ def test_neuron_has_no_inductor_mode():
 
 
 def test_the_inductor_mode_setting_is_checked(monkeypatch):
-    from trnplan import config
+    from trnplan.core import config
 
     monkeypatch.setenv("TRNPLAN_INDUCTOR_MODE", "max-autotune-no-cudagraphs")
     assert config.inductor_mode() == "max-autotune-no-cudagraphs"

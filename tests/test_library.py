@@ -166,7 +166,7 @@ def test_available_reports_versions():
 
 def test_declines_off_cpu_reduced_precision_and_exportable():
     from trnplan.planner.library import HOST_LIBRARIES
-    from trnplan.problem import Problem
+    from trnplan.core.problem import Problem
 
     from trnplan.backends import get_backend
 

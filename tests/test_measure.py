@@ -20,10 +20,10 @@ import torch
 
 import trnplan
 from conftest import BAR, random_complex, reference, rel_l2
-from trnplan import config
+from trnplan.core import config
 from trnplan.cache import PlanCache
 from trnplan.planner import learn, registry
-from trnplan.planner.cost import Work
+from trnplan.core.cost import Work
 from trnplan.planner.measure import (FASTEST, NOT_TIMED_LIMIT, NOT_TIMED_TOP_K, OVER_BOUND_MEASURED, SLOWER,
                                      Measurement)
 from trnplan.planner.native import Native
@@ -209,7 +209,7 @@ def test_candidates_measured_over_the_bound_are_rejected():
 
 @pytest.mark.parametrize("shape,kind", [((1000,), "r2c"), ((64,), "c2r"), ((16, 32), "c2c"), ((8, 12, 10), "r2c")])
 def test_measure_plans_real_and_nd_transforms_correctly(shape, kind):
-    from trnplan.verify import measure_error
+    from trnplan.core.accuracy import measure_error
 
     plan = trnplan.plan_many(shape, batch=3, kind=kind, effort="measure", cache=None)
     assert plan.provenance.measurement.winner.tree == str(plan.tree)
@@ -329,7 +329,7 @@ def test_cli_plan_with_effort_measure(capsys):
 
 
 def test_precompiled_measured_plans_load_with_wisdom_only(tmp_path):
-    from trnplan.cache.precompile import precompile
+    from trnplan.precompile import precompile
 
     cache = PlanCache(tmp_path / "c")
     results = precompile([{"shape": [256], "batch": 4, "effort": "measure"},

@@ -13,11 +13,11 @@ import torch
 import trnplan
 from conftest import BAR, random_complex, rel_l2
 from trnplan.planner import registry
-from trnplan.planner.cost import Work
+from trnplan.core.cost import Work
 from trnplan.planner.multicore import shard_sizes
 from trnplan.planner.native import Native
 from trnplan.planner.solver import Solver
-from trnplan.verify import measure_error
+from trnplan.core.accuracy import measure_error
 
 DT = {"fp32": torch.complex64, "fp64": torch.complex128}
 
@@ -117,7 +117,7 @@ def test_the_cost_model_does_not_split_small_work():
 def test_a_per_core_profile_splits_large_batches():
     from trnplan.backends.cpu import CPU_PROFILE, CPUBackend
     from trnplan.planner import Planner
-    from trnplan.problem import Problem
+    from trnplan.core.problem import Problem
 
     class PerCore(CPUBackend):  # a backend whose constants are per core (as a NeuronCore's)
         profile = CPU_PROFILE.__class__(**{**{a: getattr(CPU_PROFILE, a) for a in

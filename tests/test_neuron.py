@@ -35,14 +35,14 @@ from conftest import BAR, random_complex, reference, rel_l2
 from trnplan.backends import get_backend
 from trnplan.backends import neuron
 from trnplan.backends.base import clear_probe_cache
-from trnplan.backends.neuron_audit import GRID_PRECISIONS, audit, audit_grid
+from trnplan.audit import GRID_PRECISIONS, audit, audit_grid
 from trnplan.cache import PlanCache, fingerprint
-from trnplan.errors import BackendUnavailable, PlanningError
+from trnplan.core.errors import BackendUnavailable, PlanningError
 from trnplan.planner import Planner
 from trnplan.planner.library import HOST_LIBRARIES
 from trnplan.planner.registry import solver_names
-from trnplan.planner.spec import Spec
-from trnplan.problem import Problem
+from trnplan.core.spec import Spec
+from trnplan.core.problem import Problem
 
 HOST_LEAVES = {s.name for s in HOST_LIBRARIES} | {"native"}
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -263,7 +263,7 @@ def test_audit_command_line(capsys):
 
 
 def test_allowlist_ships_as_package_data_with_sources():
-    from trnplan.backends.neuron_audit import allowlist
+    from trnplan.audit import allowlist
 
     ops = allowlist()
     assert ops["aten::mm"] == "listed" and ops["aten::cat"].startswith("hlo:")

@@ -21,8 +21,8 @@ from trnplan.backends.artifacts import example_inputs
 from trnplan.backends.base import clear_probe_cache
 from trnplan.cache import PlanCache, fingerprint
 from trnplan.planner import Planner
-from trnplan.planner.spec import Spec
-from trnplan.problem import Problem
+from trnplan.core.spec import Spec
+from trnplan.core.problem import Problem
 
 
 def test_neuron_artifact_round_trip_with_a_stand_in(monkeypatch, tmp_path):

@@ -10,7 +10,7 @@ import torch
 
 import trnplan
 from conftest import BAR, random_complex, reference, rel_l2
-from trnplan.planner.node import PlanNode
+from trnplan.core.node import PlanNode
 
 
 def c64(x):

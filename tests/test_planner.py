@@ -11,10 +11,11 @@ import torch
 import trnplan
 from conftest import BAR, random_complex, reference, rel_l2
 from trnplan.backends import get_backend
-from trnplan.planner import Planner, parse_strategy, solver_names
-from trnplan.planner.spec import Spec
+from trnplan.core.spec import parse_strategy
+from trnplan.planner import Planner, solver_names
+from trnplan.core.spec import Spec
 from trnplan.planner.stockham import default_radices
-from trnplan.problem import Problem
+from trnplan.core.problem import Problem
 
 
 def test_registry_is_ordered_and_named():

@@ -21,8 +21,8 @@ from trnplan.backends.base import PrecisionProbe, clear_probe_cache
 from trnplan.backends.cpu import CPUBackend
 from trnplan.kernels import gemm
 from trnplan.planner import Planner
-from trnplan.planner.cost import CostProfile
-from trnplan.problem import Problem
+from trnplan.core.cost import BF16_MODES, CostProfile
+from trnplan.core.problem import Problem
 
 BARS = {"fp32": 5e-7, "fp64": 1e-13, "bf16": 4e-3, "bf16x3": 1e-5, "bf16x6": 5e-7}
 REDUCED = ["bf16", "bf16x3", "bf16x6"]
@@ -231,7 +231,7 @@ def test_probe_fp32_matmul_autocast_changes_the_fp32_choice():
 # ---------------------------------------------------------------------------- the probe itself
 def _rounding_matmul(a, b, mode):
     """A matrix engine that rounds each bf16-mode product to bf16 before the fp32 accumulation."""
-    if mode not in gemm.BF16_MODES:
+    if mode not in BF16_MODES:
         return (torch.bmm if a.ndim == 3 else torch.mm)(a, b)
     a3, b3 = (a, b) if a.ndim == 3 else (a[None], b[None])
     prods = (a3.float()[:, :, :, None] * b3.float()[:, None, :, :]).to(torch.bfloat16).float()
@@ -306,7 +306,7 @@ def test_verify_stores_and_shows_the_measured_error(tmp_path):
 
 
 def test_verify_measures_against_numpy(tmp_path):
-    from trnplan.verify import measure_error, seeded_input
+    from trnplan.core.accuracy import measure_error, seeded_input
 
     plan = trnplan.plan_many(512, batch=3, precision="bf16", cache=None)
     x = seeded_input(plan.problem)

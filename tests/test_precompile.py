@@ -15,7 +15,7 @@ import trnplan
 from conftest import BAR, exported_bundle_meta, random_complex, reference, rel_l2
 from trnplan.cache import CacheWarning, PlanCache
 from trnplan.cache.bundle import import_bundle
-from trnplan.cache.precompile import ManifestError, load_manifest, precompile, summary_table
+from trnplan.precompile import ManifestError, load_manifest, precompile, summary_table
 from trnplan.cli import main
 
 REPO = Path(__file__).resolve().parents[1]

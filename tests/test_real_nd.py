@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import trnplan
-from trnplan.errors import PlanningError
+from trnplan.core.errors import PlanningError
 
 from conftest import BAR, DTYPES, rel_l2
 

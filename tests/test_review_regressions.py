@@ -12,7 +12,7 @@ import trnplan
 from conftest import BAR, exported_bundle_meta, random_complex, reference, rel_l2
 from trnplan.cache import PlanCache
 from trnplan.cache.bundle import import_bundle
-from trnplan.cache.precompile import precompile
+from trnplan.precompile import precompile
 from trnplan.cli import main
 
 

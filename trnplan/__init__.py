@@ -6,18 +6,27 @@
 >>> print(plan.explain())  # doctest: +SKIP
 """
 
+from trnplan import (
+    distributed,  # trnplan.distributed.plan_many: FFTs over torch.distributed
+    fft,  # the torch.fft-compatible functions: trnplan.fft.fft(x), ...
+)
 from trnplan._version import __version__
 from trnplan.backends import get_backend
 from trnplan.cache import PlanCache
-from trnplan.cache.precompile import precompile
-from trnplan.config import set_timelimit
-from trnplan.errors import BackendUnavailable, NotSupportedYet, PlanningError, TrnplanError, WisdomMiss
+from trnplan.core.config import set_timelimit
+from trnplan.core.errors import (
+    BackendUnavailable,
+    NotSupportedYet,
+    PlanningError,
+    TrnplanError,
+    WisdomMiss,
+)
+from trnplan.core.node import PlanNode
+from trnplan.core.problem import Problem
 from trnplan.plan import Plan, clear_plan_cache, plan_cache_info, plan_many
-from trnplan.planner import PlanNode, Planner, SOLVERS, solver_names
-from trnplan.problem import Problem
+from trnplan.planner import SOLVERS, Planner, solver_names
+from trnplan.precompile import precompile
 from trnplan.stft import istft, stft
-from trnplan import fft  # the torch.fft-compatible functions: trnplan.fft.fft(x), ...
-from trnplan import distributed  # trnplan.distributed.plan_many: FFTs over torch.distributed
 
 __all__ = [
     "BackendUnavailable",

@@ -140,8 +140,8 @@ def audit(target, example_inputs=None, *, strategy=None, tol: float | None = Non
     AuditReport
         ``.ok``, ``.findings`` (op, reason, source location, solver), ``.host_only``.
     """
-    from trnplan.plan import Plan
-    from trnplan.problem import Problem
+    from trnplan.core.problem import Problem
+    from trnplan.plan.plan import Plan
 
     if isinstance(target, Problem):
         return _audit_problem(target, strategy, tol)
@@ -181,10 +181,10 @@ def _host_only(problem, tree) -> str | None:
 
 def _audit_problem(problem, strategy, tol) -> AuditReport:
     from trnplan.backends import get_backend
-    from trnplan.errors import PlanningError
+    from trnplan.core.errors import PlanningError
+    from trnplan.core.spec import parse_strategy
     from trnplan.planner import Planner
     from trnplan.planner.registry import solver_names
-    from trnplan.planner.spec import parse_strategy
 
     problem = attrs.evolve(problem, device="neuron")
     subject = f"problem {problem.describe()}" + (f", strategy {strategy}" if strategy else "")
@@ -406,9 +406,9 @@ def audit_grid(solvers=None, precisions=GRID_PRECISIONS, sizes=GRID_SIZES, batch
     Yields ``(solver, precision, label, outcome)`` where outcome is an :class:`AuditReport`, or a
     string saying why the solver does not apply (forced, it declines: not a failure).
     """
-    from trnplan.errors import PlanningError
+    from trnplan.core.errors import PlanningError
+    from trnplan.core.problem import Problem
     from trnplan.planner.registry import solver_names
-    from trnplan.problem import Problem
 
     for solver in solvers or solver_names():
         for precision in precisions:

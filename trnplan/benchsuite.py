@@ -364,7 +364,7 @@ def run_row(row: Row, threads: int, cell_seconds: float, min_repeats: int, rng) 
 
 
 def _plan_type():
-    from trnplan.plan import Plan
+    from trnplan.plan.plan import Plan
 
     return Plan
 

@@ -24,8 +24,8 @@ import numpy as np
 import torch
 
 from trnplan import __version__, benchsuite
-from trnplan.errors import TrnplanError
-from trnplan.plan import plan_many
+from trnplan.core.errors import TrnplanError
+from trnplan.plan.plan import plan_many
 from trnplan.planner import registry
 from trnplan.planner.registry import SOLVERS
 
@@ -199,7 +199,7 @@ def _cmd_solvers(_args) -> int:
 
 
 def _cmd_precompile(args) -> int:
-    from trnplan.cache.precompile import precompile, summary_table
+    from trnplan.precompile import precompile, summary_table
 
     results = precompile(args.manifest, cache=_cache(args), jobs=args.jobs, progress=not args.quiet)
     print(summary_table(results))
@@ -238,8 +238,8 @@ def _cmd_cache(args) -> int:
 
 
 def _cmd_audit(args) -> int:
-    from trnplan.backends.neuron_audit import audit, audit_grid
-    from trnplan.problem import Problem
+    from trnplan.audit import audit, audit_grid
+    from trnplan.core.problem import Problem
 
     if args.grid:
         failed = 0

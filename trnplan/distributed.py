@@ -34,11 +34,11 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from trnplan.errors import NotSupportedYet
-from trnplan.plan import _DEFAULT_CACHE, _PlanFunction
-from trnplan.plan import plan_many as _local_plan_many
+from trnplan.core.errors import NotSupportedYet
+from trnplan.core.problem import NORMS, PRECISIONS, Problem
+from trnplan.plan.plan import _DEFAULT_CACHE, _PlanFunction
+from trnplan.plan.plan import plan_many as _local_plan_many
 from trnplan.planner.real import hermitian_weights
-from trnplan.problem import NORMS, PRECISIONS, Problem
 
 __all__ = ["DistributedPlan", "plan_many", "split_sizes"]
 
@@ -796,7 +796,7 @@ def plan_many(global_shape, batch: int = 1, *, kind: str = "c2c", inverse: bool 
     ValueError, TypeError
         Invalid arguments, or arguments differing across ranks (raised on every rank, naming the
         rank and the field).
-    trnplan.errors.NotSupportedYet
+    trnplan.core.errors.NotSupportedYet
         r2c/c2r in 1-D, pencil on other than rank 3 or on a sub-group, ``transposed_input`` for
         r2c, ``transposed_output`` for c2r, both for 1-D.
 

@@ -2,7 +2,7 @@
 
 Every transform here has torch.fft's signature and semantics (``n``/``s`` zero-pad or crop,
 ``dim`` any/negative/non-last, ``norm``, dtype promotion, ``out=``) and runs as one
-:class:`~trnplan.plan.Plan` from the process-wide plan cache: the transformed dimensions are
+:class:`~trnplan.plan.plan.Plan` from the process-wide plan cache: the transformed dimensions are
 moved to the end, every other dimension becomes the plan's batch, the plan runs, and the
 dimensions are moved back. A second call with the same shape, dtype, norm and device reuses the
 same plan without planning again. Results are differentiable (the plan's backward pass runs the
@@ -40,9 +40,9 @@ import warnings
 
 import torch
 
-from trnplan import plan as _plan_module
-from trnplan.errors import TrnplanError
-from trnplan.plan import plan_many
+from trnplan.core.errors import TrnplanError
+from trnplan.plan import plan as _plan_module
+from trnplan.plan.plan import plan_many
 
 __all__ = [
     "UnsupportedDtypeError",
@@ -470,7 +470,7 @@ _RAISES = """\
         (the same cases and classes as torch.fft).
     UnsupportedDtypeError
         ``input`` is float16, bfloat16 or complex32 (convert with ``x.float()``).
-    trnplan.errors.TrnplanError
+    trnplan.core.errors.TrnplanError
         Planning failed (the message says why)."""
 
 _DOC = """{summary}

@@ -25,7 +25,7 @@ from pathlib import Path
 import attrs
 import torch
 
-from trnplan.errors import TrnplanError
+from trnplan.core.errors import TrnplanError
 
 #: manifest keys and the types they take (plan_many's arguments)
 KEYS = {
@@ -119,7 +119,7 @@ def _plan_kwargs(entry: dict) -> dict:
 
 def _precompile_one(index: int, entry: dict, cache_path: str | None) -> PrecompileResult:
     from trnplan.cache import PlanCache, default_cache
-    from trnplan.plan import _plan_many, plan_many
+    from trnplan.plan.plan import _plan_many, plan_many
 
     cache = PlanCache(cache_path) if cache_path is not None else default_cache()
     kwargs = _plan_kwargs(entry)

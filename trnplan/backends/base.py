@@ -15,7 +15,7 @@ import threading
 import attrs
 import torch
 
-from trnplan.planner.cost import CostProfile
+from trnplan.core.cost import CostProfile
 
 
 @attrs.frozen
@@ -158,7 +158,7 @@ class Backend:
         FFT libraries release the GIL while they compute. The Trainium backend is the seam for one
         loaded artifact per NeuronCore (the Neuron backend issue).
         """
-        from trnplan.planner.multicore import thread_pool
+        from trnplan.backends.pool import thread_pool
 
         return thread_pool(shards)
 
@@ -182,8 +182,8 @@ class Backend:
 
     def jit_compile(self, module, example, mode: str):
         """A runner of ``module`` compiled in this process (``compile="inductor"``)."""
-        from trnplan import config
         from trnplan.backends import artifacts
+        from trnplan.core import config
 
         return artifacts.InductorRunner(module, example, config.inductor_mode())
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from trnplan.backends.base import Backend
-from trnplan.planner.cost import CostProfile
+from trnplan.core.cost import CostProfile
 
 #: Measured on the 2-vCPU AVX-512/AMX Xeon this project develops on (torch 2.13.0+cpu,
 #: 2 threads) with bench/calibrate.py and bench/bench_solvers.py:

@@ -24,7 +24,7 @@ import re
 import torch
 
 from trnplan.backends.base import Backend, PrecisionProbe
-from trnplan.planner.cost import CostProfile
+from trnplan.core.cost import CostProfile
 
 CUDA_PROFILE = CostProfile(
     name="cuda",

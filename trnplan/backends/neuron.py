@@ -38,7 +38,7 @@ How a ``device="neuron"`` plan runs (docs/trainium.md):
 
 *Nothing here has run on Trainium.* The integration is tested on the CPU with a stand-in for
 ``torch_neuronx`` (tests/test_neuron.py) and the graph handed to the compiler by the lowering
-audit (:mod:`trnplan.backends.neuron_audit`); real-hardware tests are marked ``neuron``.
+audit (:mod:`trnplan.audit`); real-hardware tests are marked ``neuron``.
 """
 
 from __future__ import annotations
@@ -56,8 +56,7 @@ import attrs
 import torch
 
 from trnplan.backends.base import Backend, PrecisionProbe
-from trnplan.backends.neuron_audit import AuditReport, Finding, audit, audit_grid
-from trnplan.planner.cost import CostProfile
+from trnplan.core.cost import CostProfile
 
 NEURON_PROFILE = CostProfile(
     name="neuron",
@@ -81,7 +80,7 @@ INSTALL_HINT = (
     "instance: the Neuron DLAMI has them (activate its PyTorch Neuron virtual environment), or pip install "
     "torch-neuronx neuronx-cc --extra-index-url https://pip.repos.neuron.amazonaws.com (PyPI has placeholders "
     "only). trnplan.Planner(trnplan.backends.get_backend('neuron')) shows the tree a NeuronCore would get, and "
-    "trnplan.backends.neuron.audit(problem) checks its lowering (docs/trainium.md)"
+    "trnplan.audit.audit(problem) checks its lowering (docs/trainium.md)"
 )
 
 
@@ -232,7 +231,7 @@ class NeuronBackend(Backend):
     def shard_executor(self, shards: int):
         """One worker thread per NeuronCore used: each drives its own loaded artifact (the NEFF call
         blocks in the Neuron runtime, outside the GIL)."""
-        from trnplan.planner.multicore import thread_pool
+        from trnplan.backends.pool import thread_pool
 
         return thread_pool(shards)
 
@@ -370,5 +369,5 @@ class NeuronExecutor:
         return tuple(torch.cat(parts) for parts in zip(*outs))
 
 
-__all__ = ["NEURON_PROFILE", "NeuronBackend", "NeuronExecutor", "AuditReport", "Finding", "audit", "audit_grid",
+__all__ = ["NEURON_PROFILE", "NeuronBackend", "NeuronExecutor",
            "bucket_batch", "bucketed", "target", "compiler_args"]

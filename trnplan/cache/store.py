@@ -45,7 +45,7 @@ from pathlib import Path
 
 import diskcache
 
-from trnplan.errors import TrnplanError
+from trnplan.core.errors import TrnplanError
 
 WISDOM_FORMAT = 1
 

@@ -27,6 +27,9 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+import torch
+
 #: the storage (and elementwise) precision of each mode: the bf16 modes and tf32 keep their data
 #: in float32 and only round or split the operands of matrix-engine GEMMs
 STORAGE = {"fp32": "fp32", "fp64": "fp64", "bf16": "fp32", "bf16x3": "fp32", "bf16x6": "fp32", "tf32": "fp32"}
@@ -120,3 +123,61 @@ def log_growth(n: int) -> float:
 def sqrt_growth(n: int) -> float:
     """√n: the error growth of an n-term dot product."""
     return math.sqrt(max(n, 1))
+
+
+# ---------------------------------------------------------------- the measurement the model is checked against
+
+#: the seed of the verification input: the same input on every run, so stored errors compare
+SEED = 20240605
+
+
+def reference(problem, x: np.ndarray) -> np.ndarray:
+    """numpy.fft in float64/complex128 over the problem's last ``rank`` axes, with its norm."""
+    axes = tuple(range(-problem.rank, 0))
+    if problem.kind == "r2c":
+        return np.fft.rfftn(x, axes=axes, norm=problem.norm)
+    if problem.kind == "c2r":
+        return np.fft.irfftn(x, s=problem.shape, axes=axes, norm=problem.norm)
+    fn = np.fft.ifftn if problem.inverse else np.fft.fftn
+    return fn(x, axes=axes, norm=problem.norm)
+
+
+def seeded_input(problem, seed: int = SEED) -> np.ndarray:
+    """The verification input, float64/complex128: complex normal (c2c, c2r) or real normal (r2c).
+
+    For c2r the input is the half spectrum of a real signal (numpy.fft.rfftn of real normal
+    data), so that it is Hermitian-consistent and the transform is exactly invertible.
+    """
+    rng = np.random.default_rng(seed)
+    shape = (problem.batch, *problem.shape)
+    if problem.kind == "r2c":
+        return rng.standard_normal(shape)
+    if problem.kind == "c2r":
+        return np.fft.rfftn(rng.standard_normal(shape), axes=tuple(range(-problem.rank, 0)))
+    return rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+
+
+def measure_error(plan, seed: int = SEED) -> float:
+    """Relative L2 error ‖y − ref‖/‖ref‖ of ``plan`` on seeded random input vs float64 numpy.fft.
+
+    Parameters
+    ----------
+    plan : Plan
+        Any plan (c2c, r2c, c2r, any rank); run once through :meth:`Plan.execute`.
+    seed : int, optional
+        Seed of the input (default :data:`SEED`).
+
+    Returns
+    -------
+    float
+        The measured relative L2 error.
+    """
+    p = plan.problem
+    x = seeded_input(p, seed)
+    dtype = p.real_dtype if p.real_input else p.torch_dtype
+    with torch.no_grad():
+        y = plan.execute(torch.from_numpy(x).to(dtype=dtype, device=plan.device))
+    y = y.detach().cpu().numpy().astype(np.complex128 if y.is_complex() else np.float64)
+    ref = reference(p, x)
+    denom = np.linalg.norm(ref)
+    return float(np.linalg.norm(y - ref) / (denom if denom > 0 else 1.0))

@@ -4,7 +4,7 @@ A node names its solver, the sub-problem it solves (length, batch, direction), t
 parameters, its children, and the cost model's predictions for the whole subtree. It holds no
 tensors and no modules: lowering turns it into a torch module, and the wisdom store keeps it as
 JSON. ``str(node)`` is a one-line s-expression in the FFTW tradition, e.g.
-``(four-step 4096=64x64 (dft-gemm 64) (dft-gemm 64))``, which :mod:`trnplan.planner.spec` parses
+``(four-step 4096=64x64 (dft-gemm 64) (dft-gemm 64))``, which :mod:`trnplan.core.spec` parses
 back, so a printed plan can be handed to ``strategy=`` to force exactly that tree.
 """
 

@@ -1,7 +1,7 @@
 """Problem: *what* to compute, never how.
 
 A :class:`Problem` is a frozen, validated value. It holds no tensors and no decisions; the
-planner turns it into a :class:`~trnplan.planner.node.PlanNode`. Its :meth:`Problem.digest`
+planner turns it into a :class:`~trnplan.core.node.PlanNode`. Its :meth:`Problem.digest`
 is the stable key used by the in-process plan cache (and, later, the on-disk wisdom).
 
 Value-level validity (a positive length, a known norm) is checked here. Whether this version
@@ -107,7 +107,7 @@ class Problem:
     norm : {"backward", "ortho", "forward"}
         Scaling, with torch.fft's meaning.
     device : {"cpu", "cuda", "neuron"}
-        Device *kind*; the device index lives on the :class:`~trnplan.plan.Plan`.
+        Device *kind*; the device index lives on the :class:`~trnplan.plan.plan.Plan`.
     cores : int
         Cores to split the work over (the multicore solver; every sub-problem inherits it).
     """

@@ -21,7 +21,7 @@ import re
 
 import attrs
 
-from trnplan.errors import PlanningError
+from trnplan.core.errors import PlanningError
 
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 _WORD = re.compile(r"[a-z][a-z0-9-]*")

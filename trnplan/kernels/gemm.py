@@ -51,27 +51,7 @@ import threading
 import numpy as np
 import torch
 
-#: the (data slice, constant slice) products each mode sums, 0-based slice indices; ordered
-#: small terms first, so the fp32 accumulator adds the corrections before the leading product
-PRODUCTS = {
-    "fp32": ((0, 0),),
-    "fp64": ((0, 0),),
-    "tf32": ((0, 0),),
-    "bf16": ((0, 0),),
-    "bf16x3": ((1, 0), (0, 1), (0, 0)),
-    "bf16x6": ((2, 0), (1, 1), (0, 2), (1, 0), (0, 1), (0, 0)),
-}
-#: how many bf16 slices each operand is split into (0: not split, the storage dtype is used)
-SLICES = {"fp32": 0, "fp64": 0, "tf32": 0, "bf16": 1, "bf16x3": 2, "bf16x6": 3}
-BF16_MODES = ("bf16", "bf16x3", "bf16x6")
-#: the modes that change GEMM arithmetic only: solvers without a GEMM (native, butterfly) decline
-REDUCED_GEMM_MODES = ("bf16", "bf16x3", "bf16x6", "tf32")
-GEMM_MODES = tuple(PRODUCTS)
-
-
-def products(mode: str) -> int:
-    """Number of GEMM products a mode costs (1 for the plain modes)."""
-    return len(PRODUCTS[mode])
+from trnplan.core.cost import PRODUCTS, SLICES
 
 
 def split_bf16(x: torch.Tensor, slices: int, *, as_bf16: bool = False) -> list[torch.Tensor]:
@@ -312,45 +292,10 @@ class Gemm(torch.nn.Module):
 
 
 __all__ = [
-    "BF16_MODES",
-    "GEMM_MODES",
-    "PRODUCTS",
-    "REDUCED_GEMM_MODES",
-    "SLICES",
     "Gemm",
     "fp32_matmul_scope",
-    "gemm_work",
     "matmul",
     "native_bf16_matmul",
-    "products",
     "split_bf16",
     "tf32_scope",
 ]
-
-
-def gemm_work(precision: str, profile, flops: float, data_elements: float, itemsize: int):
-    """The cost-model :class:`~trnplan.planner.cost.Work` of one constant-operand GEMM in a mode.
-
-    ``flops`` is the plain GEMM's count. A mode with P products multiplies it by P, priced at the
-    profile's bf16 (or TF32) matrix rate where it has one (CUDA, Neuron) and at the fp32 rate
-    where the mode is emulated with fp32 GEMMs (the CPU: ``gemm_flops`` is then counted at the
-    fp32 rate). Splitting the data costs per slice a cast down, a cast back and (but the last) a
-    subtraction over ``data_elements`` values, plus the concatenation of the P operand copies;
-    on a profile with ``native_bf16`` (CUDA) no cast back, and the copies are half-width.
-    """
-    from trnplan.planner.cost import Work, copy, elementwise
-
-    rate = "bfloat16" if precision in BF16_MODES else "tf32" if precision == "tf32" else None
-    scale = profile.gemm_gflops["float32"] / profile.gemm_gflops[rate] if rate in profile.gemm_gflops else 1.0
-    p = products(precision)
-    slices = SLICES[precision]
-    # where the device multiplies real bf16 tensors the slices are half-width and each costs one
-    # cast (and a residual subtraction) instead of cast, cast back and subtract (split_bf16)
-    native = slices and profile.native_bf16
-    operand = itemsize // 2 if native else itemsize
-    work = Work(gemm_flops=flops * p * scale, bytes=(p - 1) * data_elements * operand)
-    if slices:
-        work += elementwise((2 if native else 3) * slices - 1, data_elements, itemsize, operands=2)
-        if p > 1:
-            work += copy(p * data_elements, operand)
-    return work

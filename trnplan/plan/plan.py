@@ -14,19 +14,19 @@ from collections import OrderedDict
 
 import torch
 
-from trnplan import config
 from trnplan.backends import get_backend
 from trnplan.cache import PlanCache, default_cache
-from trnplan.cache.provide import provide
-from trnplan.errors import BackendUnavailable, NotSupportedYet, PlanningError
+from trnplan.core import config
+from trnplan.core.errors import BackendUnavailable, PlanningError
+from trnplan.core.node import PlanNode
+from trnplan.core.problem import EFFORTS, Problem
+from trnplan.core.spec import Spec, parse_strategy
+from trnplan.plan.provide import provide
+from trnplan.plan.verify import describe_measured
+from trnplan.planner.measure import describe as measure_lines
 from trnplan.planner.planner import CHOSEN, PlanModule
 from trnplan.planner.real import hermitian_weights
-from trnplan.planner.node import PlanNode
 from trnplan.planner.registry import solver_names
-from trnplan.planner.spec import Spec, parse_strategy
-from trnplan.problem import EFFORTS, Problem
-from trnplan.verify import describe_measured
-from trnplan.planner.measure import describe as measure_lines
 
 __all__ = ["Plan", "PlanModule", "plan_many", "clear_plan_cache", "plan_cache_info"]
 
@@ -518,7 +518,7 @@ def plan_many(
         forward by 1/n, "ortho" both by 1/√n.
     device : str or torch.device, default "cpu"
         ``"cpu"`` or ``"cuda"`` (optionally ``"cuda:1"``); ``"neuron"`` (Trainium, needs
-        torch-neuronx, else :class:`~trnplan.errors.BackendUnavailable`): the plan takes and returns
+        torch-neuronx, else :class:`~trnplan.core.errors.BackendUnavailable`): the plan takes and returns
         host tensors, its batch is bucketed (docs/trainium.md).
     cores : int, default 1
         Cores to split the work over (CPU worker threads; NeuronCores on Trainium). With C > 1
@@ -559,7 +559,7 @@ def plan_many(
     verify : bool, default False
         Run the plan once on seeded random input against float64 numpy.fft, keep the measured
         error (``plan.tree.measured_error``, stored in the wisdom entry, shown by explain()), and
-        raise PlanningError if it is over the bound (see :func:`trnplan.verify.verify_plan`).
+        raise PlanningError if it is over the bound (see :func:`trnplan.plan.verify.verify_plan`).
 
     Returns
     -------
@@ -569,14 +569,14 @@ def plan_many(
     ------
     ValueError, TypeError
         Invalid arguments (the message names the argument and what is accepted).
-    trnplan.errors.PlanningError
+    trnplan.core.errors.PlanningError
         A forced strategy does not apply (the message lists the solvers that do); ``tol`` is out
         of reach for the precision; tf32 off CUDA; a verified plan measured over its bound.
-    trnplan.errors.NotSupportedYet
+    trnplan.core.errors.NotSupportedYet
         A valid request this version does not build yet.
-    trnplan.errors.BackendUnavailable
+    trnplan.core.errors.BackendUnavailable
         The device cannot run here (no GPU, no Neuron SDK).
-    trnplan.errors.WisdomMiss
+    trnplan.core.errors.WisdomMiss
         ``wisdom_only`` and the cache has no plan (the message names the differing fingerprint).
     trnplan.cache.UntrustedCacheError
         An artifact would be loaded from a cache directory other users can write.
@@ -655,7 +655,7 @@ def _build_plan(problem: Problem, spec: Spec | None, dev: torch.device, tol: flo
     plan._plan_options = {"tol": tol, "cache": cache, "compile": compile,
                           "effort": "estimate" if effort == "wisdom_only" else effort}
     if verify:
-        from trnplan.verify import verify_plan
+        from trnplan.plan.verify import verify_plan
 
         verify_plan(plan, cache)
     return plan

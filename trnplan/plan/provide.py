@@ -26,19 +26,19 @@ import warnings
 import attrs
 import torch
 
-from trnplan import config
 from trnplan.backends import get_backend
 from trnplan.backends.artifacts import problem_inputs
 from trnplan.backends.base import PrecisionProbe
 from trnplan.cache.fingerprint import diff, fingerprint, fingerprint_digest
 from trnplan.cache.store import WISDOM_FORMAT, CacheWarning, PlanCache
-from trnplan.errors import PlanningError, WisdomMiss
+from trnplan.core import config
+from trnplan.core.errors import PlanningError, WisdomMiss
+from trnplan.core.node import PlanNode
+from trnplan.core.spec import Spec, parse_strategy
 from trnplan.planner import learn
 from trnplan.planner.measure import Measurement, measure, ranked_candidates
-from trnplan.planner.node import PlanNode
 from trnplan.planner.planner import Candidate, Planner
 from trnplan.planner.registry import solver_names
-from trnplan.planner.spec import Spec, parse_strategy
 
 
 @attrs.define
@@ -355,7 +355,7 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
 
 def _measure(problem, spec, device, planner, effort, estimate_node):
     """Time the candidates (trnplan.planner.measure) the way Plan.execute runs them."""
-    from trnplan.plan import Plan  # plan.py imports this module
+    from trnplan.plan.plan import Plan  # plan.py imports this module
 
     def make_plan(tree, module):
         return Plan(problem, tree, (), module, device, provenance=Provenance(), strategy=None,

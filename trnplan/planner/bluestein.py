@@ -28,10 +28,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from trnplan.core.accuracy import SMALL_SAMPLE, UNIT_ROUNDOFF, combine, storage
+from trnplan.core.cost import REDUCED_GEMM_MODES, cmul_work, copy
 from trnplan.kernels import chirp, cmul
-from trnplan.kernels.gemm import REDUCED_GEMM_MODES
-from trnplan.planner.accuracy import SMALL_SAMPLE, UNIT_ROUNDOFF, combine, storage
-from trnplan.planner.cost import cmul_work, copy
 from trnplan.planner.solver import Solver, best_variant, itemsize, prime_factors
 
 #: chirp rounding (three chirp/spectrum products) added to the inner errors: c·u

@@ -13,10 +13,9 @@ import math
 import numpy as np
 import torch
 
+from trnplan.core.accuracy import UNIT_ROUNDOFF, log_growth, storage
+from trnplan.core.cost import REDUCED_GEMM_MODES, cmul_work, copy, elementwise
 from trnplan.kernels import cmul, twiddle_table
-from trnplan.kernels.gemm import REDUCED_GEMM_MODES
-from trnplan.planner.accuracy import UNIT_ROUNDOFF, log_growth, storage
-from trnplan.planner.cost import cmul_work, copy, elementwise
 from trnplan.planner.solver import Solver, is_power_of_two, itemsize
 
 #: error constant c of c·u·√log2(n): measured ratios reached 0.67 (fp32) and 1.50 (fp64) in

@@ -19,16 +19,16 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from trnplan.kernels import dft_matrix, fused_complex_matrix
-from trnplan.kernels.gemm import Gemm, gemm_work
-from trnplan.planner.accuracy import (
+from trnplan.core.accuracy import (
     UNIT_ROUNDOFF,
     combine,
     gemm_error,
     sqrt_growth,
     storage,
 )
-from trnplan.planner.cost import Work, copy
+from trnplan.core.cost import Work, copy, gemm_work
+from trnplan.kernels import dft_matrix, fused_complex_matrix
+from trnplan.kernels.gemm import Gemm
 from trnplan.planner.solver import Solver, itemsize
 
 #: the 2n×2n matrix may take at most this much memory (fp32: n ≤ 2048; fp64: n ≤ 1448)

@@ -22,9 +22,9 @@ import math
 
 import torch
 
+from trnplan.core.accuracy import UNIT_ROUNDOFF, combine
+from trnplan.core.cost import cmul_work, transpose
 from trnplan.kernels import cmul, twiddle_table
-from trnplan.planner.accuracy import UNIT_ROUNDOFF, combine
-from trnplan.planner.cost import cmul_work, transpose
 from trnplan.planner.solver import (
     Solver,
     best_variant,

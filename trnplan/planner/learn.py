@@ -1,7 +1,7 @@
 """The cost model learns: measured times recalibrate a backend profile's constants.
 
 Every timed candidate of measured planning (:mod:`trnplan.planner.measure`) is a sample: the
-tree's work by cost-model term (:attr:`PlanNode.terms <trnplan.planner.node.PlanNode.terms>`:
+tree's work by cost-model term (:attr:`PlanNode.terms <trnplan.core.node.PlanNode.terms>`:
 launches, library calls, GEMM and FFT flops per dtype, bytes) and its measured time. The
 prediction is linear in the terms, ``t = Σ_j w_j · p_j`` with the profile's price ``p_j`` of term
 ``j`` (µs per launch, per flop, per byte), so the calibration is one multiplier ``s_j`` per price,
@@ -29,7 +29,7 @@ import warnings
 import attrs
 import numpy as np
 
-from trnplan.planner.cost import CostProfile
+from trnplan.core.cost import CostProfile
 
 #: ridge weight pulling each log-multiplier towards 0 (the prior profile)
 RIDGE = 0.05

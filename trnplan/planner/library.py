@@ -19,10 +19,10 @@ from typing import ClassVar
 
 import torch
 
+from trnplan.core.accuracy import SMALL_SAMPLE, STORAGE, UNIT_ROUNDOFF, log_growth
+from trnplan.core.cost import Work
 from trnplan.kernels import hostlib
 from trnplan.planner import native
-from trnplan.planner.accuracy import SMALL_SAMPLE, STORAGE, UNIT_ROUNDOFF, log_growth
-from trnplan.planner.cost import Work
 from trnplan.planner.solver import Solver, WholeShape, library_io, prime_factors
 
 #: The constants below were measured on this project's 2-vCPU box (AMD EPYC, 2 threads, torch

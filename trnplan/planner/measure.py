@@ -6,9 +6,9 @@ The cost model guesses; measured planning times. For one problem:
    tree the solvers try at the top level within the accuracy bound (each solver's variants:
    the library leaves, four-step splits, Bluestein lengths, real and nd methods, precision
    modes …; their children chosen by the model), sorted by predicted time.
-2. "measure" times the model's best ``K`` of them (:func:`trnplan.config.measure_top_k`,
+2. "measure" times the model's best ``K`` of them (:func:`trnplan.core.config.measure_top_k`,
    default 6, ``TRNPLAN_MEASURE_TOP_K``); "patient" times all of them.
-3. Each is lowered and run the way :meth:`Plan.execute <trnplan.plan.Plan.execute>` runs it
+3. Each is lowered and run the way :meth:`Plan.execute <trnplan.plan.plan.Plan.execute>` runs it
    (its fast path included) on the seeded verification input on the plan's device: one
    warm-up call, then the median of repeats (calls grouped so that each sample lasts ≥ 50 µs;
    CUDA synchronised). Its error against float64 numpy.fft is measured on the same output.
@@ -16,7 +16,7 @@ The cost model guesses; measured planning times. For one problem:
    predicted and measured time and error go into the wisdom entry (explain() prints them), so
    a later ``plan_many`` — in this process or another — replays the winner without timing.
 
-The time limit (:func:`trnplan.config.set_timelimit`, ``TRNPLAN_TIMELIMIT``; default 5 s for
+The time limit (:func:`trnplan.core.config.set_timelimit`, ``TRNPLAN_TIMELIMIT``; default 5 s for
 measure, 30 s for patient) is checked before each candidate and caps each candidate's repeats;
 the model's pick is always timed. Candidates not reached are listed as "not timed (time limit)".
 
@@ -35,8 +35,8 @@ import attrs
 import numpy as np
 import torch
 
-from trnplan import config
-from trnplan.errors import PlanningError
+from trnplan.core import config
+from trnplan.core.errors import PlanningError
 
 FASTEST = "fastest"
 SLOWER = "slower"
@@ -188,7 +188,7 @@ def measure(planner, problem, spec, device: torch.device, effort: str, estimate_
     PlanningError
         No timed candidate measured within the accuracy bound.
     """
-    from trnplan.verify import _reference, seeded_input
+    from trnplan.core.accuracy import reference, seeded_input
 
     tol = planner.tol(problem)
     # the estimate's pick first (always timed), then the rest by predicted time
@@ -197,7 +197,7 @@ def measure(planner, problem, spec, device: torch.device, effort: str, estimate_
     limit = config.timelimit(effort)
 
     x64 = seeded_input(problem)
-    ref = _reference(problem, x64)
+    ref = reference(problem, x64)
     dtype = problem.real_dtype if problem.real_input else problem.torch_dtype
     x = torch.from_numpy(x64).to(dtype=dtype, device=device)
     ref_norm = float(np.linalg.norm(ref)) or 1.0
@@ -293,7 +293,7 @@ def describe(m: Measurement) -> list[str]:
 
 
 def _us(us: float | None) -> str:
-    from trnplan.plan import _time  # plan.py imports this module
+    from trnplan.plan.plan import _time  # plan.py imports this module
 
     return "—" if us is None or not math.isfinite(us) else _time(us)
 

@@ -30,12 +30,11 @@ from __future__ import annotations
 
 import math
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import attrs
 import torch
 
-from trnplan.planner.cost import Work, copy
+from trnplan.core.cost import Work, copy
 from trnplan.planner.solver import Solver, at_root, itemsize, library_io, root_output
 
 #: fixed cost of handing one shard to a worker and collecting it (submit, wake, join), µs:
@@ -204,24 +203,3 @@ class MulticoreShards(torch.nn.Module):
         pool = self.backend.shard_executor(len(sizes))
         futures = [pool.submit(fn, *piece) for fn, piece in zip(fns[1:], pieces[1:])]
         return [fns[0](*pieces[0])] + [f.result() for f in futures]
-
-
-_POOLS: dict = {}
-
-
-def _init_worker(threads: int) -> None:
-    """A new worker thread adopts torch's intra-op thread count: OpenMP keeps that setting per
-    thread, so a fresh thread would otherwise run torch ops on the machine's default (every
-    core), oversubscribing the cores the other shards use (measured: a 2-shard split of 128 ×
-    1024 ran 4× slower than unsplit on 2 vCPUs before this)."""
-    torch.set_num_threads(threads)
-
-
-def thread_pool(workers: int) -> ThreadPoolExecutor:
-    """The process-wide worker pool of ``workers`` threads (made once per size and thread count)."""
-    key = (workers, torch.get_num_threads())
-    pool = _POOLS.get(key)
-    if pool is None:
-        pool = _POOLS.setdefault(key, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="trnplan-shard",
-                                                         initializer=_init_worker, initargs=(key[1],)))
-    return pool

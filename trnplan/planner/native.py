@@ -12,9 +12,8 @@ import math
 
 import torch
 
-from trnplan.kernels.gemm import REDUCED_GEMM_MODES
-from trnplan.planner.accuracy import STORAGE, UNIT_ROUNDOFF, log_growth
-from trnplan.planner.cost import Work
+from trnplan.core.accuracy import STORAGE, UNIT_ROUNDOFF, log_growth
+from trnplan.core.cost import REDUCED_GEMM_MODES, Work
 from trnplan.planner.solver import Solver, library_io, prime_factors
 
 #: error constant c of c·u·√log2(n) per precision: measured ratios error/(u·√log2 n) reached

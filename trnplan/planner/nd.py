@@ -21,11 +21,17 @@ import math
 
 import torch
 
-from trnplan.errors import PlanningError
+from trnplan.core.accuracy import UNIT_ROUNDOFF, combine, log_growth
+from trnplan.core.cost import Work, copy, transpose
+from trnplan.core.errors import PlanningError
 from trnplan.planner import native
-from trnplan.planner.accuracy import UNIT_ROUNDOFF, combine, log_growth
-from trnplan.planner.cost import Work, copy, transpose
-from trnplan.planner.solver import Solver, WholeShape, best_variant, itemsize, library_io
+from trnplan.planner.solver import (
+    Solver,
+    WholeShape,
+    best_variant,
+    itemsize,
+    library_io,
+)
 
 METHODS = ("lib", "rowcol")
 

@@ -5,7 +5,7 @@ do not apply or whose predicted error exceeds the accuracy bound, and keeps the 
 cost model. Composite solvers obtain their children *only* through ``Planner.plan``, so the
 memo, the accuracy bound and the cost accounting apply at every level of the tree.
 
-A strategy spec (:mod:`trnplan.planner.spec`) restricts the search: its root names the solver,
+A strategy spec (:mod:`trnplan.core.spec`) restricts the search: its root names the solver,
 its children constrain the children; anything left free is searched as usual.
 """
 
@@ -14,12 +14,12 @@ from __future__ import annotations
 import attrs
 import torch
 
-from trnplan.errors import PlanningError
-from trnplan.planner.accuracy import DEFAULT_TOL
-from trnplan.planner.node import PlanNode
+from trnplan.core.accuracy import DEFAULT_TOL
+from trnplan.core.errors import PlanningError
+from trnplan.core.node import PlanNode
+from trnplan.core.spec import Spec
 from trnplan.planner import registry
 from trnplan.planner.solver import VARIANTS, BuildContext
-from trnplan.planner.spec import Spec
 
 CHOSEN = "chosen"
 MORE_EXPENSIVE = "more expensive"
@@ -49,7 +49,7 @@ class Planner:
         :func:`trnplan.planner.registry.solvers`).
     tol : float, optional
         Relative L2 error bound every plan must be predicted to meet; default per precision
-        from :data:`trnplan.planner.accuracy.DEFAULT_TOL`.
+        from :data:`trnplan.core.accuracy.DEFAULT_TOL`.
     """
 
     def __init__(self, backend, *, solvers=None, tol: float | None = None, probe=None, device=None,

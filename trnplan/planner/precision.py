@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import attrs
 
-from trnplan.errors import PlanningError
-from trnplan.planner.node import PlanNode
+from trnplan.core.errors import PlanningError
+from trnplan.core.node import PlanNode
 from trnplan.planner.solver import Solver, note_variant
 
 #: the modes auto tries, cheapest arithmetic first (registry order breaks cost ties the same way)

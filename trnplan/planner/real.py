@@ -35,12 +35,18 @@ import math
 import numpy as np
 import torch
 
+from trnplan.core.accuracy import UNIT_ROUNDOFF, combine, log_growth, sqrt_growth
+from trnplan.core.cost import Work, cmul_work, copy, elementwise
 from trnplan.kernels import cmul, dft_matrix, twiddle_table
 from trnplan.kernels.gemm import Gemm
 from trnplan.planner import native
-from trnplan.planner.accuracy import UNIT_ROUNDOFF, combine, log_growth, sqrt_growth
-from trnplan.planner.cost import Work, cmul_work, copy, elementwise
-from trnplan.planner.solver import Solver, best_variant, itemsize, library_io, prime_factors
+from trnplan.planner.solver import (
+    Solver,
+    best_variant,
+    itemsize,
+    library_io,
+    prime_factors,
+)
 
 METHODS = ("lib", "half", "full", "gemm")
 #: the real DFT matrix of method=gemm has n × 2h values; beyond this n the O(n²) GEMM loses
@@ -214,7 +220,7 @@ class Real(Solver):
         forced = spec.option("method") if spec is not None else None
         methods = [forced] if forced else [m for m in METHODS if self._why_not_method(problem, planner, m) is None]
         if forced and (reason := self._why_not_method(problem, planner, forced)):
-            from trnplan.errors import PlanningError
+            from trnplan.core.errors import PlanningError
 
             raise PlanningError(reason)
         return best_variant(lambda m: self._plan_method(problem, planner, spec, m), methods,

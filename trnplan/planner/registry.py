@@ -19,8 +19,8 @@ from trnplan.planner.butterfly import Butterfly
 from trnplan.planner.dft_gemm import DFTGemmSolver
 from trnplan.planner.four_step import FourStep
 from trnplan.planner.library import HOST_LIBRARIES
-from trnplan.planner.native import Native
 from trnplan.planner.multicore import Multicore
+from trnplan.planner.native import Native
 from trnplan.planner.nd import ND
 from trnplan.planner.precision import Precision
 from trnplan.planner.real import Real

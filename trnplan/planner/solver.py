@@ -12,7 +12,7 @@ A solver answers four questions about a 1-D sub-problem:
     Lower the node to a ``torch.nn.Module`` mapping ``(re, im)`` of shape ``(M, n)`` to the
     unscaled transform ``(re, im)`` of the same shape, for any ``M``.
 ``atoms``
-    How the node prints is shared (:func:`trnplan.planner.node.format_atoms`).
+    How the node prints is shared (:func:`trnplan.core.node.format_atoms`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import attrs
 import numpy as np
 import torch
 
-from trnplan.planner.cost import Work, add_terms, work_terms
-from trnplan.planner.node import PlanNode
-from trnplan.problem import Problem
+from trnplan.core.cost import Work, add_terms, work_terms
+from trnplan.core.node import PlanNode
+from trnplan.core.problem import Problem
 
 
 @attrs.frozen
@@ -227,7 +227,7 @@ def best_variant(make, variants, tol: float | None = None):
     A variant whose children a strategy spec cannot satisfy raises PlanningError; it is skipped,
     and if every variant fails the last error is re-raised, so the user sees why.
     """
-    from trnplan.errors import PlanningError
+    from trnplan.core.errors import PlanningError
 
     best, error = None, None
 

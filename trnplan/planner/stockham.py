@@ -21,16 +21,16 @@ import math
 
 import torch
 
-from trnplan.kernels import cmul, dft_matrix, fused_complex_matrix, twiddle_table
-from trnplan.kernels.gemm import Gemm, gemm_work
-from trnplan.planner.accuracy import (
+from trnplan.core.accuracy import (
     UNIT_ROUNDOFF,
     combine,
     gemm_error,
     log_growth,
     storage,
 )
-from trnplan.planner.cost import Work, cmul_work, transpose
+from trnplan.core.cost import Work, cmul_work, gemm_work, transpose
+from trnplan.kernels import cmul, dft_matrix, fused_complex_matrix, twiddle_table
+from trnplan.kernels.gemm import Gemm
 from trnplan.planner.solver import Solver, is_power_of_two, itemsize
 
 #: error constant c of c·u·√log2(n): measured ratios reached 0.74 (fp32) and 1.94 (fp64, still
