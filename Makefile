@@ -5,14 +5,14 @@ BIN    := $(VENV)/bin
 # torch is pinned to the CPU build on purpose: any other torch request pulls a multi-GB CUDA build
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup demo test bench bench-suite bench-distributed accuracy clean
+.PHONY: setup demo test lint bench bench-suite bench-distributed accuracy clean
 
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e '.[test,bench,fftw,mkl]'
+	$(BIN)/python -m pip install --quiet -e '.[test,bench,fftw,mkl,dev]'
 	touch $@
 
 demo: setup  ## plan, run, explain and verify a real transform
@@ -21,6 +21,11 @@ demo: setup  ## plan, run, explain and verify a real transform
 
 test: setup  ## the whole test suite
 	$(BIN)/python -m pytest -q
+
+lint: setup  ## ruff, the import-layer contract (pyproject.toml), no cycles, function length
+	$(BIN)/ruff check trnplan
+	PYTHONPATH=. $(BIN)/lint-imports
+	PYTHONPATH=. $(BIN)/python tools/check_code.py
 
 bench: setup  ## the solver benchmark; rewrites the tables in docs/benchmarks.md
 	$(BIN)/python bench/bench_solvers.py --markdown docs/benchmarks.md

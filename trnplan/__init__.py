@@ -29,6 +29,7 @@ from trnplan.precompile import precompile
 from trnplan.stft import istft, stft
 
 __all__ = [
+    "SOLVERS",
     "BackendUnavailable",
     "NotSupportedYet",
     "Plan",
@@ -37,7 +38,6 @@ __all__ = [
     "Planner",
     "PlanningError",
     "Problem",
-    "SOLVERS",
     "TrnplanError",
     "WisdomMiss",
     "__version__",

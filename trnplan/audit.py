@@ -30,6 +30,16 @@ import warnings
 import attrs
 import torch
 
+from trnplan.backends import get_backend
+from trnplan.backends.artifacts import problem_inputs
+from trnplan.core.errors import PlanningError
+from trnplan.core.problem import Problem
+from trnplan.core.spec import parse_strategy
+from trnplan.plan.plan import Plan
+from trnplan.planner import Planner, registry
+from trnplan.planner.library import HOST_LIBRARIES
+from trnplan.planner.registry import solver_names
+
 ALLOWLIST_FILE = "neuron_aten_allowlist.tsv"
 #: real dtypes a NeuronCore computes in (data-types.rst: FP32, FP16, BF16, TF32, cFP8, UINT8, INT32)
 DEVICE_DTYPES = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16",
@@ -140,8 +150,6 @@ def audit(target, example_inputs=None, *, strategy=None, tol: float | None = Non
     AuditReport
         ``.ok``, ``.findings`` (op, reason, source location, solver), ``.host_only``.
     """
-    from trnplan.core.problem import Problem
-    from trnplan.plan.plan import Plan
 
     if isinstance(target, Problem):
         return _audit_problem(target, strategy, tol)
@@ -161,8 +169,6 @@ def audit(target, example_inputs=None, *, strategy=None, tol: float | None = Non
 
 
 def _problem_inputs(problem):
-    from trnplan.backends.artifacts import problem_inputs
-
     return problem_inputs(problem, torch.device("cpu"))
 
 
@@ -170,8 +176,6 @@ def _host_only(problem, tree) -> str | None:
     if problem.precision in HOST_ONLY_PRECISION:
         return HOST_ONLY_PRECISION[problem.precision]
     if tree is not None:
-        from trnplan.planner.library import HOST_LIBRARIES
-
         host = {s.name for s in HOST_LIBRARIES}
         if tree.solver in host:
             return (f"the plan is the host FFT library {tree.solver!r} (the Trainium backend's host fallback): "
@@ -180,18 +184,10 @@ def _host_only(problem, tree) -> str | None:
 
 
 def _audit_problem(problem, strategy, tol) -> AuditReport:
-    from trnplan.backends import get_backend
-    from trnplan.core.errors import PlanningError
-    from trnplan.core.spec import parse_strategy
-    from trnplan.planner import Planner
-    from trnplan.planner.registry import solver_names
-
     problem = attrs.evolve(problem, device="neuron")
     subject = f"problem {problem.describe()}" + (f", strategy {strategy}" if strategy else "")
     if problem.precision in HOST_ONLY_PRECISION:
         return AuditReport(subject, host_only=HOST_ONLY_PRECISION[problem.precision])
-    from trnplan.planner.library import HOST_LIBRARIES
-    from trnplan.planner.registry import solvers
 
     backend = get_backend("neuron")
     spec = parse_strategy(strategy, solver_names()) if strategy is not None else None
@@ -203,7 +199,7 @@ def _audit_problem(problem, strategy, tol) -> AuditReport:
             note = (f"plan_many would run this on the host ({chosen}, the host fallback); audited: the plan a "
                     f"NeuronCore would get")
         host = {s.name for s in HOST_LIBRARIES}
-        planner = Planner(backend, exportable=True, tol=tol, solvers=[s for s in solvers() if s.name not in host])
+        planner = Planner(backend, exportable=True, tol=tol, solvers=[s for s in registry.solvers() if s.name not in host])
     else:
         planner = Planner(backend, exportable=True, tol=tol)
     try:
@@ -345,8 +341,6 @@ def _location(node) -> str:
 @functools.lru_cache(maxsize=1)
 def _solver_modules() -> dict[str, str]:
     """Python module of each solver's class → solver name (the planner/ module that lowers it)."""
-    from trnplan.planner import registry
-
     out: dict[str, str] = {}
     for solver in registry.solvers():
         out.setdefault(type(solver).__module__, solver.name)
@@ -406,9 +400,6 @@ def audit_grid(solvers=None, precisions=GRID_PRECISIONS, sizes=GRID_SIZES, batch
     Yields ``(solver, precision, label, outcome)`` where outcome is an :class:`AuditReport`, or a
     string saying why the solver does not apply (forced, it declines: not a failure).
     """
-    from trnplan.core.errors import PlanningError
-    from trnplan.core.problem import Problem
-    from trnplan.planner.registry import solver_names
 
     for solver in solvers or solver_names():
         for precision in precisions:

@@ -50,6 +50,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from trnplan._version import __version__
+from trnplan.core.errors import NotSupportedYet, PlanningError
+from trnplan.plan.api import plan_many
+from trnplan.plan.plan import Plan
+from trnplan.planner.registry import solver_names
+from trnplan.stft import stft
+
 __all__ = ["QUICK_ROWS", "ROWS", "add_parser", "main", "markdown", "replace_docs_section", "run_table"]
 
 #: relative L2 error (vs numpy.fft in complex128) above which a trnplan cell is flagged: ~170 u32,
@@ -127,10 +134,8 @@ ROWS_BY_ID = {r.id: r for r in ROWS}
 
 # ------------------------------------------------------------------------------ the libraries
 def _versions() -> dict:
-    import trnplan
-
     out = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
-           "trnplan": trnplan.__version__}
+           "trnplan": __version__}
     for name in ("scipy", "pyfftw", "mkl_fft", "matplotlib"):
         try:
             out[name] = getattr(__import__(name), "__version__", "unknown")
@@ -204,29 +209,25 @@ def _library_fns(row: Row, x: torch.Tensor, threads: int) -> dict:
 # ------------------------------------------------------------------------------ trnplan columns
 def _plan_or_reason(row: Row, **kw):
     """``plan_many`` for the row, or the string reason it is not available."""
-    import trnplan
-
     try:
-        return trnplan.plan_many(row.shape, batch=row.batch, kind=row.kind, cache=None, **kw)
-    except trnplan.NotSupportedYet as exc:
+        return plan_many(row.shape, batch=row.batch, kind=row.kind, cache=None, **kw)
+    except NotSupportedYet as exc:
         return f"not available: {exc}"
-    except trnplan.PlanningError as exc:
+    except PlanningError as exc:
         return f"n/a: {str(exc).splitlines()[0][:200]}"
 
 
 def _trnplan_columns(row: Row, x: torch.Tensor) -> dict:
     """Column name → Plan (or a callable for the STFT row, or the reason it is not available)."""
-    import trnplan
-
     if row.op == "stft":
         w = torch.hann_window(STFT_NFFT)
-        cols = {EST: lambda: trnplan.stft(x, STFT_NFFT, STFT_HOP, window=w, return_complex=True),
+        cols = {EST: lambda: stft(x, STFT_NFFT, STFT_HOP, window=w, return_complex=True),
                 MEAS: "n/a: trnplan.stft takes no effort argument"}
-        for name in trnplan.solver_names():
+        for name in solver_names():
             cols[f"forced {name}"] = "n/a: trnplan.stft takes no strategy argument"
         return cols
     cols = {EST: _plan_or_reason(row), MEAS: _plan_or_reason(row, effort="measure")}
-    for name in trnplan.solver_names():
+    for name in solver_names():
         cols[f"forced {name}"] = _plan_or_reason(row, strategy=name)
     return cols
 
@@ -332,7 +333,7 @@ def run_row(row: Row, threads: int, cell_seconds: float, min_repeats: int, rng) 
             cells[col] = {"us": None, "status": got.split(":", 1)[0], "reason": got}
             continue
         cell: dict = {"us": None, "status": "ok"}
-        if isinstance(got, _plan_type()):
+        if isinstance(got, Plan):
             plan = got
             fns[col] = (lambda p=plan: p.execute(x))
             cell["tree"] = str(plan.tree)
@@ -361,12 +362,6 @@ def run_row(row: Row, threads: int, cell_seconds: float, min_repeats: int, rng) 
     return {"id": row.id, "label": row.label, "op": row.op, "shape": list(row.shape), "batch": row.batch,
             "kind": row.kind, "dtype": "float32" if row.kind == "r2c" else "complex64", "cells": cells,
             "derived": derive(cells)}
-
-
-def _plan_type():
-    from trnplan.plan.plan import Plan
-
-    return Plan
 
 
 def derive(cells: dict) -> dict:

@@ -24,10 +24,15 @@ import numpy as np
 import torch
 
 from trnplan import __version__, benchsuite
+from trnplan.audit import audit, audit_grid
+from trnplan.cache import PlanCache, default_cache
+from trnplan.cache.bundle import export_bundle, import_bundle
 from trnplan.core.errors import TrnplanError
-from trnplan.plan.plan import plan_many
+from trnplan.core.problem import Problem
+from trnplan.plan.api import plan_many
 from trnplan.planner import registry
 from trnplan.planner.registry import SOLVERS
+from trnplan.precompile import precompile, summary_table
 
 EXIT_OK, EXIT_OVER_BOUND, EXIT_USAGE = 0, 1, 2
 
@@ -137,8 +142,6 @@ def _cache_args(parser) -> None:
 
 
 def _cache(args):
-    from trnplan.cache import PlanCache, default_cache
-
     if getattr(args, "no_cache", False):
         return None
     return PlanCache(args.cache_dir) if args.cache_dir else default_cache()
@@ -199,8 +202,6 @@ def _cmd_solvers(_args) -> int:
 
 
 def _cmd_precompile(args) -> int:
-    from trnplan.precompile import precompile, summary_table
-
     results = precompile(args.manifest, cache=_cache(args), jobs=args.jobs, progress=not args.quiet)
     print(summary_table(results))
     failed = [r for r in results if not r.ok]
@@ -210,8 +211,6 @@ def _cmd_precompile(args) -> int:
 
 
 def _cmd_cache(args) -> int:
-    from trnplan.cache.bundle import export_bundle, import_bundle
-
     cache = _cache(args)
     if args.action in ("export", "import") and not args.file:
         print(f"error: trnplan cache {args.action} needs a FILE", file=sys.stderr)
@@ -238,9 +237,6 @@ def _cmd_cache(args) -> int:
 
 
 def _cmd_audit(args) -> int:
-    from trnplan.audit import audit, audit_grid
-    from trnplan.core.problem import Problem
-
     if args.grid:
         failed = 0
         for solver, precision, label, outcome in audit_grid():

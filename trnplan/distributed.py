@@ -36,8 +36,9 @@ import torch.distributed as dist
 
 from trnplan.core.errors import NotSupportedYet
 from trnplan.core.problem import NORMS, PRECISIONS, Problem
-from trnplan.plan.plan import _DEFAULT_CACHE, _PlanFunction
-from trnplan.plan.plan import plan_many as _local_plan_many
+from trnplan.plan.api import DEFAULT_CACHE
+from trnplan.plan.api import plan_many as _local_plan_many
+from trnplan.plan.autograd import PlanFunction
 from trnplan.planner.real import hermitian_weights
 
 __all__ = ["DistributedPlan", "plan_many", "split_sizes"]
@@ -231,7 +232,7 @@ def _bytes(n: int) -> str:
 
 
 # ---------------------------------------------------------------------- layout (pure: no collectives)
-def _layout(kind: str, shape: tuple, layout: str, grid: tuple, coords: tuple, ti: bool, to: bool,
+def _layout(kind: str, shape: tuple, layout: str, grid: tuple, coords: tuple, ti: bool, to: bool,  # noqa: C901 - not split yet (docs/architecture.md, exceptions)
             factors: tuple | None):
     """The step list for one rank, as data: ``[(op, ...)]``, plus local input and output shapes.
 
@@ -474,7 +475,7 @@ class DistributedPlan:
         """
         self._check(x)
         if x.requires_grad and torch.is_grad_enabled():
-            return _PlanFunction.apply(self, x)  # backward runs the adjoint distributed plan
+            return PlanFunction.apply(self, x)  # backward runs the adjoint distributed plan
         return self._run(x)
 
     __call__ = execute
@@ -733,10 +734,10 @@ def _grid_groups(world: int, p0: int, p1: int, rank: int, backend: str):
     return cached[1]
 
 
-def plan_many(global_shape, batch: int = 1, *, kind: str = "c2c", inverse: bool | None = None,
+def plan_many(global_shape, batch: int = 1, *, kind: str = "c2c", inverse: bool | None = None,  # noqa: C901 - not split yet (docs/architecture.md, exceptions)
               dtype=torch.complex64, norm: str | None = "backward", group=None, layout: str = "slab",
               transposed_input: bool = False, transposed_output: bool = False, precision: str | None = None,
-              effort: str = "estimate", cache=_DEFAULT_CACHE, device=None) -> DistributedPlan:
+              effort: str = "estimate", cache=DEFAULT_CACHE, device=None) -> DistributedPlan:
     """Plan a distributed FFT of ``batch`` global arrays of ``global_shape`` over a process group.
 
     Collective: every rank of ``group`` must call it with the same arguments (checked: a

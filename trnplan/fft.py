@@ -41,8 +41,8 @@ import warnings
 import torch
 
 from trnplan.core.errors import TrnplanError
-from trnplan.plan import plan as _plan_module
-from trnplan.plan.plan import plan_many
+from trnplan.plan import api as _plan_module
+from trnplan.plan.api import plan_many
 
 __all__ = [
     "UnsupportedDtypeError",

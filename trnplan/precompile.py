@@ -17,6 +17,7 @@ The format is documented in docs/cache.md; ``examples/plans.toml`` is a working 
 from __future__ import annotations
 
 import concurrent.futures
+import inspect
 import multiprocessing
 import sys
 import time
@@ -25,7 +26,9 @@ from pathlib import Path
 import attrs
 import torch
 
+from trnplan.cache import PlanCache, default_cache
 from trnplan.core.errors import TrnplanError
+from trnplan.plan.api import plan_many, plan_many_uncached
 
 #: manifest keys and the types they take (plan_many's arguments)
 KEYS = {
@@ -37,8 +40,6 @@ _DTYPES = {"complex64": torch.complex64, "complex128": torch.complex128}
 
 
 def _defaults_of(fn) -> dict:
-    import inspect
-
     return {k: p.default for k, p in inspect.signature(fn).parameters.items() if k != "shape"}
 
 
@@ -118,9 +119,6 @@ def _plan_kwargs(entry: dict) -> dict:
 
 
 def _precompile_one(index: int, entry: dict, cache_path: str | None) -> PrecompileResult:
-    from trnplan.cache import PlanCache, default_cache
-    from trnplan.plan.plan import _plan_many, plan_many
-
     cache = PlanCache(cache_path) if cache_path is not None else default_cache()
     kwargs = _plan_kwargs(entry)
     label = f"{kwargs['shape']} × batch {kwargs.get('batch', 1)}"
@@ -128,7 +126,7 @@ def _precompile_one(index: int, entry: dict, cache_path: str | None) -> Precompi
     try:
         # past the in-process LRU: its plan may predate this cache's contents (e.g. after a clear)
         args = {**_defaults_of(plan_many), **kwargs, "cache": cache}
-        plan = _plan_many(args.pop("shape"), args.pop("batch"), **args, use_lru=False)
+        plan = plan_many_uncached(**args)
     except Exception as exc:  # noqa: BLE001 - one bad entry must not stop the others
         return PrecompileResult(index, label, None, None, None, 0.0, 0, time.perf_counter() - t0,
                                 f"{type(exc).__name__}: {exc}")
@@ -170,8 +168,6 @@ def precompile(problems, *, cache=None, jobs: int = 1, progress: bool = True) ->
     >>> import trnplan  # doctest: +SKIP
     >>> results = trnplan.precompile([{"shape": [4096], "batch": 64}], cache="/opt/trnplan")  # doctest: +SKIP
     """
-    from trnplan.cache import PlanCache
-
     if isinstance(problems, (str, Path)):
         entries = load_manifest(problems)
     else:

@@ -15,7 +15,11 @@ import threading
 import attrs
 import torch
 
+from trnplan.backends import artifacts
+from trnplan.backends.pool import thread_pool
+from trnplan.core import config
 from trnplan.core.cost import CostProfile
+from trnplan.kernels import gemm
 
 
 @attrs.frozen
@@ -63,8 +67,6 @@ def run_precision_probe(device: torch.device) -> PrecisionProbe:
     (b) ``(1 + 2^-20)²`` as an fp32 matmul is 1 + 2^-19 in fp32 but 1 under TF32 or bf16
     operands (10- and 7-bit fractions); ``(1 + 2^-9)²`` then tells TF32 (exact) from bf16 (1).
     """
-    from trnplan.kernels import gemm
-
     def mm(a_val, b_val, dtype, mode):
         a = torch.zeros(8, 64, dtype=torch.float64)
         b = torch.zeros(64, 8, dtype=torch.float64)
@@ -99,6 +101,10 @@ def clear_probe_cache() -> None:
 class Backend:
     kind: str = ""
     profile: CostProfile
+    #: the host-fallback fact: the host <-> device transfer rate (GB/s) a host-only plan (a host FFT
+    #: library at the root) is priced with on this device; None where plans run where the data is
+    #: (cpu, cuda). The decision itself is the planner's (:meth:`Planner.host_fallback_reason`).
+    host_link_gbs: float | None = None
 
     def unavailable_reason(self) -> str | None:
         """``None`` if this backend can run on this machine, else why not and what to do."""
@@ -158,8 +164,6 @@ class Backend:
         FFT libraries release the GIL while they compute. The Trainium backend is the seam for one
         loaded artifact per NeuronCore (the Neuron backend issue).
         """
-        from trnplan.backends.pool import thread_pool
-
         return thread_pool(shards)
 
     # ------------------------------------------------------------------ artifacts
@@ -182,8 +186,6 @@ class Backend:
 
     def jit_compile(self, module, example, mode: str):
         """A runner of ``module`` compiled in this process (``compile="inductor"``)."""
-        from trnplan.backends import artifacts
-        from trnplan.core import config
 
         return artifacts.InductorRunner(module, example, config.inductor_mode())
 
@@ -192,15 +194,11 @@ class Backend:
 
     def build_artifact(self, module, example, mode: str) -> tuple[bytes, dict]:
         """Compile a lowered module to artifact bytes; returns (bytes, facts about it)."""
-        from trnplan.backends import artifacts
-
         data, dynamic = artifacts.aot_compile(module, example)
         return data, {"dynamic_batch": dynamic}
 
     def load_artifact(self, data: bytes, mode: str, device: torch.device):
         """A callable (re, im) -> (re, im) running the artifact, without recompiling."""
-        from trnplan.backends import artifacts
-
         return artifacts.AOTRunner(data, device)
 
     def fingerprint(self, device: torch.device | None = None) -> dict:

@@ -6,6 +6,7 @@ import torch
 
 from trnplan.backends.base import Backend
 from trnplan.core.cost import CostProfile
+from trnplan.kernels import hostlib
 
 #: Measured on the 2-vCPU AVX-512/AMX Xeon this project develops on (torch 2.13.0+cpu,
 #: 2 threads) with bench/calibrate.py and bench/bench_solvers.py:
@@ -43,7 +44,6 @@ class CPUBackend(Backend):
     def fingerprint(self, device=None) -> dict:
         # thread count is not a fact the plan depends on (only its speed): left out, so that
         # changing OMP_NUM_THREADS does not invalidate precompiled plans
-        from trnplan.kernels import hostlib
 
         # the host FFT libraries are candidates: a plan made without pyFFTW is re-made once it is
         # installed (and one made with it is not replayed where it is gone)

@@ -55,8 +55,10 @@ import threading
 import attrs
 import torch
 
+from trnplan.backends import artifacts
 from trnplan.backends.base import Backend, PrecisionProbe
 from trnplan.core.cost import CostProfile
+from trnplan.kernels import gemm
 
 NEURON_PROFILE = CostProfile(
     name="neuron",
@@ -170,6 +172,7 @@ def bucket_note(problem, planned, on_device: bool = True) -> str:
 class NeuronBackend(Backend):
     kind = "neuron"
     profile = NEURON_PROFILE
+    host_link_gbs = HOST_LINK_GBS
     #: fp64 is host-only (no FP64 on a NeuronCore), tf32 is CUDA's
     precisions = ("fp32", "bf16", "bf16x3", "bf16x6")
 
@@ -209,31 +212,15 @@ class NeuronBackend(Backend):
     def auto_compile(self):
         return "neuron", "a NEFF is the only way to run on a NeuronCore"
 
-    def host_fallback_reason(self, tree) -> str | None:
-        """Why a tree runs on the host without an artifact (its root is a host FFT library)."""
-        from trnplan.planner.library import HOST_LIBRARIES
-
-        if tree.solver in {s.name for s in HOST_LIBRARIES}:
-            return (f"host fallback: the cost model prices the host library {tree.solver!r} (with the transfer both "
-                    f"ways) below the NeuronCore plan, so nothing is compiled")
-        return None
-
     def build_artifact(self, module, example, mode):
-        from trnplan.backends import artifacts
-
         data = artifacts.neuron_compile(module, example, compiler_args(), cpu_backend())
         return data, {"dynamic_batch": False}
 
     def load_artifact(self, data, mode, device):
         return NeuronArtifact(data)
 
-    # ------------------------------------------------------------------ cores
-    def shard_executor(self, shards: int):
-        """One worker thread per NeuronCore used: each drives its own loaded artifact (the NEFF call
-        blocks in the Neuron runtime, outside the GIL)."""
-        from trnplan.backends.pool import thread_pool
-
-        return thread_pool(shards)
+    # shard_executor: the base class's worker pool, one thread per NeuronCore used; each drives its
+    # own loaded artifact (the NEFF call blocks in the Neuron runtime, outside the GIL)
 
     def fingerprint(self, device=None) -> dict:
         fp = super().fingerprint(device)
@@ -252,8 +239,6 @@ class _ProbeModule(torch.nn.Module):
     """The three matmuls of :func:`trnplan.backends.base.run_precision_probe`, as one traced graph."""
 
     def forward(self, a1, b1, a2, b2, a3, b3):
-        from trnplan.kernels import gemm
-
         return gemm.matmul(a1, b1, "bf16x3"), gemm.matmul(a2, b2, "fp32"), gemm.matmul(a3, b3, "fp32")
 
 
@@ -265,7 +250,7 @@ def neuron_precision_probe() -> PrecisionProbe:
     must reach the accumulator exactly; (b) an fp32 matmul must not be auto-cast. One small
     compile per fingerprint: the result is kept in the plan cache (``probe:<fingerprint>:cpu``).
     """
-    import torch_neuronx  # noqa: PLC0415
+    import torch_neuronx
 
     def pair(a_val, b_val):
         a = torch.zeros(8, 64, dtype=torch.float64)
@@ -295,7 +280,7 @@ def _load(data: bytes, core: int | None):
     """``torch.jit.load`` of a traced Neuron model, placed on NeuronCore ``core`` when given."""
     context = contextlib.nullcontext()
     if core is not None:
-        import torch_neuronx  # noqa: PLC0415 - only with the Neuron SDK (or the test stand-in)
+        import torch_neuronx
 
         place = getattr(getattr(torch_neuronx, "experimental", None), "neuron_cores_context", None)
         if place is not None:  # beta API (api-torch-neuronx-core-placement.rst): load onto that core
@@ -369,5 +354,12 @@ class NeuronExecutor:
         return tuple(torch.cat(parts) for parts in zip(*outs))
 
 
-__all__ = ["NEURON_PROFILE", "NeuronBackend", "NeuronExecutor",
-           "bucket_batch", "bucketed", "target", "compiler_args"]
+__all__ = [
+    "NEURON_PROFILE",
+    "NeuronBackend",
+    "NeuronExecutor",
+    "bucket_batch",
+    "bucketed",
+    "compiler_args",
+    "target",
+]

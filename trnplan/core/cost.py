@@ -36,12 +36,12 @@ class Work:
     elementwise_flops: float = 0.0
     bytes: float = 0.0
 
-    def __add__(self, other: "Work") -> "Work":
+    def __add__(self, other: Work) -> Work:
         return Work(self.launches + other.launches, self.fft_calls + other.fft_calls,
                     self.gemm_flops + other.gemm_flops, self.fft_flops + other.fft_flops,
                     self.elementwise_flops + other.elementwise_flops, self.bytes + other.bytes)
 
-    def __mul__(self, k: float) -> "Work":
+    def __mul__(self, k: float) -> Work:
         return Work(self.launches * k, self.fft_calls * k, self.gemm_flops * k, self.fft_flops * k,
                     self.elementwise_flops * k, self.bytes * k)
 
@@ -167,6 +167,19 @@ def transpose(elements: float, itemsize: int, run: float = 1, launches: int = 1)
 def cmul_work(elements: float, itemsize: int) -> Work:
     """A split-complex elementwise product: 4 multiplies and 2 adds on ``elements`` complex values."""
     return elementwise(6, elements, itemsize)
+
+
+def format_si(value: float) -> str:
+    """``value`` with an SI prefix and three significant digits (explain())."""
+    for unit, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if value >= scale:
+            return f"{value / scale:.3g}{unit}"
+    return f"{value:.3g}"
+
+
+def format_time(us: float) -> str:
+    """A time in µs as explain() prints it: µs below a millisecond, ms above."""
+    return f"{us / 1000:.3g} ms" if us >= 1000 else f"{us:.3g} µs"
 
 
 # ---------------------------------------------------------------- precision modes' GEMM price

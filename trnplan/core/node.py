@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import attrs
 
@@ -78,7 +79,7 @@ class PlanNode:
                 return value
         return default
 
-    def walk(self) -> Iterator[tuple[int, "PlanNode"]]:
+    def walk(self) -> Iterator[tuple[int, PlanNode]]:
         """Depth-first (depth, node) pairs, root first."""
         stack = [(0, self)]
         while stack:
@@ -106,7 +107,7 @@ class PlanNode:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "PlanNode":
+    def from_dict(cls, data: dict[str, Any]) -> PlanNode:
         fields = {a.name for a in attrs.fields(cls)}
         unknown = set(data) - fields
         if unknown:
@@ -119,7 +120,7 @@ class PlanNode:
         return json.dumps(self.to_dict(), sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> "PlanNode":
+    def from_json(cls, text: str) -> PlanNode:
         return cls.from_dict(json.loads(text))
 
     def digest(self) -> str:

@@ -151,7 +151,7 @@ class Problem:
         norm: str | None = "backward",
         device="cpu",
         cores: int = 1,
-    ) -> "Problem":
+    ) -> Problem:
         """Normalise user-facing arguments and build a validated Problem.
 
         ``shape`` may be an int (1-D) or a sequence of ints; ``dtype`` a torch dtype or its
@@ -252,7 +252,7 @@ class Problem:
         is_scaled = (scaled_side == "forward") != self.inverse
         return 1.0 / self.n if is_scaled else 1.0
 
-    def unscaled(self, n: int, batch: int, inverse: bool, kind: str = "c2c") -> "Problem":
+    def unscaled(self, n: int, batch: int, inverse: bool, kind: str = "c2c") -> Problem:
         """A 1-D sub-problem of this one (same dtype, precision, device) with scale 1.
 
         Composite solvers plan their children through this: the root applies ``norm`` once,

@@ -44,7 +44,7 @@ class Spec:
     def option(self, key: str):
         return dict(self.options).get(key)
 
-    def child(self, i: int) -> "Spec | None":
+    def child(self, i: int) -> Spec | None:
         if i < len(self.children):
             return self.children[i]
         return None
@@ -73,7 +73,7 @@ def parse_strategy(text: str, known_solvers) -> Spec:
     return spec
 
 
-def _parse(tokens, pos, text, known):
+def _parse(tokens, pos, text, known):  # noqa: C901 - not split yet (docs/architecture.md, exceptions)
     if pos >= len(tokens):
         raise PlanningError(f"strategy {text!r}: unbalanced parentheses")
     tok = tokens[pos]

@@ -35,7 +35,7 @@ import math
 import threading
 import warnings
 from collections import OrderedDict
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -48,7 +48,7 @@ LIBRARIES = {"scipy": ("scipy.fft", "scipy"), "pyfftw": ("pyfftw", "pyfftw"), "m
 FFTW_CACHE_SIZE = 64
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _module(name: str):
     """The imported module of library ``name`` (a key of :data:`LIBRARIES`), or None if absent.
 
@@ -59,7 +59,7 @@ def _module(name: str):
         module = importlib.import_module(modname)
         if name == "pyfftw":
             importlib.import_module("pyfftw.builders")
-    except Exception:  # ImportError, or a broken install (a missing shared library: OSError)
+    except Exception:  # noqa: BLE001 - ImportError, or a broken install (a missing shared library: OSError)
         return None
     return module
 
@@ -175,7 +175,7 @@ def _scipy_call(shape, kind, inverse, norm):
 
 
 # ---------------------------------------------------------------------- mkl_fft
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _mkl_thread_setter():
     """``mkl.set_num_threads_local`` of the ``mkl`` service module, or None where it is absent
     (mkl_fft itself takes no thread argument; MKL then uses its own default, MKL_NUM_THREADS)."""
@@ -314,7 +314,7 @@ def _fftw_plan(shape: tuple, dtype: np.dtype, kind: str, inverse: bool, threads:
     rank = len(shape)
     axes = tuple(range(-rank, 0))
     template = pyfftw.empty_aligned(batch_shape, dtype)
-    opts = dict(planner_effort="FFTW_MEASURE", threads=threads, avoid_copy=False)
+    opts = {"planner_effort": "FFTW_MEASURE", "threads": threads, "avoid_copy": False}
     if kind == "c2c":
         fftw = (builders.ifftn if inverse else builders.fftn)(template, axes=axes, **opts)
     elif kind == "r2c":

@@ -4,6 +4,7 @@ See docs/architecture.md for the layers: this package imports the cache, planner
 kernels and core layers, and the front ends (fft, stft, distributed, cli, ...) import it.
 """
 
-from trnplan.plan.plan import Plan, clear_plan_cache, plan_cache_info, plan_many
+from trnplan.plan.api import clear_plan_cache, plan_cache_info, plan_many
+from trnplan.plan.plan import Plan
 
 __all__ = ["Plan", "clear_plan_cache", "plan_cache_info", "plan_many"]

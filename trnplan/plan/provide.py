@@ -26,7 +26,7 @@ import warnings
 import attrs
 import torch
 
-from trnplan.backends import get_backend
+from trnplan.backends import artifacts, get_backend
 from trnplan.backends.artifacts import problem_inputs
 from trnplan.backends.base import PrecisionProbe
 from trnplan.cache.fingerprint import diff, fingerprint, fingerprint_digest
@@ -35,6 +35,8 @@ from trnplan.core import config
 from trnplan.core.errors import PlanningError, WisdomMiss
 from trnplan.core.node import PlanNode
 from trnplan.core.spec import Spec, parse_strategy
+from trnplan.kernels import hostlib
+from trnplan.plan.plan import Plan
 from trnplan.planner import learn
 from trnplan.planner.measure import Measurement, measure, ranked_candidates
 from trnplan.planner.planner import Candidate, Planner
@@ -204,7 +206,7 @@ def _unreachable(problem, spec, planner, backend, probe) -> str:
     return msg + "; no precision mode reaches it"
 
 
-def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, compile: str,
+def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, compile: str,  # noqa: C901 - not split yet (docs/architecture.md, exceptions)
             wisdom_only: bool, effort: str = "estimate") -> Provided:
     backend = get_backend(problem.device)
     fp = fingerprint(problem.device, device)
@@ -247,15 +249,13 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
         try:
             tree = _trusted_tree(record, problem, planner)
             if record.get("host_wisdom"):
-                from trnplan.kernels import hostlib
-
                 hostlib.import_wisdom(record["host_wisdom"])
             module = planner.lower_plan(tree, problem, device)
             candidates = _candidates_from_json(record.get("candidates"))
             if record.get("measurement") is not None:
                 measurement = Measurement.from_dict(record["measurement"])
             prov.effort = record.get("effort", "estimate")
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - bogus wisdom of any kind is forgotten, never trusted
             _warn(f"plan cache {cache.path}: wisdom {key!r} does not describe a valid plan for this problem "
                   f"({type(exc).__name__}: {exc}); forgetting it and re-planning")
             cache._delete(key)
@@ -316,7 +316,7 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
         # would bake in whatever the flag was when it was compiled
         mode = prov.compile_mode = "eager"
         prov.compile_reason = "tf32 plans run eagerly (the TF32 matmul flag is scoped around each call)"
-    host = getattr(backend, "host_fallback_reason", lambda _tree: None)(tree)
+    host = planner.host_fallback_reason(tree)
     if mode != "eager" and host:  # neuron's host fallback: a host library runs it, nothing to compile
         mode = prov.compile_mode = "eager"
         prov.compile_reason = host
@@ -342,8 +342,6 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
         if measurement is not None:
             new["measurement"] = measurement.to_dict()
         if any(node.solver == "pyfftw" for _, node in tree.walk()):
-            from trnplan.kernels import hostlib
-
             new["host_wisdom"] = hostlib.export_wisdom()  # FFTW's own plans, kept with ours
         if record is None:
             cache.add_wisdom(key, new)
@@ -355,8 +353,6 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
 
 def _measure(problem, spec, device, planner, effort, estimate_node):
     """Time the candidates (trnplan.planner.measure) the way Plan.execute runs them."""
-    from trnplan.plan.plan import Plan  # plan.py imports this module
-
     def make_plan(tree, module):
         return Plan(problem, tree, (), module, device, provenance=Provenance(), strategy=None,
                     tol=planner.tol(problem), profile_name=planner.profile.name)
@@ -371,7 +367,7 @@ def _jit(problem, tree, module, device, backend, mode, prov):
     t0 = time.perf_counter()
     try:
         runner = backend.jit_compile(module, example, mode)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - any compiler failure: the plan runs eagerly, with a warning
         _warn(f"could not compile {tree} with {mode} ({type(exc).__name__}: {str(exc)[:500]}); running eagerly")
         prov.compile_mode, prov.compile_reason = "eager", f"{mode} failed to compile ({type(exc).__name__}); eager instead"
         return None
@@ -452,7 +448,7 @@ def _artifact(problem, tree, module, device, backend, mode, fpd, cache, entry, w
         t0 = time.perf_counter()
         try:
             data, facts = backend.build_artifact(module, example, mode)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - any compiler failure: the plan runs eagerly, with a warning
             _warn(f"could not build the {mode} artifact for {tree} ({type(exc).__name__}: {exc}); running eagerly")
             prov.compile_reason = f"{mode} failed to build ({type(exc).__name__}); eager instead"
             prov.artifact_error = f"{mode} failed to build ({type(exc).__name__}: {str(exc)[:300]})"
@@ -467,7 +463,6 @@ def _artifact(problem, tree, module, device, backend, mode, fpd, cache, entry, w
                  "compile_s": prov.compile_s, "dynamic_batch": prov.dynamic_batch}
     if check != "no" and entry.get("load_check") != "ok":
         # a child process loads it first: a crash there costs this process nothing (artifacts.load_check)
-        from trnplan.backends import artifacts
 
         t0 = time.perf_counter()
         why = artifacts.load_check(data, device, problem_inputs(problem, device))

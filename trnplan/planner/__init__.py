@@ -3,4 +3,4 @@
 from trnplan.planner.planner import Candidate, Planner
 from trnplan.planner.registry import SOLVERS, registry_digest, solver_names
 
-__all__ = ["Candidate", "Planner", "SOLVERS", "registry_digest", "solver_names"]
+__all__ = ["SOLVERS", "Candidate", "Planner", "registry_digest", "solver_names"]

@@ -148,7 +148,7 @@ def _load_record(cache, fpd, device) -> dict | None:
     try:
         record = json.loads(text)
         if not isinstance(record.get("samples"), list) or not isinstance(record.get("scales"), dict):
-            raise ValueError("missing samples or scales")
+            raise TypeError("missing samples or scales")
         return record
     except (ValueError, TypeError, AttributeError) as exc:
         warnings.warn(f"plan cache {cache.path}: calibration record {_key(fpd, device)!r} is not valid ({exc}); "

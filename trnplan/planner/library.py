@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from typing import ClassVar
 
+import attrs
 import torch
 
 from trnplan.core.accuracy import SMALL_SAMPLE, STORAGE, UNIT_ROUNDOFF, log_growth
@@ -66,6 +67,7 @@ class HostLibrary(WholeShape, Solver):
     version = 1
     kinds = ("c2c", "r2c", "c2r")
     ranks = "any"
+    host_only = True
     options = ("kind",)
     word_options = ("kind",)
     takes_factors = True
@@ -150,13 +152,13 @@ class HostLibrary(WholeShape, Solver):
     # On device="neuron" a host library is the whole plan or nothing: a candidate at the root only
     # (a host leaf inside a device graph would cost a dispatch and a round trip per leaf), priced
     # as the CPU profile's library time for the whole batch (every core's bucket) plus the transfer
-    # of input and output both ways at trnplan.backends.neuron.HOST_LINK_GBS. The device plans
+    # of input and output both ways at the backend's host_link_gbs (trnplan.backends.neuron.HOST_LINK_GBS). The device plans
     # it competes with pay ~0.7 ms per dispatch (NEURON_PROFILE), so small problems stay on the
     # host, as the seed project measured (fft N=1024: 16 ms through NKI, 28 µs on the host).
 
     def why_not_on_neuron(self, problem, planner) -> str | None:
         """Why this library is not the host fallback of a neuron problem (None: it is a candidate)."""
-        if len(getattr(planner, "_active", ())) > 1:
+        if planner.depth > 1:
             return ("on Trainium a host library is a whole-plan fallback at the root, not a leaf inside a "
                     "device graph (each would cost a dispatch and a host round trip)")
         if problem.precision not in ("fp32", "bf16", "bf16x3", "bf16x6"):
@@ -168,22 +170,13 @@ class HostLibrary(WholeShape, Solver):
 
     def plan_on_neuron(self, problem, planner, spec):
         """The host-fallback node of a neuron problem, priced on the CPU profile plus the transfer."""
-        import attrs
-
-        from trnplan.backends.cpu import CPU_PROFILE
-        from trnplan.backends.neuron import HOST_LINK_GBS
-
-        class _OnHost:  # prices this leaf as plan() does on the CPU
-            profile = CPU_PROFILE
-            exportable = False
-
         # the library computes a bf16-mode request in fp32: priced, and its error predicted, as fp32
         whole = attrs.evolve(problem, batch=problem.batch * problem.cores, device="cpu", cores=1, precision="fp32")
-        host = self.plan(whole, _OnHost(), spec)
+        host = self.plan(whole, planner.on_host(), spec)  # priced as plan() does on the CPU
         size = 4  # fp32
         moved = (max(1, 0 if problem.kind == "r2c" else 2) * math.prod(problem.in_shape)
                  + max(1, 0 if problem.kind == "c2r" else 2) * math.prod(problem.out_shape)) * whole.batch * size
-        transfer_us = moved / (HOST_LINK_GBS * 1e3)  # in one way, out the other
+        transfer_us = moved / (planner.backend.host_link_gbs * 1e3)  # in one way, out the other
         # terms left empty: the Neuron profile has no price for the CPU library's work terms
         return attrs.evolve(host, batch=problem.batch, time_us=host.time_us + transfer_us, terms=())
 

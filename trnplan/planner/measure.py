@@ -36,7 +36,10 @@ import numpy as np
 import torch
 
 from trnplan.core import config
+from trnplan.core.accuracy import reference, seeded_input
+from trnplan.core.cost import format_time
 from trnplan.core.errors import PlanningError
+from trnplan.planner.planner import CHOSEN, MORE_EXPENSIVE
 
 FASTEST = "fastest"
 SLOWER = "slower"
@@ -126,7 +129,7 @@ class Measurement:
                 "top_k": self.top_k, "limit_s": self.limit_s, "elapsed_s": self.elapsed_s, "regret": self.regret}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Measurement":
+    def from_dict(cls, data: dict) -> Measurement:
         timings = tuple(Timing(**t) for t in data["timings"])
         if not any(t.verdict == FASTEST for t in timings):
             raise ValueError("a measurement record without a winner")
@@ -188,8 +191,6 @@ def measure(planner, problem, spec, device: torch.device, effort: str, estimate_
     PlanningError
         No timed candidate measured within the accuracy bound.
     """
-    from trnplan.core.accuracy import reference, seeded_input
-
     tol = planner.tol(problem)
     # the estimate's pick first (always timed), then the rest by predicted time
     trees = [estimate_node] + [t for t in planner.enumerate(problem, spec) if t.digest() != estimate_node.digest()]
@@ -205,8 +206,8 @@ def measure(planner, problem, spec, device: torch.device, effort: str, estimate_
     timings, nodes, samples = [], {}, []
     start = time.perf_counter()
     for i, tree in enumerate(trees):
-        base = dict(tree=str(tree), solver=tree.solver, predicted_us=tree.time_us, error=tree.error,
-                    estimate=i == 0)
+        base = {"tree": str(tree), "solver": tree.solver, "predicted_us": tree.time_us, "error": tree.error,
+                    "estimate": i == 0}
         spent = time.perf_counter() - start
         if top_k is not None and i >= top_k:
             timings.append(Timing(**base, verdict=NOT_TIMED_TOP_K))
@@ -220,10 +221,10 @@ def measure(planner, problem, spec, device: torch.device, effort: str, estimate_
             module = planner.lower_plan(tree, problem, device)
             plan = make_plan(tree, module)
             with torch.no_grad():
-                us, calls, y = time_call(lambda: plan._run(x), device, budget)
+                us, calls, y = time_call(lambda plan=plan: plan._run(x), device, budget)
             y = y.detach().cpu().numpy()
             err = float(np.linalg.norm(y.astype(ref.dtype) - ref) / ref_norm)
-        except Exception as exc:  # a candidate that cannot run here is skipped, with the reason
+        except Exception as exc:  # noqa: BLE001 - a candidate that cannot run here is skipped, with the reason
             timings.append(Timing(**base, verdict=f"{FAILED}: {type(exc).__name__}: {exc}"[:300]))
             continue
         ok = err <= tol  # also rejects NaN
@@ -250,8 +251,6 @@ def measure(planner, problem, spec, device: torch.device, effort: str, estimate_
 
 def ranked_candidates(candidates, measurement: Measurement):
     """The top-level candidates with verdicts from the measurement: the winner's solver is chosen."""
-    from trnplan.planner.planner import CHOSEN, MORE_EXPENSIVE
-
     winner = measurement.winner
     best_by_solver: dict = {}
     for t in measurement.timings:
@@ -276,8 +275,8 @@ def ranked_candidates(candidates, measurement: Measurement):
 def describe(m: Measurement) -> list[str]:
     """explain()'s lines for a measurement."""
     scope = "all" if m.top_k is None else f"the model's best {min(m.top_k, m.enumerated)} of"
-    lines = [f"measured candidates (effort {m.effort}: {scope} {m.enumerated} candidate tree(s) timed, "
-             f"time limit {m.limit_s:g} s, {m.elapsed_s:.2f} s spent; median per call after a warm-up)"]
+    lines = [(f"measured candidates (effort {m.effort}: {scope} {m.enumerated} candidate tree(s) timed, "
+             f"time limit {m.limit_s:g} s, {m.elapsed_s:.2f} s spent; median per call after a warm-up)")]
     width = min(max(len(t.tree) for t in m.timings) + 2, 72)
     for t in m.timings:
         meas = f"{_us(t.measured_us):>10}" if t.measured_us is not None else f"{'—':>10}"
@@ -293,9 +292,7 @@ def describe(m: Measurement) -> list[str]:
 
 
 def _us(us: float | None) -> str:
-    from trnplan.plan.plan import _time  # plan.py imports this module
-
-    return "—" if us is None or not math.isfinite(us) else _time(us)
+    return "—" if us is None or not math.isfinite(us) else format_time(us)
 
 
 __all__ = ["Measurement", "Timing", "describe", "measure", "ranked_candidates", "time_call"]

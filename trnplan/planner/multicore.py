@@ -34,6 +34,7 @@ import threading
 import attrs
 import torch
 
+from trnplan.backends import get_backend
 from trnplan.core.cost import Work, copy
 from trnplan.planner.solver import Solver, at_root, itemsize, library_io, root_output
 
@@ -134,8 +135,6 @@ class Multicore(Solver):
         return attrs.evolve(node, time_us=own + max(shard(c) for c in children) + len(sizes) * TASK_US)
 
     def build(self, node, ctx):
-        from trnplan.backends import get_backend
-
         sizes = shard_sizes(node.batch, node.param("shards"))  # shards = min(cores, batch)
         return MulticoreShards([ctx.build(c) for c in node.children], [c.batch for c in node.children], sizes,
                                get_backend(ctx.device.type))

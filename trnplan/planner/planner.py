@@ -14,6 +14,7 @@ from __future__ import annotations
 import attrs
 import torch
 
+from trnplan.backends import get_backend
 from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.errors import PlanningError
 from trnplan.core.node import PlanNode
@@ -72,6 +73,7 @@ class Planner:
         self.searches = 0
         #: the problem of the current top-level search: its module runs on the user's tensor
         self.root = None
+        self._host: Planner | None = None  # on_host()
 
     def at_root(self, problem) -> bool:
         """Whether ``problem`` is the plan's own problem (or, for precision='auto', a mode of it),
@@ -89,6 +91,27 @@ class Planner:
         """A search that no other search is running: its problem is the plan's (the root)."""
         if not self._active:
             self.root = problem
+
+    @property
+    def depth(self) -> int:
+        """How many searches are in progress: 1 inside the top-level search, more in a child's."""
+        return len(self._active)
+
+    def on_host(self) -> Planner:
+        """A planner for the host CPU (its uncalibrated profile, no artifact): host-only solvers price
+        the host fallback of a device plan with it (trnplan.planner.library)."""
+        if self._host is None:
+            self._host = Planner(get_backend("cpu"), solvers=self.solvers)
+        return self._host
+
+    def host_fallback_reason(self, tree: PlanNode) -> str | None:
+        """Why ``tree`` runs on the host with nothing compiled, or None: the one place that decides
+        the host fallback (a host-only solver at the root of a plan for a device with a host link)."""
+        solver = next((s for s in self.solvers if s.name == tree.solver), None)
+        if self.backend.host_link_gbs is None or solver is None or not solver.host_only:
+            return None
+        return (f"host fallback: the cost model prices the host library {tree.solver!r} (with the transfer both "
+                f"ways) below the NeuronCore plan, so nothing is compiled")
 
     @property
     def probe(self):
@@ -271,7 +294,7 @@ class Planner:
         builder = Builder({s.name: s for s in self.solvers})
         return builder.context(problem.real_dtype, device, problem.precision).build(node)
 
-    def lower_plan(self, node: PlanNode, problem, device) -> "PlanModule":
+    def lower_plan(self, node: PlanNode, problem, device) -> PlanModule:
         """The whole transform as one module: the lowered tree, then ``problem``'s norm scale."""
         return PlanModule(self.lower(node, problem, device), problem.scale)
 

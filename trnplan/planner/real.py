@@ -37,6 +37,7 @@ import torch
 
 from trnplan.core.accuracy import UNIT_ROUNDOFF, combine, log_growth, sqrt_growth
 from trnplan.core.cost import Work, cmul_work, copy, elementwise
+from trnplan.core.errors import PlanningError
 from trnplan.kernels import cmul, dft_matrix, twiddle_table
 from trnplan.kernels.gemm import Gemm
 from trnplan.planner import native
@@ -220,8 +221,6 @@ class Real(Solver):
         forced = spec.option("method") if spec is not None else None
         methods = [forced] if forced else [m for m in METHODS if self._why_not_method(problem, planner, m) is None]
         if forced and (reason := self._why_not_method(problem, planner, forced)):
-            from trnplan.core.errors import PlanningError
-
             raise PlanningError(reason)
         return best_variant(lambda m: self._plan_method(problem, planner, spec, m), methods,
                             tol=planner.tol(problem))

@@ -20,13 +20,15 @@ from __future__ import annotations
 import contextvars
 import functools
 import math
-from typing import Callable, ClassVar
+from collections.abc import Callable
+from typing import ClassVar
 
 import attrs
 import numpy as np
 import torch
 
 from trnplan.core.cost import Work, add_terms, work_terms
+from trnplan.core.errors import PlanningError
 from trnplan.core.node import PlanNode
 from trnplan.core.problem import Problem
 
@@ -93,6 +95,9 @@ class Solver:
     #: the transform kinds and ranks this solver plans; others are declined before why_not
     kinds: ClassVar[tuple[str, ...]] = ("c2c",)
     ranks: ClassVar[str] = "1"  # "1": one axis, "n": two or more (the nd solver), "any": both
+    #: runs on the host CPU whatever the plan's device: on a device with a host link
+    #: (``Backend.host_link_gbs``, Trainium) such a root is the host fallback, compiled to nothing
+    host_only: ClassVar[bool] = False
 
     def why_not_kind(self, problem: Problem) -> str | None:
         """Why this solver does not plan ``problem``'s kind or rank (checked before ``why_not``)."""
@@ -227,8 +232,6 @@ def best_variant(make, variants, tol: float | None = None):
     A variant whose children a strategy spec cannot satisfy raises PlanningError; it is skipped,
     and if every variant fails the last error is re-raised, so the user sees why.
     """
-    from trnplan.core.errors import PlanningError
-
     best, error = None, None
 
     def better(node, than):

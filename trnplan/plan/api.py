@@ -1,0 +1,280 @@
+"""plan_many, the front door of the plan layer, and the process-wide in-process plan cache.
+
+``plan_many`` validates the request, has the build pipeline (:func:`trnplan.plan.provide.provide`)
+look the plan up or make it, and keeps the ready :class:`~trnplan.plan.plan.Plan` in a bounded
+in-process LRU keyed by the problem digest, so asking twice returns the same plan without
+re-planning (the LRU is filled outside its lock and re-checked after, as pocketfft does).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+from collections import OrderedDict
+
+import torch
+
+from trnplan.backends import get_backend, neuron
+from trnplan.backends.cuda import CORES_ON_CUDA
+from trnplan.cache import PlanCache, default_cache
+from trnplan.core import config
+from trnplan.core.errors import BackendUnavailable, PlanningError
+from trnplan.core.problem import EFFORTS, Problem
+from trnplan.core.spec import Spec, parse_strategy
+from trnplan.plan.plan import Plan
+from trnplan.plan.provide import provide
+from trnplan.plan.verify import verify_plan
+from trnplan.planner.registry import solver_names
+
+_LRU: OrderedDict = OrderedDict()
+#: the default of plan_many's ``cache``: the process-wide default plan cache (a sentinel, since
+#: ``None`` means no cache)
+DEFAULT_CACHE = object()
+_LRU_LOCK = threading.Lock()
+
+
+def clear_plan_cache() -> None:
+    """Empty the process-wide in-process plan cache."""
+    with _LRU_LOCK:
+        _LRU.clear()
+
+
+def plan_cache_info() -> dict:
+    """Size and capacity of the in-process plan cache."""
+    with _LRU_LOCK:
+        return {"size": len(_LRU), "maxsize": config.plan_lru_size()}
+
+
+def _check_supported(problem: Problem, effort: str) -> None:
+    unsupported = get_backend(problem.device).precision_unsupported_reason(problem.precision)
+    if unsupported is not None:
+        raise PlanningError(unsupported)
+    if problem.cores != 1 and problem.device == "cuda":
+        raise PlanningError(CORES_ON_CUDA)
+    if effort not in EFFORTS:
+        raise ValueError(f"effort must be one of {', '.join(map(repr, EFFORTS))}; got {effort!r}")
+
+
+def _resolve_device(problem: Problem, device) -> torch.device:
+    backend = get_backend(problem.device)
+    reason = backend.unavailable_reason()
+    if reason is not None:
+        raise BackendUnavailable(reason)
+    if problem.device == "neuron":
+        return torch.device("cpu")  # a traced Neuron model takes and returns host tensors
+    dev = torch.device(device)
+    if dev.type == "cpu":
+        return torch.device("cpu")  # torch has one CPU device: "cpu:0" tensors report "cpu"
+    if dev.type == "cuda":
+        index = torch.cuda.current_device() if dev.index is None else dev.index
+        if index >= torch.cuda.device_count():
+            raise ValueError(f"device {str(device)!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+        dev = torch.device("cuda", index)
+    return dev
+
+
+def plan_many(
+    shape,
+    batch: int = 1,
+    *,
+    kind: str = "c2c",
+    inverse: bool | None = None,
+    dtype=torch.complex64,
+    precision: str | None = None,
+    norm: str | None = "backward",
+    device="cpu",
+    cores: int = 1,
+    strategy: str | None = None,
+    effort: str = "estimate",
+    tol: float | None = None,
+    cache=DEFAULT_CACHE,
+    compile: str = "auto",
+    verify: bool = False,
+) -> Plan:
+    """Plan ``batch`` transforms of ``shape`` and return a ready :class:`Plan`.
+
+    Parameters
+    ----------
+    shape : int or sequence of int
+        Transform shape over the input's trailing axes: ``4096`` or ``(4096,)`` for 1-D,
+        ``(256, 256)`` for 2-D, ``(32, 64, 64)`` for 3-D. For r2c and c2r, the *real* shape.
+    batch : int, default 1
+        Number of transforms per :meth:`Plan.execute` call; the leading dimensions of the input
+        must multiply to it.
+    kind : {"c2c", "r2c", "c2r"}, default "c2c"
+        Complex-to-complex; real-to-complex (forward, output ``shape[-1] // 2 + 1`` values on
+        the last axis, as torch.fft.rfftn); complex-to-real (inverse, output ``shape``, as
+        torch.fft.irfftn with ``s=shape``).
+    inverse : bool, optional
+        Forward (``exp(-2πi jk/n)``) or inverse transform; default: forward for c2c and r2c,
+        inverse for c2r (the only direction each real kind has).
+    dtype : torch.dtype, default torch.complex64
+        ``torch.complex64`` or ``torch.complex128``; for r2c/c2r also ``torch.float32`` /
+        ``torch.float64``, naming the same precision by the real side's dtype.
+    precision : {"fp32", "fp64", "bf16", "bf16x3", "bf16x6", "tf32", "auto"} or None
+        Arithmetic; ``None`` means native to ``dtype`` (fp32 for complex64, fp64 for complex128).
+        The reduced modes take complex64 data, keep it and all elementwise work in fp32, and
+        change only the matrix-engine GEMMs: "bf16" rounds their operands to bf16 (≤ 4e-3),
+        "bf16x3" splits each into two bf16 slices and sums three products (≤ 1e-5), "bf16x6"
+        three slices and six products (≤ 5e-7), "tf32" allows TF32 tensor cores (CUDA only).
+        "auto" lets the planner choose the mode *and* the strategy: the cheapest combination
+        predicted to meet ``tol``. See docs/precision.md.
+    norm : {"backward", "ortho", "forward"}, default "backward"
+        Scaling with torch.fft's meaning: "backward" scales the inverse by 1/n, "forward" the
+        forward by 1/n, "ortho" both by 1/√n.
+    device : str or torch.device, default "cpu"
+        ``"cpu"`` or ``"cuda"`` (optionally ``"cuda:1"``); ``"neuron"`` (Trainium, needs
+        torch-neuronx, else :class:`~trnplan.core.errors.BackendUnavailable`): the plan takes and returns
+        host tensors, its batch is bucketed (docs/trainium.md).
+    cores : int, default 1
+        Cores to split the work over (CPU worker threads; NeuronCores on Trainium). With C > 1
+        the ``multicore`` solver is a candidate at every node: it cuts the batch into
+        ``min(C, batch)`` shards run concurrently by child plans (one per distinct shard size),
+        and a single large transform is split through its four-step / nd passes, which are
+        batches. The cost model (or ``effort="measure"``) decides whether splitting pays; it
+        rarely does on a CPU where torch already uses every core. Not for ``device="cuda"``.
+    strategy : str, optional
+        Force the root solver (``"stockham"``) or a whole tree as an s-expression, e.g.
+        ``"(four-step 4096=64x64 (dft-gemm) (stockham))"`` (see ``str(plan.tree)``).
+    effort : {"estimate", "measure", "patient", "wisdom_only"}, default "estimate"
+        How hard to plan, as FFTW's flags. "estimate" picks by the cost model alone.
+        "measure" times the model's best K candidate trees on the device (K = 6, set
+        ``TRNPLAN_MEASURE_TOP_K``) and keeps the fastest whose measured error meets the bound;
+        "patient" times every candidate the planner enumerates. Both stop timing new candidates
+        after the time limit (:func:`trnplan.set_timelimit`, ``TRNPLAN_TIMELIMIT``; default 5 s
+        and 30 s), store every candidate's predicted and measured times in the wisdom entry (a
+        later call replays the winner without timing), and recalibrate the cost model for this
+        machine. Stored wisdom of a higher effort answers a lower one. "wisdom_only" never plans
+        or compiles, and raises WisdomMiss when the cache has no answer
+        (``TRNPLAN_WISDOM_ONLY=1`` sets it for the process). See docs/user-guide.md.
+    tol : float, optional
+        Relative L2 error bound (vs float64 numpy.fft on random input) every candidate must be
+        predicted to meet. Default: the precision's bar — fp32 5e-7, fp64 1e-13, bf16 4e-3,
+        bf16x3 1e-5, bf16x6 5e-7, tf32 2e-3; "auto" targets fp32's 5e-7 for complex64 (fp64's
+        1e-13 for complex128). A tol the precision cannot reach raises PlanningError naming the
+        smallest bound it reaches and a precision that meets the tol.
+    cache : PlanCache or None, optional
+        The on-disk plan cache (default: :func:`trnplan.cache.default_cache`, at
+        ``$TRNPLAN_CACHE_DIR`` or ``~/.cache/trnplan``); ``None`` bypasses it.
+    compile : {"auto", "eager", "aot", "inductor", "neuron"}, default "auto"
+        The artifact to build and cache: none (eager), an AOTInductor package (aot), a traced
+        NEFF (neuron, on Trainium); "auto" is eager on the CPU and on CUDA (an AOT build takes
+        30–90 s; ask for it, or precompile). "inductor" compiles the plan with ``torch.compile``
+        in this process at plan time (seconds; fused elementwise kernels) and stores nothing:
+        the fused path where AOT packages cannot be loaded. See docs/cache.md.
+    verify : bool, default False
+        Run the plan once on seeded random input against float64 numpy.fft, keep the measured
+        error (``plan.tree.measured_error``, stored in the wisdom entry, shown by explain()), and
+        raise PlanningError if it is over the bound (see :func:`trnplan.plan.verify.verify_plan`).
+
+    Returns
+    -------
+    Plan
+
+    Raises
+    ------
+    ValueError, TypeError
+        Invalid arguments (the message names the argument and what is accepted).
+    trnplan.core.errors.PlanningError
+        A forced strategy does not apply (the message lists the solvers that do); ``tol`` is out
+        of reach for the precision; tf32 off CUDA; a verified plan measured over its bound.
+    trnplan.core.errors.NotSupportedYet
+        A valid request this version does not build yet.
+    trnplan.core.errors.BackendUnavailable
+        The device cannot run here (no GPU, no Neuron SDK).
+    trnplan.core.errors.WisdomMiss
+        ``wisdom_only`` and the cache has no plan (the message names the differing fingerprint).
+    trnplan.cache.UntrustedCacheError
+        An artifact would be loaded from a cache directory other users can write.
+
+    Examples
+    --------
+    >>> import torch, trnplan
+    >>> plan = trnplan.plan_many((4096,), batch=64)
+    >>> x = torch.randn(64, 4096, dtype=torch.complex64)
+    >>> y = plan.execute(x)
+    >>> bool(torch.allclose(y, torch.fft.fft(x), atol=1e-3))
+    True
+    """
+    return _plan_many(shape, batch, kind=kind, inverse=inverse, dtype=dtype, precision=precision, norm=norm,
+                      device=device, cores=cores, strategy=strategy, effort=effort, tol=tol, cache=cache,
+                      compile=compile, use_lru=True, verify=verify)
+
+
+def plan_many_uncached(shape, batch: int = 1, **options) -> Plan:
+    """:func:`plan_many` past the in-process plan cache: always asks the on-disk cache (or plans).
+
+    For precompiling, where a plan in the in-process cache may predate the on-disk cache's
+    contents (after a clear, or for another cache directory). Takes plan_many's arguments.
+    """
+    return _plan_many(shape, batch, **{**_PLAN_MANY_DEFAULTS, **options}, use_lru=False)
+
+
+def _plan_many(shape, batch, *, kind, inverse, dtype, precision, norm, device, cores, strategy, effort, tol,
+               cache, compile, use_lru: bool, verify: bool = False) -> Plan:
+    """plan_many's work; ``use_lru=False`` (precompile) always goes to the on-disk cache."""
+    problem = Problem.create(shape, batch, kind=kind, inverse=inverse, dtype=dtype, precision=precision,
+                             norm=norm, device=device, cores=cores)
+    _check_supported(problem, effort)
+    if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol > 0):
+        raise ValueError(f"tol must be a positive float (a relative L2 error bound), got {tol!r}")
+    dev = _resolve_device(problem, device)
+    spec = parse_strategy(strategy, solver_names()) if strategy is not None else None
+    cache = default_cache() if cache is DEFAULT_CACHE else cache
+    if cache is not None and not isinstance(cache, PlanCache):
+        raise TypeError(f"cache must be a trnplan.cache.PlanCache or None, got {type(cache).__name__}")
+    if compile not in ("auto", "eager", "aot", "inductor", "neuron"):
+        raise ValueError(f"compile must be 'auto', 'eager', 'aot', 'inductor' or 'neuron'; got {compile!r}")
+    wisdom_only = effort == "wisdom_only" or config.wisdom_only()
+    if not use_lru:
+        return _build_plan(problem, spec, dev, tol, cache, compile, wisdom_only, verify, effort)
+    key = (problem.digest(), str(spec) if spec else None, str(dev), tol,
+           str(cache.path) if cache is not None else None, compile, wisdom_only, bool(verify), effort)
+    with _LRU_LOCK:
+        plan = _LRU.get(key)
+        if plan is not None:
+            _LRU.move_to_end(key)
+            plan.cache_hits += 1
+            return plan
+    plan = _build_plan(problem, spec, dev, tol, cache, compile, wisdom_only, verify, effort)
+    with _LRU_LOCK:  # another thread may have built the same plan meanwhile: keep the first
+        existing = _LRU.get(key)
+        if existing is not None:
+            existing.cache_hits += 1
+            return existing
+        _LRU[key] = plan
+        while len(_LRU) > config.plan_lru_size():
+            _LRU.popitem(last=False)
+    return plan
+
+
+_PLAN_MANY_DEFAULTS = {k: p.default for k, p in inspect.signature(plan_many).parameters.items()
+                       if k not in ("shape", "batch")}
+
+
+def _build_plan(problem: Problem, spec: Spec | None, dev: torch.device, tol: float | None, cache,
+                compile: str, wisdom_only: bool, verify: bool = False, effort: str = "estimate") -> Plan:
+    planned = problem
+    if problem.device == "neuron":  # a NEFF has a fixed batch: plan and compile the bucket (backends/neuron.py)
+        planned = neuron.bucketed(problem)
+    try:
+        got = provide(planned, spec, dev, tol, cache, compile, wisdom_only, effort)
+    except PlanningError as exc:  # re-raised here: the recursion's traceback says nothing the message doesn't
+        raise PlanningError(str(exc)) from None
+    runner = got.runner
+    if problem.device == "neuron":
+        got.provenance.bucket = neuron.bucket_note(problem, planned, on_device=runner is not None)
+        if runner is not None:  # shards of the bucket, one per NeuronCore, padded and cropped
+            runner = neuron.NeuronExecutor(runner, planned.batch, problem.cores, get_backend("neuron"))
+    plan = Plan(problem, got.tree, got.candidates, got.module, dev, provenance=got.provenance, runner=runner,
+                strategy=str(spec) if spec else None, tol=got.tol,
+                profile_name=get_backend(problem.device).profile.name)
+    plan._replan = functools.partial(plan_many, tol=tol, cache=cache, compile=compile,
+                                     effort="estimate" if effort == "wisdom_only" else effort)
+    if verify:
+        verify_plan(plan, cache)
+    return plan
+
+
+__all__ = ["DEFAULT_CACHE", "clear_plan_cache", "plan_cache_info", "plan_many", "plan_many_uncached"]

@@ -1,0 +1,116 @@
+"""explain(): a plan's problem, tree, predicted and measured costs, candidates and provenance, as text."""
+
+from __future__ import annotations
+
+import torch
+
+from trnplan.core.cost import format_si, format_time
+from trnplan.core.node import PlanNode
+from trnplan.kernels import hostlib
+from trnplan.plan.verify import describe_measured
+from trnplan.planner.measure import describe as measure_lines
+from trnplan.planner.multicore import shard_sizes
+from trnplan.planner.planner import CHOSEN
+
+
+def _node_line(node: PlanNode) -> str:
+    params = " ".join(a for a in node.atoms()[1:])
+    return f"{node.solver} n={node.n}" + (f" [{params}]" if params else "") + f" ×{node.batch}"
+
+
+def render_explain(plan) -> str:
+    """The text of :meth:`Plan.explain`."""
+    p, tree, pv = plan.problem, plan.tree, plan.provenance
+    if pv.origin == "wisdom hit":
+        origin = (f"wisdom hit in {pv.cache_path} (key {pv.wisdom_key}, effort {pv.effort}), loaded in "
+                  f"{pv.planning_ms:.1f} ms")
+    else:
+        origin = f"planned now in {pv.planning_ms:.1f} ms ({pv.searches} sub-problem searches, effort {pv.effort})"
+        origin += f"; stored as {pv.wisdom_key}" if pv.wisdom_key else " (no plan cache)"
+    if plan.cache_hits:
+        origin += f"; returned from the in-process plan cache {plan.cache_hits} time(s) since"
+    forced = f", strategy forced: {plan.strategy}" if plan.strategy else ""
+    if pv.artifact == "artifact hit":
+        runs = (f"{pv.compile_mode} artifact {pv.artifact_key} ({pv.artifact_bytes / 1e6:.2f} MB) loaded in "
+                f"{pv.load_ms:.1f} ms, no compile: {pv.compile_s:.1f} s of compile saved")
+    elif pv.artifact == "compiled in process":
+        runs = (f"{pv.compile_mode}: torch.compile'd in this process in {pv.compile_s:.1f} s (static batch "
+                f"{p.batch}; kept in no plan cache, so every new process compiles it again)")
+    elif pv.artifact == "compiled now":
+        runs = (f"{pv.compile_mode} artifact compiled now in {pv.compile_s:.1f} s "
+                f"({pv.artifact_bytes / 1e6:.2f} MB, batch {'dynamic' if pv.dynamic_batch else 'static'})"
+                + (f", stored as {pv.artifact_key}" if pv.cache_path else ""))
+    else:
+        runs = f"eager torch on {plan.device}; compile {pv.compile_mode!r}: {pv.compile_reason}"
+    if pv.artifact and pv.load_check_s:
+        runs += f"; loaded first in a child process, which it did not crash ({pv.load_check_s:.1f} s)"
+    lines = [
+        f"trnplan plan — {p.describe()}",
+        f"  digest     {p.digest()}",
+        f"  origin     {origin}{forced}",
+        *([f"  note       {pv.fingerprint_note}"] if pv.fingerprint_note else []),
+        f"  runs       {runs}",
+        "  backend    " + ", ".join(f"{k} {v}" for k, v in pv.fingerprint.items()),
+        f"  tree       {tree}",
+        (f"  predicted  {format_time(tree.time_us)}, {format_si(tree.flops)} flop, {format_si(tree.bytes)}B moved, "
+        f"{tree.launches:.0f} ops; relative L2 error ≤ {tree.error:.1e} (bound {plan.tol:.0e})"),
+        *([f"  measured   {format_time(tree.measured_us)} per call (median, effort {pv.effort})"]
+          if tree.measured_us is not None else []),
+        *([f"  accuracy   {describe_measured(tree.measured_error)}"] if tree.measured_error is not None else []),
+        *([f"  probe      {pv.probe}; {pv.probe_origin}"] if getattr(pv, "probe", "") else []),
+        f"  scale      {p.scale:.6g} (norm={p.norm!r})",
+        *([f"  cores      {_cores_line(plan)}"] if p.cores > 1 and p.device != "neuron" else []),
+        *([f"  bucket     {pv.bucket}"] if getattr(pv, "bucket", "") else []),
+        f"  cost model {plan.profile_name!r} profile, {pv.calibration or 'not calibrated (effort measure calibrates it)'}",
+        *([f"  libraries  {_libraries()}"] if p.device == "cpu" else []),
+        "",
+        f"plan tree (each line: the subtree's predicted totals on the {plan.profile_name!r} cost profile)",
+    ]
+    rows = [("  " * d + _node_line(node), node) for d, node in tree.walk()]
+    width = max(len(r[0]) for r in rows) + 2
+    for text, node in rows:
+        lines.append(
+            f"  {text:<{width}} {format_si(node.flops):>7} flop  {format_si(node.bytes):>7}B  "
+            f"{format_time(node.time_us):>10}  err ≤ {node.error:.1e}"
+        )
+    if pv.measurement is not None:
+        lines += ["", *measure_lines(pv.measurement)]
+    lines += ["", "candidates at the top level"]
+    if not plan.candidates:
+        lines.append("  (not recorded with this wisdom)")
+        return "\n".join(lines)
+    width = max(len(c.solver) for c in plan.candidates) + 2
+    for c in plan.candidates:
+        pred = f"{format_time(c.node.time_us):>10}  err {c.node.error:.1e}" if c.node is not None else f"{'—':>10}  {'':11}"
+        why = c.reason if c.verdict != CHOSEN or pv.measurement is not None else f"cheapest predicted: {plan.tree}"
+        lines.append(f"  {c.solver:<{width}} {c.verdict:<24} {pred}  {why}")
+    return "\n".join(lines)
+
+
+def _cores_line(plan) -> str:
+    """explain()'s account of cores=C: which nodes split their batch, and the predicted speedup."""
+    split = [node for _, node in plan.tree.walk() if node.solver == "multicore"]
+    unsplit = [c.node.time_us for c in plan.candidates
+               if c.node is not None and c.solver != "multicore" and c.verdict in (CHOSEN, "more expensive")]
+    if split:
+        parts = [f"{n.param('shards')} shards of {'/'.join(map(str, sorted(set(shard_sizes(n.batch, n.param('shards'))), reverse=True)))} "
+                 f"(n={n.n} ×{n.batch}; per-core child {n.children[0]})" for n in split]
+        speed = (f"; predicted speedup {min(unsplit) / plan.tree.time_us:.2f}× over the best unsplit plan"
+                 if unsplit and plan.tree.solver == "multicore" else "")
+        return f"{plan.problem.cores}: " + "; ".join(parts) + speed
+    multi = next((c for c in plan.candidates if c.solver == "multicore"), None)
+    why = (f"the split plan is predicted at {multi.node.time_us / plan.tree.time_us:.2f}× the chosen plan's time"
+           if multi is not None and multi.node is not None else (multi.reason if multi is not None else ""))
+    return f"{plan.problem.cores}: no node splits its batch ({why})"
+
+
+def _libraries() -> str:
+    """Which FFT libraries are candidates on this host (explain())."""
+    found = [f"torch.fft {torch.__version__}"]
+    absent = []
+    for name, version in hostlib.available().items():
+        (found if version else absent).append(f"{name} {version}" if version else name)
+    return "available: " + ", ".join(found) + (f"; not installed: {', '.join(absent)}" if absent else "")
+
+
+__all__ = ["render_explain"]
