@@ -12,7 +12,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e '.[test,bench,fftw,mkl,dev]'
+	$(BIN)/python -m pip install --quiet -e '.[test,bench,fftw,mkl,dev,plot]'
 	touch $@
 
 demo: setup  ## plan, run, explain and verify a real transform

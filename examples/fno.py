@@ -32,8 +32,9 @@ What it checks (exit status 1 if any check fails):
    samples is below that of the trivial operator that returns its input (u(T) ≈ u(0)); an
    operator that learned nothing is not better than that.
 
-It prints the loss curves, plots them, and times a compiled training step on trnplan against
-the same model on torch.fft.
+It prints and plots the loss curves, trains the same model on torch.fft with the same seed and
+batches beside it (eagerly by default, to stay within a minute: ``--compile-baseline`` compiles it
+too; bench/examples.py times both compiled and eager), and times a training step of each.
 
 Run: ``python examples/fno.py`` (~1 min on a 2-core CPU, most of it compiling); ``--small`` for
 tests; ``--no-compile`` for eager; ``--device cuda`` on a GPU (same code; accelerator tensors
