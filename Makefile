@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # torch is pinned to the CPU build on purpose: any other torch request pulls a multi-GB CUDA build
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup demo test lint bench bench-suite bench-distributed accuracy clean
+.PHONY: setup demo test lint wheel-check bench bench-suite bench-distributed accuracy clean
 
 setup: $(VENV)/.installed
 
@@ -26,6 +26,9 @@ lint: setup  ## ruff, the import-layer contract (pyproject.toml), no cycles, fun
 	$(BIN)/ruff check trnplan
 	PYTHONPATH=. $(BIN)/lint-imports
 	PYTHONPATH=. $(BIN)/python tools/check_code.py
+
+wheel-check:  ## build the wheel, install it in a fresh venv, plan and run from outside the checkout
+	PYTHON=$(PYTHON) TORCH="$(TORCH)" bash tools/wheel_check.sh
 
 bench: setup  ## the solver benchmark; rewrites the tables in docs/benchmarks.md
 	$(BIN)/python bench/bench_solvers.py --markdown docs/benchmarks.md

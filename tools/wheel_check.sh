@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Packaged like a library people depend on: build trnplan's wheel, install it into a fresh venv
+# (torch==2.13.0 first: on this project's machines that is the CPU build on local disk), and plan,
+# run and verify a transform from outside the source tree, so nothing is imported from the checkout.
+# Also checks that the wheel carries the LICENSE and the py.typed marker (PEP 561).
+# `make wheel-check`; .ci/run runs it.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+python=${PYTHON:-python3}
+torch_req=${TORCH:-torch==2.13.0}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+"$python" -m venv "$tmp/venv"
+pip=("$tmp/venv/bin/python" -m pip --quiet --disable-pip-version-check)
+"${pip[@]}" install "$torch_req"
+"${pip[@]}" wheel --no-deps -w "$tmp/dist" "$root"
+wheel=$(ls "$tmp"/dist/trnplan-*.whl)
+"$tmp/venv/bin/python" - "$wheel" <<'PY'
+import sys, zipfile
+names = zipfile.ZipFile(sys.argv[1]).namelist()
+missing = [want for want in ("trnplan/py.typed", "LICENSE") if not any(n.endswith(want) for n in names)]
+if missing:
+    sys.exit(f"wheel check: {sys.argv[1]} lacks {missing}")
+PY
+"${pip[@]}" install "$wheel"
+cd "$tmp"   # not the checkout: the installed wheel is what gets imported
+"$tmp/venv/bin/python" - <<'PY'
+import numpy as np, torch, trnplan
+from trnplan.core.accuracy import DEFAULT_TOL
+
+assert "site-packages" in trnplan.__file__, f"imported the checkout, not the wheel: {trnplan.__file__}"
+plan = trnplan.plan_many(256, batch=4, cache=None)
+x = torch.randn(4, 256, dtype=torch.complex64)
+ref = np.fft.fft(x.numpy().astype(np.complex128))
+err = np.linalg.norm(plan.execute(x).numpy() - ref) / np.linalg.norm(ref)
+bound = DEFAULT_TOL["fp32"]
+assert err <= bound, f"wheel check: error {err:.2e} over the fp32 bar {bound:.1e}"
+print(f"wheel check: {trnplan.__version__} from {trnplan.__file__}: {plan.tree} error {err:.2e} <= {bound:.1e}")
+PY
+"$tmp/venv/bin/trnplan" plan 64 --batch 2 --verify --cache-dir "$tmp/cache" >/dev/null
+echo "wheel check: ok (LICENSE, py.typed, import, plan, CLI)"
