@@ -32,7 +32,7 @@ from trnplan.backends.base import PrecisionProbe
 from trnplan.cache.fingerprint import diff, fingerprint, fingerprint_digest
 from trnplan.cache.store import WISDOM_FORMAT, CacheWarning, PlanCache
 from trnplan.core import config
-from trnplan.core.errors import PlanningError, WisdomMiss
+from trnplan.core.errors import OverBoundError, PlanningError, WisdomMiss
 from trnplan.core.node import PlanNode
 from trnplan.core.spec import Spec, parse_strategy
 from trnplan.kernels import hostlib
@@ -296,11 +296,10 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
             _warn(f"plan cache {cache.path}: {note}; re-planning")
         try:
             tree, candidates = planner.search(problem, spec)
-        except PlanningError as exc:
-            if "exceeds the bound" not in str(exc) and "no precision mode meets" not in str(exc):
-                raise
+        except OverBoundError as exc:
             why = _unreachable(problem, spec, planner, backend, probe)
-            raise PlanningError(f"{why}. ({exc})" if why else str(exc)) from None
+            raise OverBoundError(f"{why}. ({exc})" if why else str(exc), candidates=exc.candidates,
+                                 tol=exc.tol) from None
         if effort in ("measure", "patient"):
             tree, measurement, samples = _measure(problem, spec, device, planner, effort, tree)
             candidates = ranked_candidates(candidates, measurement)

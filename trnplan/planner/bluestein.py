@@ -101,8 +101,6 @@ class Bluestein(Solver):
     options = ("m",)
 
     def why_not(self, problem, planner, forced):
-        if problem.precision == "auto":
-            return "precision 'auto' is planned by the precision solver, one mode at a time"
         if not forced and max(prime_factors(problem.n), default=1) <= max(SMOOTH_PRIMES):
             return f"n={problem.n} has no prime factor above {max(SMOOTH_PRIMES)} (direct solvers are cheaper)"
         return None

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from trnplan.core.accuracy import UNIT_ROUNDOFF, log_growth, storage
-from trnplan.core.cost import REDUCED_GEMM_MODES, cmul_work, copy, elementwise
+from trnplan.core.cost import cmul_work, copy, elementwise
 from trnplan.kernels import cmul, twiddle_table
 from trnplan.planner.solver import Solver, is_power_of_two, itemsize
 
@@ -60,16 +60,14 @@ class ButterflyFFT(torch.nn.Module):
 
 class Butterfly(Solver):
     name = "butterfly"
+    # the reduced modes round or split matrix-engine operands only; butterfly's work is all
+    # elementwise, which runs in fp32 in every mode: in bf16/tf32 it would be an fp32 plan
+    # under another name (plan precision='fp32', or 'auto', to have it considered)
+    precisions = ("fp32", "fp64")
+    precision_refusal = ("butterfly has no GEMM for precision {precision!r} to apply to (its stages are "
+                         "elementwise, fp32); use precision='fp32' or 'auto'")
 
     def why_not(self, problem, planner, forced):
-        if problem.precision in REDUCED_GEMM_MODES:
-            # the reduced modes round or split matrix-engine operands only; butterfly's work is all
-            # elementwise, which runs in fp32 in every mode: in bf16/tf32 it would be an fp32 plan
-            # under another name (plan precision='fp32', or 'auto', to have it considered)
-            return (f"butterfly has no GEMM for precision {problem.precision!r} to apply to (its stages are "
-                    f"elementwise, fp32); use precision='fp32' or 'auto'")
-        if problem.precision == "auto":
-            return "precision 'auto' is planned by the precision solver, one mode at a time"
         if not is_power_of_two(problem.n):
             return f"n={problem.n} is not a power of two"
         return None

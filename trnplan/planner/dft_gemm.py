@@ -86,8 +86,6 @@ class DFTGemmSolver(Solver):
     name = "dft-gemm"
 
     def why_not(self, problem, planner, forced):
-        if problem.precision == "auto":
-            return "precision 'auto' is planned by the precision solver, one mode at a time"
         matrix = 4 * problem.n**2 * itemsize(problem)
         if matrix > MAX_MATRIX_BYTES:
             return (

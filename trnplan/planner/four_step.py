@@ -89,8 +89,6 @@ class FourStep(Solver):
         return super().why_not_factors(problem, factors)
 
     def why_not(self, problem, planner, forced):
-        if problem.precision == "auto":
-            return "precision 'auto' is planned by the precision solver, one mode at a time"
         if len(prime_factors(problem.n)) < 2:
             return f"n={problem.n} is not composite (1 or prime)"
         return None

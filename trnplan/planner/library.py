@@ -97,7 +97,7 @@ class HostLibrary(WholeShape, Solver):
         if not planner.backend.has_native_fft(problem.precision):
             return (f"this backend prices no FFT library for {problem.precision} (its cost profile has no FFT "
                     f"rate), so a host library cannot be priced here")
-        if getattr(planner, "exportable", False):
+        if planner.exportable:
             return "an artifact (compile='aot') cannot call a host library; it runs torch ops only"
         if hostlib._module(self.library) is None:
             return f"{self.title} is not installed ({self.install})"

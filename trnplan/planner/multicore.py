@@ -36,7 +36,7 @@ import torch
 
 from trnplan.backends import get_backend
 from trnplan.core.cost import Work, copy
-from trnplan.planner.solver import Solver, at_root, itemsize, library_io, root_output
+from trnplan.planner.solver import Solver, itemsize, library_io, root_output
 
 #: fixed cost of handing one shard to a worker and collecting it (submit, wake, join), µs:
 #: ThreadPoolExecutor round trips measured 15–40 µs on this 2-vCPU machine
@@ -86,7 +86,7 @@ class Multicore(Solver):
         if problem.batch < 2:
             return (f"batch {problem.batch}: one transform is not split into shards here; composites "
                     f"(four-step, nd) run their passes, which are batches, across the cores")
-        if getattr(planner, "exportable", False):
+        if planner.exportable:
             return ("an artifact is one graph: shards on worker threads cannot be exported (on Trainium "
                     "the backend loads one artifact per NeuronCore instead)")
         if planner.backend.shard_executor_reason() is not None:
@@ -115,9 +115,9 @@ class Multicore(Solver):
         # library_call): they pack nothing, and each shard copies its result into the output on
         # its own core. Otherwise the shards' split results are gathered (one copy on the calling
         # thread) and packed into the complex output like any split-tensor root's
-        by_name = {s.name: s for s in getattr(planner, "solvers", ())}
-        root = at_root(planner, problem)
-        direct = root and all(c.solver in by_name and by_name[c.solver].runs_on_user_tensor(c) for c in children)
+        root = planner.at_root(problem)
+        direct = root and all(planner.solver(c.solver) is not None and planner.solver(c.solver).runs_on_user_tensor(c)
+                              for c in children)
         work = Work(launches=2 * len(sizes))  # the split views
         if not direct:
             work += copy(out_elems * problem.batch, size) + (root_output(problem) if root else Work())

@@ -13,7 +13,7 @@ import math
 import torch
 
 from trnplan.core.accuracy import STORAGE, UNIT_ROUNDOFF, log_growth
-from trnplan.core.cost import REDUCED_GEMM_MODES, Work
+from trnplan.core.cost import Work
 from trnplan.planner.solver import Solver, library_io, prime_factors
 
 #: error constant c of c·u·√log2(n) per precision: measured ratios error/(u·√log2 n) reached
@@ -64,13 +64,11 @@ class Native(Solver):
     #: 2: priced without packing at the root and without a second count of the library's own pass
     #: (every solver's decisions moved with it: the registry digest, and so all wisdom, changes)
     version = 2
+    precisions = ("fp32", "fp64")
+    precision_refusal = ("the native library (torch.fft) has no {precision} mode: it computes in fp32 or fp64 "
+                         "only; use precision='fp32' or 'auto' to have it considered")
 
     def why_not(self, problem, planner, forced):
-        if problem.precision in REDUCED_GEMM_MODES:
-            return (f"the native library (torch.fft) has no {problem.precision} mode: it computes in fp32 or fp64 "
-                    f"only; use precision='fp32' or 'auto' to have it considered")
-        if problem.precision == "auto":
-            return "precision 'auto' is planned by the precision solver, one mode at a time"
         if not planner.backend.has_native_fft(problem.precision):
             return f"the {problem.device} backend has no native FFT for precision {problem.precision}"
         return None

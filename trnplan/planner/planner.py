@@ -16,7 +16,7 @@ import torch
 
 from trnplan.backends import get_backend
 from trnplan.core.accuracy import DEFAULT_TOL
-from trnplan.core.errors import PlanningError
+from trnplan.core.errors import OverBoundError, PlanningError
 from trnplan.core.node import PlanNode
 from trnplan.core.spec import Spec
 from trnplan.planner import registry
@@ -39,7 +39,8 @@ class Candidate:
 
 
 class Planner:
-    """Plans 1-D sub-problems on one backend.
+    """Plans 1-D sub-problems on one backend; the :class:`~trnplan.planner.solver.PlanningContext`
+    every solver plans in.
 
     Parameters
     ----------
@@ -97,6 +98,10 @@ class Planner:
         """How many searches are in progress: 1 inside the top-level search, more in a child's."""
         return len(self._active)
 
+    def solver(self, name: str):
+        """The solver called ``name`` among those this planner searches, or None."""
+        return next((s for s in self.solvers if s.name == name), None)
+
     def on_host(self) -> Planner:
         """A planner for the host CPU (its uncalibrated profile, no artifact): host-only solvers price
         the host fallback of a device plan with it (trnplan.planner.library)."""
@@ -107,7 +112,7 @@ class Planner:
     def host_fallback_reason(self, tree: PlanNode) -> str | None:
         """Why ``tree`` runs on the host with nothing compiled, or None: the one place that decides
         the host fallback (a host-only solver at the root of a plan for a device with a host link)."""
-        solver = next((s for s in self.solvers if s.name == tree.solver), None)
+        solver = self.solver(tree.solver)
         if self.backend.host_link_gbs is None or solver is None or not solver.host_only:
             return None
         return (f"host fallback: the cost model prices the host library {tree.solver!r} (with the transfer both "
@@ -225,6 +230,7 @@ class Planner:
     def _search(self, problem, spec, tol, key):
         forced = spec.name if spec is not None else None
         candidates = []
+        over = False  # a candidate here, or in a failed sub-plan, was over the bound (OverBoundError)
         for solver in self.solvers:
             if forced is not None and solver.name != forced:
                 continue
@@ -235,6 +241,7 @@ class Planner:
             try:
                 node = solver.plan(problem, self, spec)
             except PlanningError as exc:  # a sub-plan could not be made: this candidate fails, not the search
+                over = over or isinstance(exc, OverBoundError)
                 candidates.append(Candidate(solver.name, NOT_APPLICABLE, f"its sub-plan failed ({exc})"))
                 continue
             if node is None:
@@ -252,7 +259,9 @@ class Planner:
                 candidates.append(Candidate(solver.name, CHOSEN, "", node))
         viable = [c for c in candidates if c.verdict == CHOSEN]
         if not viable:
-            raise PlanningError(self._failure(problem, spec, candidates))
+            over = over or any(c.verdict == OVER_BOUND for c in candidates)
+            error = OverBoundError if over else PlanningError
+            raise error(self._failure(problem, spec, candidates), candidates=candidates, tol=tol)
         best = min(viable, key=lambda c: c.node.time_us)  # min() is stable: registry order breaks ties
         ranked = tuple(
             c if c is best or c.verdict != CHOSEN else attrs.evolve(

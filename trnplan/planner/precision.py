@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import attrs
 
-from trnplan.core.errors import PlanningError
+from trnplan.core.errors import OverBoundError, PlanningError
 from trnplan.core.node import PlanNode
 from trnplan.planner.solver import Solver, note_variant
 
@@ -90,7 +90,7 @@ class Precision(Solver):
             if best is None or node.time_us < best.time_us:
                 best = node
         if best is None:
-            raise PlanningError(f"no precision mode meets tol={tol:.1e}: " + "; ".join(misses))
+            raise OverBoundError(f"no precision mode meets tol={tol:.1e}: " + "; ".join(misses), tol=tol)
         return best
 
     def build(self, node, ctx):

@@ -8,11 +8,14 @@ invalidated rather than trusted.
 
 A solver outside the package (a user's, or a test's) joins with :func:`register` and leaves
 with :func:`unregister`; the registry digest, and so every wisdom fingerprint, changes with it.
+:data:`SOLVERS` is a :class:`Registry` object changed in place, so ``trnplan.SOLVERS`` and every
+other reference to it stay current.
 """
 
 from __future__ import annotations
 
 import hashlib
+import threading
 
 from trnplan.planner.bluestein import Bluestein
 from trnplan.planner.butterfly import Butterfly
@@ -26,7 +29,83 @@ from trnplan.planner.precision import Precision
 from trnplan.planner.real import Real
 from trnplan.planner.stockham import Stockham
 
-SOLVERS = (
+
+class Registry:
+    """The ordered solver registry: iterate it for the solvers in order, index it by name.
+
+    One object for the life of the process, changed in place by :meth:`register` and
+    :meth:`unregister`, so every reference to it (``trnplan.SOLVERS``, a planner made later)
+    sees the solvers as they are now, never a stale copy.
+    """
+
+    def __init__(self, solvers):
+        self._solvers: tuple = ()
+        self._lock = threading.Lock()
+        for solver in solvers:
+            self.register(solver)
+
+    def __iter__(self):
+        return iter(self._solvers)
+
+    def __len__(self) -> int:
+        return len(self._solvers)
+
+    def __contains__(self, name) -> bool:
+        return any(s.name == name for s in self._solvers)
+
+    def __getitem__(self, name: str):
+        """The solver called ``name`` (KeyError naming the registered ones if there is none)."""
+        for solver in self._solvers:
+            if solver.name == name:
+                return solver
+        raise KeyError(f"no solver named {name!r} is registered (registered: {', '.join(self.names())})")
+
+    def __repr__(self) -> str:
+        return f"Registry({', '.join(self.names())})"
+
+    def get(self, name: str, default=None):
+        return next((s for s in self._solvers if s.name == name), default)
+
+    def names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self._solvers)
+
+    def snapshot(self) -> tuple:
+        """The solvers as they are now, as a tuple (what a :class:`Planner` searches)."""
+        return self._solvers
+
+    def register(self, solver) -> None:
+        """Add ``solver`` (a :class:`~trnplan.planner.solver.Solver` instance) at the end.
+
+        Raises
+        ------
+        ValueError
+            The solver has no name, or a solver of that name is already registered.
+        """
+        if not getattr(solver, "name", ""):
+            raise ValueError(f"a solver needs a non-empty name; got {solver!r}")
+        with self._lock:
+            if solver.name in self:
+                raise ValueError(f"a solver named {solver.name!r} is already registered; unregister it first")
+            self._solvers = (*self._solvers, solver)
+
+    def unregister(self, name: str) -> None:
+        """Remove the solver called ``name`` (KeyError if there is none)."""
+        with self._lock:
+            self[name]  # KeyError naming the registered ones
+            self._solvers = tuple(s for s in self._solvers if s.name != name)
+
+    def digest(self) -> str:
+        """Hash of the solver names and versions, in order: part of every wisdom fingerprint."""
+        return _digest(self._solvers)
+
+
+def _digest(solvers) -> str:
+    text = ";".join(f"{s.name}:{s.version}" for s in solvers)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+#: the registry, in order: one line per solver (FFTW's dft/conf.c)
+SOLVERS = Registry((
     Native(),
     *HOST_LIBRARIES,  # scipy.fft, pyFFTW, mkl_fft: host-CPU library leaves, where installed
     DFTGemmSolver(),
@@ -38,48 +117,31 @@ SOLVERS = (
     ND(),
     Multicore(),  # cores > 1 only: the batch split into shards run concurrently
     Precision(),  # precision="auto" only: one child per concrete mode
-)
-
-BY_NAME = {s.name: s for s in SOLVERS}
+))
 
 
 def solvers() -> tuple:
-    """The registry as it is now (:data:`SOLVERS` plus whatever :func:`register` added)."""
-    return SOLVERS
+    """The registry as it is now, as a tuple."""
+    return SOLVERS.snapshot()
 
 
 def register(solver) -> None:
-    """Add ``solver`` (a :class:`~trnplan.planner.solver.Solver` instance) to the end of the registry.
-
-    Raises
-    ------
-    ValueError
-        A solver of that name is already registered.
-    """
-    global SOLVERS
-    if not getattr(solver, "name", ""):
-        raise ValueError(f"a solver needs a non-empty name; got {solver!r}")
-    if solver.name in BY_NAME:
-        raise ValueError(f"a solver named {solver.name!r} is already registered; unregister it first")
-    SOLVERS = (*SOLVERS, solver)
-    BY_NAME[solver.name] = solver
+    """Add ``solver`` to the end of the registry (:meth:`Registry.register`)."""
+    SOLVERS.register(solver)
 
 
 def unregister(name: str) -> None:
-    """Remove the solver called ``name`` (KeyError if there is none)."""
-    global SOLVERS
-    if name not in BY_NAME:
-        raise KeyError(f"no solver named {name!r} is registered (registered: {', '.join(BY_NAME)})")
-    del BY_NAME[name]
-    SOLVERS = tuple(s for s in SOLVERS if s.name != name)
+    """Remove the solver called ``name`` (:meth:`Registry.unregister`)."""
+    SOLVERS.unregister(name)
 
 
 def solver_names() -> tuple[str, ...]:
-    return tuple(BY_NAME)
+    return SOLVERS.names()
 
 
 def registry_digest(solvers=None) -> str:
     """Hash of the solver names and versions, in order: part of every wisdom fingerprint."""
-    solvers = SOLVERS if solvers is None else solvers
-    text = ";".join(f"{s.name}:{s.version}" for s in solvers)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return SOLVERS.digest() if solvers is None else _digest(solvers)
+
+
+__all__ = ["SOLVERS", "Registry", "register", "registry_digest", "solver_names", "solvers", "unregister"]

@@ -21,16 +21,18 @@ import contextvars
 import functools
 import math
 from collections.abc import Callable
-from typing import ClassVar
+from typing import ClassVar, Protocol
 
 import attrs
 import numpy as np
 import torch
 
-from trnplan.core.cost import Work, add_terms, work_terms
+from trnplan.backends.base import Backend, PrecisionProbe
+from trnplan.core.cost import CostProfile, Work, add_terms, work_terms
 from trnplan.core.errors import PlanningError
 from trnplan.core.node import PlanNode
 from trnplan.core.problem import Problem
+from trnplan.core.spec import Spec
 
 
 @attrs.frozen
@@ -53,10 +55,31 @@ class BuildContext:
         return self.const(array.real), self.const(array.imag)
 
 
-def at_root(planner, problem: Problem) -> bool:
-    """``planner.at_root(problem)``; False for planner stand-ins without one."""
-    check = getattr(planner, "at_root", None)
-    return bool(check and check(problem))
+class PlanningContext(Protocol):
+    """What a solver may ask of the planner it plans in (:class:`trnplan.planner.Planner`).
+
+    Solvers read nothing else of it: no private attributes, no ``getattr`` probing. A stand-in
+    (tests, or the host-fallback pricing) implements what the solver it is given to uses.
+    """
+
+    backend: Backend  # the device kind: native FFT or not, precisions, shard executor, host link
+    profile: CostProfile  # the prices nodes are costed with (maybe calibrated)
+    exportable: bool  # an artifact is asked for: the plan must lower to torch ops only
+    depth: int  # searches in progress: 1 at the top level, more inside a child's
+
+    @property
+    def probe(self) -> PrecisionProbe: ...  # the device's precision probe, read by the accuracy model
+
+    def tol(self, problem: Problem) -> float: ...  # the error bound of (sub-)problem
+    def at_root(self, problem: Problem) -> bool: ...  # runs on the user's tensor at the plan's root
+    def solver(self, name: str) -> Solver | None: ...  # a registered solver, by name
+    def on_host(self) -> PlanningContext: ...  # the host CPU's context (host-fallback pricing)
+
+    def plan(self, problem: Problem, spec: Spec | None = None, tol: float | None = None) -> PlanNode:
+        """A child's plan: the only way a composite gets one (memo, bound, cost accounting)."""
+
+    def plan_share(self, problem: Problem, spec: Spec | None, tol: float) -> PlanNode | None:
+        """A child re-planned to a share of its parent's bound, or None when that nests too deep."""
 
 
 def root_output(problem: Problem) -> Work:
@@ -73,7 +96,7 @@ def library_io(problem: Problem, planner, launches: int = 2) -> Work:
     its own pass over the data): packing split ``(re, im)`` input into one complex tensor and
     viewing the result's parts; none at the root, where ``Plan.execute`` calls the library on
     the user's tensor (pass ``direct=True`` to :meth:`Solver.node` there)."""
-    if at_root(planner, problem):
+    if planner.at_root(problem):
         return Work()
     packed = 0 if problem.real_input else 4 * math.prod(problem.in_shape) * problem.batch * itemsize(problem)
     return Work(launches=launches, bytes=packed)
@@ -95,12 +118,17 @@ class Solver:
     #: the transform kinds and ranks this solver plans; others are declined before why_not
     kinds: ClassVar[tuple[str, ...]] = ("c2c",)
     ranks: ClassVar[str] = "1"  # "1": one axis, "n": two or more (the nd solver), "any": both
+    #: the concrete precision modes it plans (None: every mode); others are declined before
+    #: why_not with ``precision_refusal`` (formatted with ``precision``)
+    precisions: ClassVar[tuple[str, ...] | None] = None
+    precision_refusal: ClassVar[str] = "{name} has no {precision} mode (it plans {modes})"
     #: runs on the host CPU whatever the plan's device: on a device with a host link
     #: (``Backend.host_link_gbs``, Trainium) such a root is the host fallback, compiled to nothing
     host_only: ClassVar[bool] = False
 
     def why_not_kind(self, problem: Problem) -> str | None:
-        """Why this solver does not plan ``problem``'s kind or rank (checked before ``why_not``)."""
+        """Why this solver does not plan ``problem``'s kind, rank or precision, from what it declares
+        (checked before ``why_not``)."""
         if problem.precision == "auto":
             return "precision='auto' is resolved first, by the precision solver"
         if self.ranks == "1" and problem.rank != 1:
@@ -110,6 +138,9 @@ class Solver:
         if problem.kind not in self.kinds:
             who = " (the real solver plans it)" if problem.kind != "c2c" and problem.rank == 1 else ""
             return f"{self.name} plans {'/'.join(self.kinds)} transforms, not {problem.kind}{who}"
+        if self.precisions is not None and problem.precision not in self.precisions:
+            return self.precision_refusal.format(name=self.name, precision=problem.precision,
+                                                 modes="/".join(self.precisions))
         return None
 
     def why_not(self, problem: Problem, planner, forced: bool) -> str | None:  # pragma: no cover
@@ -143,7 +174,7 @@ class Solver:
         pays for packing its result into the complex output (:func:`root_output`); ``direct``
         marks a library call that ``Plan.execute`` makes on the user's tensor instead.
         """
-        if not direct and at_root(planner, problem):
+        if not direct and planner.at_root(problem):
             work = work + root_output(problem)
         dtype = str(problem.real_dtype).removeprefix("torch.")
         own_time = planner.profile.time_us(work, dtype)

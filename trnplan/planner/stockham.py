@@ -100,8 +100,6 @@ class Stockham(Solver):
         return super().why_not_factors(problem, factors)
 
     def why_not(self, problem, planner, forced):
-        if problem.precision == "auto":
-            return "precision 'auto' is planned by the precision solver, one mode at a time"
         if not is_power_of_two(problem.n):
             return f"n={problem.n} is not a power of two"
         return None
