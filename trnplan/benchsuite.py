@@ -51,6 +51,7 @@ import numpy as np
 import torch
 
 from trnplan._version import __version__
+from trnplan.core import config
 from trnplan.core.errors import NotSupportedYet, PlanningError
 from trnplan.plan.api import plan_many
 from trnplan.plan.plan import Plan
@@ -635,7 +636,7 @@ def _table_in_subprocess(threads: int, args) -> dict:
     os.close(fd)
     env = dict(os.environ, MKL_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
     cache_dir = None
-    if "TRNPLAN_CACHE_DIR" not in os.environ:
+    if config.cache_dir() is None:
         # trnplan.stft plans through the default on-disk cache; a fresh one per table keeps the STFT
         # row as uncached as the plan_many(cache=None) columns and leaves the user's cache alone
         cache_dir = tempfile.mkdtemp(prefix="trnplan-bench-cache-")

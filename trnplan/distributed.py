@@ -843,7 +843,7 @@ def plan_many(global_shape, batch: int = 1, *, kind: str = "c2c", inverse: bool 
                       inverse=int(problem.inverse), dtype=_DTYPE_CODES[problem.dtype],
                       precision=_PRECISION_CODES[problem.precision], norm=_NORM_CODES[problem.norm],
                       layout=_LAYOUT_CODES[layout], effort=_EFFORT_CODES[effort])
-        _check_layout_support(problem, layout, transposed_input, transposed_output, group, size)
+        _check_layout_support(problem, layout, transposed_input, transposed_output, size)
     except Exception as exc:  # noqa: BLE001 - re-raised below, after the exchange
         error = exc
         fields["error"] = 1
@@ -873,7 +873,7 @@ def plan_many(global_shape, batch: int = 1, *, kind: str = "c2c", inverse: bool 
                            plan_kwargs=plan_kwargs)
 
 
-def _check_layout_support(problem: Problem, layout: str, ti: bool, to: bool, group, size: int) -> None:
+def _check_layout_support(problem: Problem, layout: str, ti: bool, to: bool, size: int) -> None:
     if problem.rank == 1:
         if problem.kind != "c2c":
             raise NotSupportedYet(

@@ -35,14 +35,13 @@ from __future__ import annotations
 
 import math
 import operator
-import threading
 import warnings
 
 import torch
 
 from trnplan.core.errors import TrnplanError
-from trnplan.plan import api as _plan_module
-from trnplan.plan.api import plan_many
+from trnplan.core.problem import COMPLEX_OF, REAL_OF
+from trnplan.plan.api import cached_plan
 
 __all__ = [
     "UnsupportedDtypeError",
@@ -79,50 +78,9 @@ class UnsupportedDtypeError(TrnplanError, TypeError, RuntimeError):
     """
 
 
-# ---------------------------------------------------------------------------- plan lookup
-#: (kind, shape, batch, dtype, norm, inverse, device) -> (plan, key of that plan in the LRU).
-#: plan_many's own hit costs 48–71 µs here (Problem validation and digest), a third of a
-#: 64 × 1024 complex64 transform on this CPU; keyed by the raw arguments, a hit is a dict lookup
-#: (this whole module's per-call work measured ~5 µs). An entry is used only while the
-#: process-wide LRU still holds the same plan under the same key, so trnplan.clear_plan_cache()
-#: and LRU eviction reach it too. (It reads plan.py's LRU directly: see _lru_key_of.)
-_PLANS: dict = {}
-_PLANS_MAX = 256
-_PLANS_LOCK = threading.Lock()
-
-
-def _lru_key_of(plan):
-    """The plan's key in plan_many's LRU (found once per miss), or None if it is not there."""
-    lru, lock = getattr(_plan_module, "_LRU", None), getattr(_plan_module, "_LRU_LOCK", None)
-    if lru is None or lock is None:
-        return None
-    with lock:
-        return next((k for k, v in lru.items() if v is plan), None)
-
-
-def _get_plan(kind, shape, batch, dtype, norm, inverse, device):
-    key = (kind, shape, batch, dtype, norm, inverse, device)
-    hit = _PLANS.get(key)
-    if hit is not None:
-        plan, lru_key = hit
-        lru = getattr(_plan_module, "_LRU", None)
-        if lru is not None and lru.get(lru_key) is plan:
-            return plan
-    plan = plan_many(shape, batch, kind=kind, inverse=inverse, dtype=dtype, norm=norm, device=device)
-    lru_key = _lru_key_of(plan)
-    if lru_key is not None:
-        with _PLANS_LOCK:
-            if len(_PLANS) >= _PLANS_MAX:
-                del _PLANS[next(iter(_PLANS))]  # oldest inserted; the LRU itself ranks by use
-            _PLANS[key] = (plan, lru_key)
-    return plan
-
-
 # ---------------------------------------------------------------------------- argument checks
 _NORMS = ("backward", "ortho", "forward")
 _MIRROR = {"backward": "forward", "forward": "backward", "ortho": "ortho"}
-_COMPLEX_OF = {torch.float32: torch.complex64, torch.float64: torch.complex128}
-_REAL_OF = {torch.complex64: torch.float32, torch.complex128: torch.float64}
 
 
 def _check_input(name: str, x) -> None:
@@ -186,15 +144,15 @@ def _promote(name: str, x: torch.Tensor, require_complex: bool) -> torch.Tensor:
     """torch.fft's promotion: integer/bool → the default float dtype; complex if required."""
     dtype = x.dtype
     if dtype.is_complex:
-        if dtype not in _REAL_OF:
+        if dtype not in REAL_OF:
             raise _unsupported(name, dtype)
         return x
     if not dtype.is_floating_point:
         dtype = torch.get_default_dtype()
-    if dtype not in _COMPLEX_OF:
+    if dtype not in COMPLEX_OF:
         raise _unsupported(name, dtype)
     if require_complex:
-        dtype = _COMPLEX_OF[dtype]
+        dtype = COMPLEX_OF[dtype]
     return x if dtype == x.dtype else x.to(dtype)
 
 
@@ -282,18 +240,18 @@ def _finish(name: str, y: torch.Tensor, out):
 # ---------------------------------------------------------------------------- the engine call
 def _out_meta(kind: str, shape: tuple, dtype: torch.dtype):
     """(trailing output shape, output dtype) of a plan of ``kind`` over ``shape`` on ``dtype`` input."""
-    cdtype = dtype if dtype.is_complex else _COMPLEX_OF[dtype]
+    cdtype = dtype if dtype.is_complex else COMPLEX_OF[dtype]
     if kind == "r2c":
         return (*shape[:-1], shape[-1] // 2 + 1), cdtype
-    return tuple(shape), (_REAL_OF[cdtype] if kind == "c2r" else cdtype)
+    return tuple(shape), (REAL_OF[cdtype] if kind == "c2r" else cdtype)
 
 
 def _in_meta(kind: str, shape: tuple, dtype: torch.dtype):
     """(trailing input shape, input dtype) of a plan whose *output* has ``dtype`` (for backward)."""
-    cdtype = dtype if dtype.is_complex else _COMPLEX_OF[dtype]
+    cdtype = dtype if dtype.is_complex else COMPLEX_OF[dtype]
     if kind == "c2r":
         return (*shape[:-1], shape[-1] // 2 + 1), cdtype
-    return tuple(shape), (_REAL_OF[cdtype] if kind == "r2c" else cdtype)
+    return tuple(shape), (REAL_OF[cdtype] if kind == "r2c" else cdtype)
 
 
 def _run_plan(x: torch.Tensor, kind: str, shape: tuple, inverse: bool, norm: str) -> torch.Tensor:
@@ -306,8 +264,8 @@ def _run_plan(x: torch.Tensor, kind: str, shape: tuple, inverse: bool, norm: str
         if x.requires_grad and torch.is_grad_enabled():
             y = y + (x.real if x.is_complex() else x).sum() * 0
         return y
-    cdtype = x.dtype if x.is_complex() else _COMPLEX_OF[x.dtype]
-    return _get_plan(kind, shape, batch, cdtype, norm, inverse, x.device).execute(x)
+    cdtype = x.dtype if x.is_complex() else COMPLEX_OF[x.dtype]
+    return cached_plan(kind, shape, batch, cdtype, norm, inverse, x.device).execute(x)
 
 
 # Under torch.compile the plan runs as an opaque custom operator: Dynamo cannot trace planning
@@ -334,8 +292,8 @@ def _execute_backward_op(g: torch.Tensor, kind: str, shape: list[int], inverse: 
     tail, dtype = _in_meta(kind, shape, g.dtype)
     if batch == 0:
         return torch.zeros((*lead, *tail), dtype=dtype, device=g.device)
-    cdtype = g.dtype if g.is_complex() else _COMPLEX_OF[g.dtype]
-    return _get_plan(kind, shape, batch, cdtype, norm, inverse, g.device).backward(g)
+    cdtype = g.dtype if g.is_complex() else COMPLEX_OF[g.dtype]
+    return cached_plan(kind, shape, batch, cdtype, norm, inverse, g.device).backward(g)
 
 
 @_execute_backward_op.register_fake

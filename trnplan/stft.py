@@ -35,13 +35,12 @@ import torch.nn.functional as F
 
 # trnplan.fft's plan lookup: a dict hit on the raw arguments (~1 µs) in front of plan_many's LRU
 # (~70-90 µs per hit for Problem validation and digest on this CPU), kept in step with the LRU
-from trnplan.fft import _get_plan
+from trnplan.core.problem import COMPLEX_OF, REAL_OF
+from trnplan.plan.api import cached_plan
 
 __all__ = ["istft", "stft"]
 
 _PAD_MODES = ("constant", "reflect", "replicate", "circular")
-_REAL_OF = {torch.complex64: torch.float32, torch.complex128: torch.float64}
-_COMPLEX_OF = {torch.float32: torch.complex64, torch.float64: torch.complex128}
 #: torch.istft's NOLA threshold: an overlap-added squared window below this is "zero"
 _NOLA_EPS = 1e-11
 
@@ -252,7 +251,7 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     dtype = input.dtype if window is None else torch.promote_types(input.dtype, window.dtype)
     norm = "ortho" if normalized else "backward"
     n_bins = n_fft // 2 + 1 if onesided else n_fft
-    out_dtype = dtype if dtype.is_complex else _COMPLEX_OF[dtype]
+    out_dtype = dtype if dtype.is_complex else COMPLEX_OF[dtype]
     if batch == 0:  # no frames to transform: no plan (plans hold at least one transform)
         y = torch.zeros((0, n_frames, n_bins), dtype=out_dtype, device=x.device)
     else:
@@ -269,7 +268,7 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
             frames = F.pad(frames, (left, n_fft - win - left))
         if not onesided:
             frames = frames.to(out_dtype)
-        plan = _get_plan("r2c" if onesided else "c2c", (n_fft,), batch * n_frames, out_dtype, norm, False, x.device)
+        plan = cached_plan("r2c" if onesided else "c2c", (n_fft,), batch * n_frames, out_dtype, norm, False, x.device)
         y = plan.execute(frames)
     y = y.transpose(-1, -2)  # (B, frames, bins) -> (B, bins, frames), torch.stft's layout
     if not batched:
@@ -384,11 +383,11 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
     norm = "ortho" if normalized else "backward"
     if not return_complex and not onesided:  # a real signal's spectrum is Hermitian: c2r reads the first half
         z = z[..., : n_fft // 2 + 1]
-    plan = _get_plan("c2c" if return_complex else "c2r", (n_fft,), batch * n_frames, input.dtype, norm, True,
+    plan = cached_plan("c2c" if return_complex else "c2r", (n_fft,), batch * n_frames, input.dtype, norm, True,
                      input.device)
     frames = plan.execute(z)  # (B, frames, n_fft)
 
-    real = _REAL_OF[input.dtype]
+    real = REAL_OF[input.dtype]
     if window is None:
         w = torch.ones(win, dtype=real, device=input.device)
     else:

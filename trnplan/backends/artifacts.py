@@ -252,14 +252,3 @@ def neuron_compile(module: torch.nn.Module, example, compiler_args=("--auto-cast
     buffer = io.BytesIO()
     torch.jit.save(traced, buffer)
     return buffer.getvalue()
-
-
-class TorchScriptRunner:
-    """Runs a TorchScript artifact (a traced Neuron model) on the plan module's inputs."""
-
-    def __init__(self, data: bytes):
-        self._module = torch.jit.load(io.BytesIO(data))
-
-    def __call__(self, *inputs: torch.Tensor):
-        out = self._module(*(t.contiguous() for t in inputs))
-        return tuple(out)

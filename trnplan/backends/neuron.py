@@ -48,7 +48,6 @@ import importlib.metadata
 import importlib.util
 import io
 import math
-import os
 import sys
 import threading
 
@@ -57,6 +56,7 @@ import torch
 
 from trnplan.backends import artifacts
 from trnplan.backends.base import Backend, PrecisionProbe
+from trnplan.core import config
 from trnplan.core.cost import CostProfile
 from trnplan.kernels import gemm
 
@@ -105,7 +105,7 @@ def target() -> str | None:
     → trn2, ``trn1n.32xlarge`` → trn1n, ``inf2.xlarge`` → inf2); a build host that is not a Neuron
     instance (a container build for trn2) sets ``TRNPLAN_NEURON_TARGET``.
     """
-    env = os.environ.get("TRNPLAN_NEURON_TARGET", "").strip()
+    env = config.neuron_target()
     if env:
         return env
     try:
@@ -118,7 +118,7 @@ def target() -> str | None:
 
 def cpu_backend() -> bool:
     """``TRNPLAN_NEURON_CPU_BACKEND=1``: compile with ``cpu_backend=True`` (no NeuronCore needed)."""
-    return os.environ.get("TRNPLAN_NEURON_CPU_BACKEND", "").strip().lower() in ("1", "true", "yes")
+    return config.neuron_cpu_backend()
 
 
 def compiler_args() -> list[str]:
@@ -197,8 +197,7 @@ class NeuronBackend(Backend):
         # PSUM accumulation) — and fp32 matmuls kept fp32 by --auto-cast none (../shared/FACTS.md).
         assumed = PrecisionProbe(False, "fp32", "assumed from the seed project's trn1/trn2 measurements; "
                                                 "not probed on a NeuronCore")
-        if (not sdk_present() or cpu_backend()
-                or os.environ.get("TRNPLAN_NEURON_PROBE", "1").strip() == "0"):
+        if not sdk_present() or cpu_backend() or not config.neuron_probe():
             return assumed
         try:
             return neuron_precision_probe()

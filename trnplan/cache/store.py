@@ -45,6 +45,7 @@ from pathlib import Path
 
 import diskcache
 
+from trnplan.core import config
 from trnplan.core.errors import TrnplanError
 
 WISDOM_FORMAT = 1
@@ -88,7 +89,7 @@ class JSONOnlyDisk(diskcache.Disk):
 
 def default_cache_dir() -> Path:
     """``$TRNPLAN_CACHE_DIR``, else ``$XDG_CACHE_HOME/trnplan``, else ``~/.cache/trnplan``."""
-    env = os.environ.get("TRNPLAN_CACHE_DIR")
+    env = config.cache_dir()
     if env:
         return Path(env).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -168,7 +169,7 @@ class PlanCache:
         Artifacts are code (compiled kernels); loading them from a directory another user can
         write is running that user's code. ``TRNPLAN_TRUST_CACHE=1`` opts in.
         """
-        if os.environ.get("TRNPLAN_TRUST_CACHE") == "1" or not self.path.exists():
+        if config.trust_cache() or not self.path.exists():
             return
         st = self.path.stat()
         group_or_world = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)

@@ -1,4 +1,9 @@
-"""Settings that can be overridden from the environment — all of them, in one place.
+"""Settings that can be overridden from the environment — all of them, read here and nowhere else.
+
+One parsing rule: an unset or empty variable means its default; a switch takes ``0`` or ``1``,
+a count a positive integer, a time a positive number, a mode one of its listed words; anything
+else raises ValueError naming the variable, the value and what it takes. The table is repeated
+in docs/user-guide.md ("Settings").
 
 =========================  ==================  ==========================================
 variable                   default             meaning
@@ -15,6 +20,9 @@ TRNPLAN_INDUCTOR_MODE      (torch's default)   torch.compile mode of compile="in
 TRNPLAN_AOT_LOAD_CHECK     auto                1: load every new AOT artifact in a child process first, and
                                                check again where a failure is remembered; 0: never;
                                                auto: on the backends that ask for it (CUDA)
+TRNPLAN_NEURON_TARGET      the instance family neuronx-cc --target (trn1, trn1n, trn2, inf2)
+TRNPLAN_NEURON_CPU_BACKEND 0                   1: trace Neuron plans with cpu_backend=True (no NeuronCore)
+TRNPLAN_NEURON_PROBE       1                   0: assume the NeuronCore precision probe instead of running it
 =========================  ==================  ==========================================
 """
 
@@ -36,16 +44,54 @@ def _int_env(name: str, default: int) -> int:
     return value
 
 
+def _flag_env(name: str, default: bool) -> bool:
+    """A 0/1 switch (unset or empty: ``default``)."""
+    raw = os.environ.get(name, "")
+    if raw == "":
+        return default
+    if raw not in ("0", "1"):
+        raise ValueError(f"environment variable {name}={raw!r} must be 0 or 1")
+    return raw == "1"
+
+
+def _text_env(name: str) -> str | None:
+    """A free-form value (a path, a target name); unset or empty (after stripping): None."""
+    return os.environ.get(name, "").strip() or None
+
+
 def plan_lru_size() -> int:
     return _int_env("TRNPLAN_PLAN_LRU_SIZE", 256)
 
 
 def wisdom_only() -> bool:
     """``TRNPLAN_WISDOM_ONLY=1``: the whole process behaves as ``effort="wisdom_only"``."""
-    raw = os.environ.get("TRNPLAN_WISDOM_ONLY", "0")
-    if raw not in ("0", "1", ""):
-        raise ValueError(f"environment variable TRNPLAN_WISDOM_ONLY={raw!r} must be 0 or 1")
-    return raw == "1"
+    return _flag_env("TRNPLAN_WISDOM_ONLY", False)
+
+
+def cache_dir() -> str | None:
+    """``TRNPLAN_CACHE_DIR``: the on-disk plan cache's directory (None: the default, see
+    :func:`trnplan.cache.default_cache_dir`)."""
+    return _text_env("TRNPLAN_CACHE_DIR")
+
+
+def trust_cache() -> bool:
+    """``TRNPLAN_TRUST_CACHE=1``: load artifacts even from a cache directory other users can write."""
+    return _flag_env("TRNPLAN_TRUST_CACHE", False)
+
+
+def neuron_target() -> str | None:
+    """``TRNPLAN_NEURON_TARGET``: neuronx-cc's ``--target`` (None: from the instance)."""
+    return _text_env("TRNPLAN_NEURON_TARGET")
+
+
+def neuron_cpu_backend() -> bool:
+    """``TRNPLAN_NEURON_CPU_BACKEND=1``: trace with ``cpu_backend=True`` (no NeuronCore needed)."""
+    return _flag_env("TRNPLAN_NEURON_CPU_BACKEND", False)
+
+
+def neuron_probe() -> bool:
+    """``TRNPLAN_NEURON_PROBE=0``: assume the NeuronCore precision probe's result instead of running it."""
+    return _flag_env("TRNPLAN_NEURON_PROBE", True)
 
 
 #: effort → default time limit (s) of measured planning, when neither set_timelimit() nor

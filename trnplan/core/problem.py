@@ -38,9 +38,10 @@ PRECISIONS = {
 }
 #: the planner's choice of mode (with ``tol=``): valid with complex64 or complex128 data
 AUTO = "auto"
-#: modes designed for but not built yet (none: kept for callers that check it)
-FUTURE_PRECISIONS: tuple = ()
 _DTYPE_NAMES = {torch.complex64: "complex64", torch.complex128: "complex128"}
+#: the complex dtype of a real one and the real dtype of a complex one (the front ends' dtype rules)
+COMPLEX_OF = {torch.float32: torch.complex64, torch.float64: torch.complex128}
+REAL_OF = {torch.complex64: torch.float32, torch.complex128: torch.float64}
 _NATIVE_PRECISION = {"complex64": "fp32", "complex128": "fp64"}
 #: an r2c/c2r plan may name its real dtype: it is stored as the complex partner
 _REAL_PARTNER = {torch.float32: "complex64", torch.float64: "complex128",

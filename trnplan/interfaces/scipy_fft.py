@@ -41,21 +41,25 @@ import os
 from numbers import Number
 
 import numpy as np
+import torch
 
 from trnplan import fft as _tfft
+from trnplan.core.problem import COMPLEX_OF, REAL_OF
 from trnplan.interfaces._bridge import to_numpy, to_torch
 
 __all__ = ["__ua_domain__", "__ua_function__"]
+
+def _numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    return torch.empty(0, dtype=dtype).numpy().dtype
+
 
 #: the uarray domain of scipy.fft's multimethods
 __ua_domain__ = "numpy.scipy.fft"
 
 _NORMS = (None, "backward", "ortho", "forward")
 _SUPPORTED = {np.dtype(t) for t in (np.float32, np.float64, np.complex64, np.complex128)}
-_COMPLEX_OF = {np.dtype(np.float32): np.complex64, np.dtype(np.float64): np.complex128,
-               np.dtype(np.complex64): np.complex64, np.dtype(np.complex128): np.complex128}
-_REAL_OF = {np.dtype(np.complex64): np.float32, np.dtype(np.complex128): np.float64,
-            np.dtype(np.float32): np.float32, np.dtype(np.float64): np.float64}
+#: numpy's side of trnplan.core.problem.COMPLEX_OF (a complex dtype maps to itself)
+_COMPLEX_OF = {_numpy_dtype(d): _numpy_dtype(COMPLEX_OF.get(d, d)) for d in (*COMPLEX_OF, *REAL_OF)}
 
 
 # ------------------------------------------------------------------------------ argument rules

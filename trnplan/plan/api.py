@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
-from collections import OrderedDict
 
 import torch
 
@@ -22,28 +20,36 @@ from trnplan.core import config
 from trnplan.core.errors import BackendUnavailable, PlanningError
 from trnplan.core.problem import EFFORTS, Problem
 from trnplan.core.spec import Spec, parse_strategy
+from trnplan.plan.memo import PLANS
 from trnplan.plan.plan import Plan
 from trnplan.plan.provide import provide
 from trnplan.plan.verify import verify_plan
 from trnplan.planner.registry import solver_names
 
-_LRU: OrderedDict = OrderedDict()
 #: the default of plan_many's ``cache``: the process-wide default plan cache (a sentinel, since
 #: ``None`` means no cache)
 DEFAULT_CACHE = object()
-_LRU_LOCK = threading.Lock()
 
 
 def clear_plan_cache() -> None:
-    """Empty the process-wide in-process plan cache."""
-    with _LRU_LOCK:
-        _LRU.clear()
+    """Empty the process-wide in-process plan cache (:data:`trnplan.plan.memo.PLANS`)."""
+    PLANS.clear()
 
 
 def plan_cache_info() -> dict:
     """Size and capacity of the in-process plan cache."""
-    with _LRU_LOCK:
-        return {"size": len(_LRU), "maxsize": config.plan_lru_size()}
+    return PLANS.info()
+
+
+def cached_plan(kind: str, shape: tuple, batch: int, dtype, norm: str, inverse: bool, device) -> Plan:
+    """plan_many for front ends that ask per call (trnplan.fft, trnplan.stft): their raw arguments
+    are an alias in the in-process plan cache, so a repeated call skips validating the request."""
+    alias = (kind, shape, batch, dtype, norm, inverse, device)
+    plan = PLANS.by_alias(alias)
+    if plan is None:
+        plan = plan_many(shape, batch, kind=kind, inverse=inverse, dtype=dtype, norm=norm, device=device)
+        PLANS.add_alias(alias, plan)
+    return plan
 
 
 def _check_supported(problem: Problem, effort: str) -> None:
@@ -231,21 +237,9 @@ def _plan_many(shape, batch, *, kind, inverse, dtype, precision, norm, device, c
         return _build_plan(problem, spec, dev, tol, cache, compile, wisdom_only, verify, effort)
     key = (problem.digest(), str(spec) if spec else None, str(dev), tol,
            str(cache.path) if cache is not None else None, compile, wisdom_only, bool(verify), effort)
-    with _LRU_LOCK:
-        plan = _LRU.get(key)
-        if plan is not None:
-            _LRU.move_to_end(key)
-            plan.cache_hits += 1
-            return plan
-    plan = _build_plan(problem, spec, dev, tol, cache, compile, wisdom_only, verify, effort)
-    with _LRU_LOCK:  # another thread may have built the same plan meanwhile: keep the first
-        existing = _LRU.get(key)
-        if existing is not None:
-            existing.cache_hits += 1
-            return existing
-        _LRU[key] = plan
-        while len(_LRU) > config.plan_lru_size():
-            _LRU.popitem(last=False)
+    plan = PLANS.get(key)
+    if plan is None:  # built outside the lock; another thread's plan for the same key wins
+        plan = PLANS.add(key, _build_plan(problem, spec, dev, tol, cache, compile, wisdom_only, verify, effort))
     return plan
 
 
@@ -261,7 +255,7 @@ def _build_plan(problem: Problem, spec: Spec | None, dev: torch.device, tol: flo
     try:
         got = provide(planned, spec, dev, tol, cache, compile, wisdom_only, effort)
     except PlanningError as exc:  # re-raised here: the recursion's traceback says nothing the message doesn't
-        raise PlanningError(str(exc)) from None
+        raise exc.with_traceback(None) from None
     runner = got.runner
     if problem.device == "neuron":
         got.provenance.bucket = neuron.bucket_note(problem, planned, on_device=runner is not None)
@@ -277,4 +271,4 @@ def _build_plan(problem: Problem, spec: Spec | None, dev: torch.device, tol: flo
     return plan
 
 
-__all__ = ["DEFAULT_CACHE", "clear_plan_cache", "plan_cache_info", "plan_many", "plan_many_uncached"]
+__all__ = ["DEFAULT_CACHE", "cached_plan", "clear_plan_cache", "plan_cache_info", "plan_many", "plan_many_uncached"]

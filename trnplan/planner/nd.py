@@ -36,7 +36,7 @@ from trnplan.planner.solver import (
 METHODS = ("lib", "rowcol")
 
 
-def passes(shape: tuple, kind: str, inverse: bool):
+def passes(shape: tuple, kind: str):
     """The 1-D passes of a row-column plan, in order: (axis, kind, data shape before the pass)."""
     rank, cur = len(shape), list(shape)
     if kind == "c2r":
@@ -86,7 +86,7 @@ class NDRowColumn(torch.nn.Module):
     def __init__(self, shape: tuple, kind: str, inverse: bool, children):
         super().__init__()
         self.shape, self.kind = tuple(shape), kind
-        self.steps = passes(self.shape, kind, inverse)
+        self.steps = passes(self.shape, kind)
         self.passes = torch.nn.ModuleList(children)
 
     def forward(self, *inputs):
@@ -153,7 +153,7 @@ class ND(WholeShape, Solver):
             error = native.ERROR_C[problem.precision] * u * log_growth(n)
             return self.node(problem, planner, work, error, params=self._params(problem, method), direct=True)
         children, work = [], Work()
-        for i, (axis, kind, cur) in enumerate(passes(shape, problem.kind, problem.inverse)):
+        for i, (axis, kind, cur) in enumerate(passes(shape, problem.kind)):
             length = shape[axis]
             elems = math.prod(cur) // cur[axis]  # transforms in this pass, per batch item
             child_spec = spec.child(i) if spec is not None else None
