@@ -10,7 +10,6 @@ numpy.fft in complex128 at the fp32 bar.
 
 from __future__ import annotations
 
-import json
 import math
 import time
 
@@ -233,8 +232,8 @@ def test_measure_calibrates_the_cost_model(tmp_path):
     trnplan.clear_plan_cache()
     after = trnplan.plan_many(48, batch=8, cache=cache)  # a new problem, planned by estimate
     assert "calibrated from" in after.explain()
-    fpd = next(k for k in cache._keys("calibration:"))
-    stored = json.loads(cache._get(fpd))
+    fpd = next(k for k in cache.keys("calibration:"))
+    stored = cache.get_record(fpd)
     assert len(stored["samples"]) >= 2 and stored["scales"]
     # the calibrated profile prices the same work differently from the prior
     assert after.tree.time_us > 0
@@ -270,11 +269,11 @@ def test_calibration_record_that_is_garbage_is_dropped(tmp_path):
     from trnplan.cache.fingerprint import fingerprint, fingerprint_digest
 
     key = f"calibration:{fingerprint_digest(fingerprint('cpu'))}:cpu"
-    cache._set(key, "{not json")
+    cache.set_record(key, {"samples": "not a list"})
     trnplan.clear_plan_cache()
     with pytest.warns(RuntimeWarning, match="calibration record .* is not valid"):
         plan = trnplan.plan_many(24, batch=2, cache=cache)
-    assert cache._get(key) is None
+    assert cache.get_record(key) is None
     _check(plan, 24, 2)
 
 

@@ -281,7 +281,7 @@ def test_probe_is_stored_in_the_plan_cache(fresh_probe, tmp_path):
     cache = PlanCache(tmp_path / "c")
     first = trnplan.plan_many(64, precision="bf16", cache=cache)
     assert first.provenance.probe_origin == "probed now"
-    assert [k for k in cache._keys("probe:")]
+    assert [k for k in cache.keys("probe:")]
     clear_probe_cache()
     trnplan.clear_plan_cache()
     again = trnplan.plan_many(64, precision="bf16x3", cache=cache)
@@ -324,7 +324,7 @@ def test_verify_raises_when_the_measured_error_is_over_the_bound(fresh_probe, mo
     with pytest.raises(trnplan.PlanningError, match=r"verification failed: \(dft-gemm 256\) measured .* over the "
                                                     r"bound 1\.0e-05"):
         trnplan.plan_many(256, precision="bf16x3", strategy="dft-gemm", verify=True, cache=cache)
-    assert not cache._keys("wisdom:")  # not kept for replay
+    assert not cache.keys("wisdom:")  # not kept for replay
 
 
 @pytest.mark.parametrize("kind,shape", [("c2c", (16, 32)), ("r2c", (64,)), ("c2r", (64,)), ("r2c", (8, 16))])

@@ -257,6 +257,38 @@ class PlanCache:
             _warn(f"plan cache {self.path}: cannot list entries ({type(exc).__name__}: {exc})")
             return []
 
+    # ------------------------------------------------------------------ records
+    # The typed API every caller uses: JSON records under string keys. The record kinds besides
+    # wisdom and artifacts, each keyed by the fingerprint digest: ``probe:`` (a device's precision
+    # probe), ``calibration:`` (the learned cost model), ``load_check:`` (an AOT load failure).
+    def get_record(self, key: str):
+        r"""The JSON record under ``key``, or None if there is none.
+
+        Raises
+        ------
+        ValueError
+            The entry is not JSON: the caller, which knows what the record should hold, decides
+            (it warns and :meth:`forget`\ s it, as it does for a record of the wrong shape).
+        """
+        text = self._get(key)
+        return None if text is None else json.loads(text)
+
+    def add_record(self, key: str, record) -> bool:
+        """Store ``record`` (JSON) unless an entry exists: the first writer wins. True if written."""
+        return self._add(key, json.dumps(record, sort_keys=True))
+
+    def set_record(self, key: str, record) -> bool:
+        """Store ``record`` (JSON) under ``key``, replacing what is there. True if written."""
+        return self._set(key, json.dumps(record, sort_keys=True))
+
+    def forget(self, key: str) -> None:
+        """Remove the entry under ``key`` (a record or an artifact), if any."""
+        self._delete(key)
+
+    def keys(self, prefix: str = "") -> list[str]:
+        """The keys that start with ``prefix`` (``wisdom:``, ``artifact:``, ``probe:``, ...)."""
+        return self._keys(prefix)
+
     # ------------------------------------------------------------------ wisdom
     def get_wisdom(self, key: str) -> dict | None:
         """The wisdom record under ``key``, or None (a garbled record warns and is forgotten)."""

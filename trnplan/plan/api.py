@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 
+import attrs
 import torch
 
 from trnplan.backends import get_backend, neuron
@@ -256,16 +257,16 @@ def _build_plan(problem: Problem, spec: Spec | None, dev: torch.device, tol: flo
         got = provide(planned, spec, dev, tol, cache, compile, wisdom_only, effort)
     except PlanningError as exc:  # re-raised here: the recursion's traceback says nothing the message doesn't
         raise exc.with_traceback(None) from None
-    runner = got.runner
+    runner, provenance = got.runner, got.provenance
     if problem.device == "neuron":
-        got.provenance.bucket = neuron.bucket_note(problem, planned, on_device=runner is not None)
+        provenance = attrs.evolve(provenance, bucket=neuron.bucket_note(problem, planned, on_device=runner is not None))
         if runner is not None:  # shards of the bucket, one per NeuronCore, padded and cropped
             runner = neuron.NeuronExecutor(runner, planned.batch, problem.cores, get_backend("neuron"))
-    plan = Plan(problem, got.tree, got.candidates, got.module, dev, provenance=got.provenance, runner=runner,
+    plan = Plan(problem, got.tree, got.candidates, got.module, dev, provenance=provenance, runner=runner,
                 strategy=str(spec) if spec else None, tol=got.tol,
-                profile_name=get_backend(problem.device).profile.name)
-    plan._replan = functools.partial(plan_many, tol=tol, cache=cache, compile=compile,
-                                     effort="estimate" if effort == "wisdom_only" else effort)
+                profile_name=get_backend(problem.device).profile.name,
+                replan=functools.partial(plan_many, tol=tol, cache=cache, compile=compile,
+                                         effort="estimate" if effort == "wisdom_only" else effort))
     if verify:
         verify_plan(plan, cache)
     return plan

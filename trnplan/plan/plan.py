@@ -40,7 +40,7 @@ class Plan:
 
     def __init__(self, problem: Problem, tree: PlanNode, candidates, module: PlanModule,
                  device: torch.device, *, provenance, runner=None, strategy: str | None, tol: float,
-                 profile_name: str):
+                 profile_name: str, replan=None):
         self.problem, self.tree, self.candidates = problem, tree, tuple(candidates)
         self.module, self.device = module, device
         self.provenance, self.strategy, self.tol = provenance, strategy, tol
@@ -58,9 +58,9 @@ class Plan:
             self._native = module.root.library_call(problem.norm)
         self._adjoint: Plan | None = None
         self._weights: dict = {}  # device -> Hermitian weights of the real kinds' backward
-        #: plans the adjoint the same way (plan_many with this plan's cache, compile, tol and effort);
-        #: set by plan_many, which this module cannot import (plan_many imports Plan)
-        self._replan = None
+        #: plans the adjoint the same way (plan_many with this plan's cache, compile, tol and effort),
+        #: given by plan_many, which this module cannot import (plan_many imports Plan)
+        self._replan = replan
 
     # ------------------------------------------------------------------ running
     def execute(self, x):

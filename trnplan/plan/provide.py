@@ -1,18 +1,24 @@
 """From a problem to a ready tree, module and artifact, through the plan cache.
 
-The protocol, per problem (FFTW's wisdom, plus artifacts):
+The protocol, per problem (FFTW's wisdom, plus artifacts), one function per step:
 
-1. Look the wisdom up under (problem digest, fingerprint digest, strategy/tol). A record that
-   does not parse, or whose tree does not lower, is forgotten with a warning ("bogus wisdom is
-   forgotten and re-planned, never trusted").
-2. On a miss, look for the same problem under *other* fingerprints and report which fields
-   differ (a warning, and a line in explain()). With ``wisdom_only`` a miss is an error that
-   names the problem, the cache directory and those differences. Otherwise plan now.
-3. Lower the tree to its eager module (always: it also serves autograd and the pair form).
-4. For an artifact mode, load the artifact if the record names it and its sha256 matches;
-   otherwise compile (never under ``wisdom_only``), store with first-writer-wins, and load what
-   was stored, so concurrent processes run the same bytes.
-5. Store the record (first writer wins) or add the new artifact to it.
+0. ``_request``: resolve the request once — backend, fingerprint, precision probe, compile mode,
+   the (calibrated) planner, the wisdom keys that may answer it.
+1. ``_look_up``: the wisdom under (problem digest, fingerprint digest, strategy/tol, effort).
+2. ``_trust``: replay the record's tree through its solvers and lower it. A record that does not
+   parse, or whose tree is not what its solvers make of this problem or does not lower, is
+   forgotten with a warning ("bogus wisdom is forgotten and re-planned, never trusted").
+3. ``_plan_or_measure``: on a miss, report the same problem under *other* fingerprints (a
+   warning, and a line in explain()); with ``wisdom_only`` a miss is an error that names the
+   problem, the cache directory and those differences. Otherwise plan now (effort "measure" /
+   "patient": time the candidates) and lower the tree to its eager module (always: it also
+   serves autograd and the pair form).
+4. ``_build``: for an artifact mode, load the artifact if the record names it and its sha256
+   matches; otherwise compile (never under ``wisdom_only``), store with first-writer-wins, and
+   load what was stored, so concurrent processes run the same bytes.
+5. ``_store``: store the record (first writer wins) or add the new artifact to it.
+
+The result carries an immutable :class:`Provenance`, made once at the end.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import sys
 import time
 import warnings
 
@@ -43,9 +50,10 @@ from trnplan.planner.planner import Candidate, Planner
 from trnplan.planner.registry import solver_names
 
 
-@attrs.define
+@attrs.frozen
 class Provenance:
-    """Where a plan came from, for explain() and tests."""
+    """Where a plan came from, for explain() and tests: an immutable record made once, at the end
+    of :func:`provide` (and completed with the Neuron bucket note by plan_many, with attrs.evolve)."""
 
     origin: str = "planned now"  # "planned now" | "wisdom hit"
     planning_ms: float = 0.0
@@ -107,7 +115,11 @@ def wisdom_keys(problem, fpd: str, spec, tol: float, effort: str, exportable: bo
 
 
 def _warn(message: str) -> None:
-    warnings.warn(message, CacheWarning, stacklevel=6)  # _warn, provide, _build_plan, _plan_many, plan_many: the caller
+    """A CacheWarning attributed to the user's call (the first frame outside trnplan)."""
+    frame, level = sys._getframe(0), 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("trnplan."):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, CacheWarning, stacklevel=level)
 
 
 def _candidates_to_json(candidates) -> list:
@@ -149,16 +161,16 @@ def precision_probe(backend, device: torch.device, cache: PlanCache | None, fpd:
     if backend.has_probe(device):
         return backend.precision_probe(device), "from this process"
     key = f"probe:{fpd}:{device}"
-    text = cache._get(key) if cache is not None else None
-    if text is not None:
-        try:
-            return backend.remember_probe(device, PrecisionProbe.from_dict(json.loads(text))), "from the plan cache"
-        except (ValueError, TypeError) as exc:
-            _warn(f"plan cache {cache.path}: precision probe {key!r} is not valid ({exc}); probing again")
-            cache._delete(key)
+    try:
+        stored = cache.get_record(key) if cache is not None else None
+        if stored is not None:
+            return backend.remember_probe(device, PrecisionProbe.from_dict(stored)), "from the plan cache"
+    except (ValueError, TypeError) as exc:
+        _warn(f"plan cache {cache.path}: precision probe {key!r} is not valid ({exc}); probing again")
+        cache.forget(key)
     probe = backend.precision_probe(device)
     if cache is not None:
-        cache._add(key, json.dumps(probe.to_dict(), sort_keys=True))
+        cache.add_record(key, probe.to_dict())
     return probe, "probed now"
 
 
@@ -206,8 +218,36 @@ def _unreachable(problem, spec, planner, backend, probe) -> str:
     return msg + "; no precision mode reaches it"
 
 
-def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, compile: str,  # noqa: C901 - not split yet (docs/architecture.md, exceptions)
-            wisdom_only: bool, effort: str = "estimate") -> Provided:
+# ---------------------------------------------------------------------- the pipeline
+@attrs.frozen
+class _Request:
+    """Step 0: what is asked, resolved once — backend, fingerprint, probe, compile mode, planner, keys."""
+
+    problem: object
+    spec: Spec | None
+    device: torch.device
+    cache: PlanCache | None
+    effort: str
+    wisdom_only: bool
+    backend: object
+    fp: dict
+    fpd: str
+    planner: Planner
+    mode: str
+    mode_reason: str
+    probe: str
+    probe_origin: str
+    calibration: str
+    keys: tuple  # the wisdom keys that may answer, best first
+    store_key: str  # where a new plan is stored
+
+    @property
+    def tol(self) -> float:
+        """The resolved bound: tol=None and an explicit default tol are the same plan."""
+        return self.planner.tol(self.problem)
+
+
+def _request(problem, spec, device, tol, cache, compile, wisdom_only, effort) -> _Request:
     backend = get_backend(problem.device)
     fp = fingerprint(problem.device, device)
     fpd = fingerprint_digest(fp)
@@ -224,134 +264,196 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
     planner = Planner(backend, tol=tol, probe=probe, device=device, profile=profile, exportable=mode != "eager")
     if problem.precision == "auto" and spec is not None and spec.name != "precision":
         spec = Spec(name="precision", children=(spec,))  # auto with a forced strategy: choose its mode
-    prov = Provenance(fingerprint=fp, compile_mode=mode, compile_reason=mode_reason,
-                      cache_path=str(cache.path) if cache is not None else None,
-                      probe=probe.describe(), probe_origin=probe_origin, effort=effort,
-                      calibration=calibration.describe() if calibration is not None else "")
-    # the resolved bound: tol=None and an explicit default tol are the same plan
-    keys = wisdom_keys(problem, fpd, spec, planner.tol(problem), "wisdom_only" if wisdom_only else effort,
-                       planner.exportable)
-    store_key = key = (f"wisdom:{problem.digest()}:{fpd}:"
-                       f"{variant_digest(spec, planner.tol(problem), effort, planner.exportable)}")
-    t0 = time.perf_counter()
+    bound = planner.tol(problem)
+    keys = wisdom_keys(problem, fpd, spec, bound, "wisdom_only" if wisdom_only else effort, planner.exportable)
+    store_key = f"wisdom:{problem.digest()}:{fpd}:{variant_digest(spec, bound, effort, planner.exportable)}"
+    return _Request(problem, spec, device, cache, effort, wisdom_only, backend, fp, fpd, planner, mode, mode_reason,
+                    probe.describe(), probe_origin, calibration.describe() if calibration is not None else "",
+                    tuple(keys), store_key)
 
-    # 1. wisdom (the best effort stored that serves this request)
-    record = None
-    if cache is not None:
-        for k in keys:
-            record = cache.get_wisdom(k)
+
+@attrs.frozen
+class _Decision:
+    """Steps 1-3: the tree, its lowered module and where they came from."""
+
+    tree: PlanNode
+    module: torch.nn.Module
+    candidates: tuple
+    key: str  # the wisdom key it was found under, or will be stored under
+    origin: str  # "wisdom hit" | "planned now"
+    effort: str
+    record: dict | None = None  # the stored record of a wisdom hit
+    measurement: Measurement | None = None
+    searches: int = 0
+    fingerprint_note: str | None = None
+
+
+def _look_up(req: _Request) -> tuple[dict | None, str]:
+    """Step 1: the best stored record that serves this request, and its key."""
+    if req.cache is not None:
+        for key in req.keys:
+            record = req.cache.get_wisdom(key)
             if record is not None:
-                key = k
-                break
-    tree = module = None
-    measurement = None
-    if record is not None:
-        try:
-            tree = _trusted_tree(record, problem, planner)
-            if record.get("host_wisdom"):
-                hostlib.import_wisdom(record["host_wisdom"])
-            module = planner.lower_plan(tree, problem, device)
-            candidates = _candidates_from_json(record.get("candidates"))
-            if record.get("measurement") is not None:
-                measurement = Measurement.from_dict(record["measurement"])
-            prov.effort = record.get("effort", "estimate")
-        except Exception as exc:  # noqa: BLE001 - bogus wisdom of any kind is forgotten, never trusted
-            _warn(f"plan cache {cache.path}: wisdom {key!r} does not describe a valid plan for this problem "
-                  f"({type(exc).__name__}: {exc}); forgetting it and re-planning")
-            cache._delete(key)
-            record = tree = module = measurement = None
-            key, prov.effort = store_key, effort
-    if record is not None:
-        prov.origin, prov.wisdom_key = "wisdom hit", key
-        cache.count("wisdom_hits")
-    else:
-        # 2. miss: explain it, then plan (or refuse)
-        note, others = None, []
-        if cache is not None:
-            cache.count("wisdom_misses")
-            stored = cache.wisdom_for_problem(problem.digest())
-            others = [r for r in stored if r.get("fingerprint") != fp]
-            variants = [r for r in stored if r.get("fingerprint") == fp]
-            if others:
-                nearest = min((diff(r["fingerprint"], fp) for r in others), key=len)
-                note = "stored wisdom for this problem has another fingerprint: " + "; ".join(nearest)
-            elif variants:
-                note = ("stored wisdom for this problem has another strategy or tol: " + "; ".join(
-                    f"strategy {r.get('strategy')}, tol {r.get('tol')}" for r in variants[:3]))
-        if wisdom_only:
-            if cache is None:
-                where = "no plan cache (cache=None)"
-            elif cache.unusable_reason:
-                where = f"the plan cache, which is unusable: {cache.unusable_reason}"
-            else:
-                where = f"the plan cache at {cache.path}"
-            raise WisdomMiss(
-                f"effort='wisdom_only' (or TRNPLAN_WISDOM_ONLY=1): no stored plan for {problem.describe()} "
-                f"[digest {problem.digest()}, strategy {str(spec) if spec else 'none'}, tol {tol}] in {where}"
-                + (f"; {note}" if note else "; no entry for this problem under any fingerprint")
-                + ". Precompile it (trnplan precompile MANIFEST --cache-dir DIR) or plan with effort='estimate'"
-            )
-        if note and others:
-            prov.fingerprint_note = note + " (re-planned)"
-            _warn(f"plan cache {cache.path}: {note}; re-planning")
-        try:
-            tree, candidates = planner.search(problem, spec)
-        except OverBoundError as exc:
-            why = _unreachable(problem, spec, planner, backend, probe)
-            raise OverBoundError(f"{why}. ({exc})" if why else str(exc), candidates=exc.candidates,
-                                 tol=exc.tol) from None
-        if effort in ("measure", "patient"):
-            tree, measurement, samples = _measure(problem, spec, device, planner, effort, tree)
-            candidates = ranked_candidates(candidates, measurement)
-            learn.record(cache, fpd, device, samples, backend.profile)
-        module = planner.lower_plan(tree, problem, device)
-        prov.searches = planner.searches
-    prov.planning_ms = (time.perf_counter() - t0) * 1e3
-    prov.measurement = measurement
+                return record, key
+    return None, req.store_key
 
-    # 4. artifact
-    if mode != "eager" and (problem.precision == "tf32" or "mode=tf32" in str(tree)):
+
+def _trust(req: _Request, record: dict, key: str) -> _Decision | None:
+    """Step 2: the record's tree, replayed and lowered — or None, the record forgotten, if it is bogus."""
+    problem = req.problem
+    try:
+        tree = _trusted_tree(record, problem, req.planner)
+        if record.get("host_wisdom"):
+            hostlib.import_wisdom(record["host_wisdom"])
+        module = req.planner.lower_plan(tree, problem, req.device)
+        candidates = _candidates_from_json(record.get("candidates"))
+        stored = record.get("measurement")
+        measurement = Measurement.from_dict(stored) if stored is not None else None
+        effort = record.get("effort", "estimate")
+    except Exception as exc:  # noqa: BLE001 - bogus wisdom of any kind is forgotten, never trusted
+        _warn(f"plan cache {req.cache.path}: wisdom {key!r} does not describe a valid plan for this problem "
+              f"({type(exc).__name__}: {exc}); forgetting it and re-planning")
+        req.cache.forget(key)
+        return None
+    req.cache.count("wisdom_hits")
+    return _Decision(tree, module, candidates, key, "wisdom hit", effort, record=record, measurement=measurement)
+
+
+def _miss_note(req: _Request) -> tuple[str | None, bool]:
+    """Why the cache had no answer (other fingerprints, other strategy/tol), and whether it was another
+    fingerprint (a re-plan the user is warned of)."""
+    if req.cache is None:
+        return None, False
+    req.cache.count("wisdom_misses")
+    stored = req.cache.wisdom_for_problem(req.problem.digest())
+    others = [r for r in stored if r.get("fingerprint") != req.fp]
+    variants = [r for r in stored if r.get("fingerprint") == req.fp]
+    if others:
+        nearest = min((diff(r["fingerprint"], req.fp) for r in others), key=len)
+        return "stored wisdom for this problem has another fingerprint: " + "; ".join(nearest), True
+    if variants:
+        return ("stored wisdom for this problem has another strategy or tol: " + "; ".join(
+            f"strategy {r.get('strategy')}, tol {r.get('tol')}" for r in variants[:3])), False
+    return None, False
+
+
+def _refuse_miss(req: _Request, tol, note: str | None) -> WisdomMiss:
+    """The wisdom_only error for a miss: the problem, the cache directory and the differences."""
+    cache, problem = req.cache, req.problem
+    if cache is None:
+        where = "no plan cache (cache=None)"
+    elif cache.unusable_reason:
+        where = f"the plan cache, which is unusable: {cache.unusable_reason}"
+    else:
+        where = f"the plan cache at {cache.path}"
+    return WisdomMiss(
+        f"effort='wisdom_only' (or TRNPLAN_WISDOM_ONLY=1): no stored plan for {problem.describe()} "
+        f"[digest {problem.digest()}, strategy {str(req.spec) if req.spec else 'none'}, tol {tol}] in {where}"
+        + (f"; {note}" if note else "; no entry for this problem under any fingerprint")
+        + ". Precompile it (trnplan precompile MANIFEST --cache-dir DIR) or plan with effort='estimate'"
+    )
+
+
+def _plan_or_measure(req: _Request, tol) -> _Decision:
+    """Step 3: plan now (the model's pick, or the fastest measured), after explaining the miss."""
+    note, other_fingerprint = _miss_note(req)
+    if req.wisdom_only:
+        raise _refuse_miss(req, tol, note)
+    if other_fingerprint:
+        _warn(f"plan cache {req.cache.path}: {note}; re-planning")
+    problem, planner = req.problem, req.planner
+    try:
+        tree, candidates = planner.search(problem, req.spec)
+    except OverBoundError as exc:
+        why = _unreachable(problem, req.spec, planner, req.backend, planner.probe)
+        raise OverBoundError(f"{why}. ({exc})" if why else str(exc), candidates=exc.candidates,
+                             tol=exc.tol) from None
+    measurement = None
+    if req.effort in ("measure", "patient"):
+        tree, measurement, samples = _measure(problem, req.spec, req.device, planner, req.effort, tree)
+        candidates = ranked_candidates(candidates, measurement)
+        learn.record(req.cache, req.fpd, req.device, samples, req.backend.profile)
+    module = planner.lower_plan(tree, problem, req.device)
+    return _Decision(tree, module, tuple(candidates), req.store_key, "planned now", req.effort,
+                     measurement=measurement, searches=planner.searches,
+                     fingerprint_note=note + " (re-planned)" if other_fingerprint else None)
+
+
+def _eager_reason(req: _Request, tree: PlanNode) -> str | None:
+    """Why an artifact mode asked for runs eagerly anyway (TF32, the host fallback), or None."""
+    if req.problem.precision == "tf32" or "mode=tf32" in str(tree):
         # TF32 is torch's process-wide matmul flag, scoped around each eager matmul; an AOT artifact
         # would bake in whatever the flag was when it was compiled
-        mode = prov.compile_mode = "eager"
-        prov.compile_reason = "tf32 plans run eagerly (the TF32 matmul flag is scoped around each call)"
-    host = planner.host_fallback_reason(tree)
-    if mode != "eager" and host:  # neuron's host fallback: a host library runs it, nothing to compile
-        mode = prov.compile_mode = "eager"
-        prov.compile_reason = host
-    runner = None
-    artifacts = dict(record.get("artifacts", {})) if record is not None else {}
-    if mode in backend.jit_modes:
-        runner = _jit(problem, tree, module, device, backend, mode, prov)
-    elif mode != "eager":
-        runner, entry = _artifact(problem, tree, module, device, backend, mode, fpd, cache, artifacts.get(mode),
-                                  wisdom_only, prov)
-        if entry is not None:
-            artifacts[mode] = entry
-        else:
-            prov.compile_mode = "eager"
-    # 5. store
-    if cache is not None and (record is None or artifacts != record.get("artifacts", {})):
-        new = {
-            "format": WISDOM_FORMAT, "problem": problem.to_dict(), "fingerprint": fp, "tree": tree.to_dict(),
-            "strategy": str(spec) if spec else None, "tol": planner.tol(problem), "planning_ms": prov.planning_ms,
-            "candidates": _candidates_to_json(candidates), "artifacts": artifacts, "created": time.time(),
-            "effort": effort,
-        }
-        if measurement is not None:
-            new["measurement"] = measurement.to_dict()
-        if any(node.solver == "pyfftw" for _, node in tree.walk()):
-            new["host_wisdom"] = hostlib.export_wisdom()  # FFTW's own plans, kept with ours
-        if record is None:
-            cache.add_wisdom(key, new)
-        else:
-            cache.update_wisdom(key, {**record, "artifacts": artifacts})
-        prov.wisdom_key = key
-    return Provided(tree, tuple(candidates), module, runner, prov, planner.tol(problem))
+        return "tf32 plans run eagerly (the TF32 matmul flag is scoped around each call)"
+    return req.planner.host_fallback_reason(tree)  # a host library runs it: nothing to compile
+
+
+def _build(req: _Request, decision: _Decision) -> tuple[object, dict, dict]:
+    """Steps 4-5: the runner of the asked-for artifact (None: eager), the record's artifact entries,
+    and the provenance facts of the compile."""
+    facts = {"compile_mode": req.mode, "compile_reason": req.mode_reason}
+    entries = dict(decision.record.get("entries", {})) if decision.record is not None else {}
+    if req.mode == "eager":
+        return None, entries, facts
+    eager = _eager_reason(req, decision.tree)
+    if eager is not None:
+        return None, entries, {"compile_mode": "eager", "compile_reason": eager}
+    if req.mode in req.backend.jit_modes:
+        return _jit(req, decision, facts), entries, facts
+    runner, entry = _artifact(req, decision, entries.get(req.mode), facts)
+    if entry is not None:
+        entries[req.mode] = entry
+    else:
+        facts["compile_mode"] = "eager"
+    return runner, entries, facts
+
+
+def _store(req: _Request, decision: _Decision, entries: dict, planning_ms: float) -> str | None:
+    """Step 6: store a new record (first writer wins) or the record's new entries; the wisdom key."""
+    cache, record, tree = req.cache, decision.record, decision.tree
+    if cache is None or (record is not None and entries == record.get("entries", {})):
+        return decision.key if record is not None else None
+    if record is not None:
+        cache.update_wisdom(decision.key, {**record, "entries": entries})
+        return decision.key
+    new = {
+        "format": WISDOM_FORMAT, "problem": req.problem.to_dict(), "fingerprint": req.fp, "tree": tree.to_dict(),
+        "strategy": str(req.spec) if req.spec else None, "tol": req.tol, "planning_ms": planning_ms,
+        "candidates": _candidates_to_json(decision.candidates), "entries": entries, "created": time.time(),
+        "effort": req.effort,
+    }
+    if decision.measurement is not None:
+        new["measurement"] = decision.measurement.to_dict()
+    if any(node.solver == "pyfftw" for _, node in tree.walk()):
+        new["host_wisdom"] = hostlib.export_wisdom()  # FFTW's own plans, kept with ours
+    cache.add_wisdom(decision.key, new)
+    return decision.key
+
+
+def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, compile: str,
+            wisdom_only: bool, effort: str = "estimate") -> Provided:
+    """The plan of ``problem`` through the plan cache: look up -> trust -> plan or measure (lowering
+    the tree) -> build the artifact -> store, as the module docstring describes."""
+    req = _request(problem, spec, device, tol, cache, compile, wisdom_only, effort)
+    t0 = time.perf_counter()
+    record, key = _look_up(req)
+    decision = _trust(req, record, key) if record is not None else None
+    if decision is None:
+        decision = _plan_or_measure(req, tol)
+    planning_ms = (time.perf_counter() - t0) * 1e3
+    runner, entries, facts = _build(req, decision)
+    wisdom_key = _store(req, decision, entries, planning_ms)
+    provenance = Provenance(
+        origin=decision.origin, planning_ms=planning_ms, searches=decision.searches,
+        cache_path=str(cache.path) if cache is not None else None, wisdom_key=wisdom_key, fingerprint=req.fp,
+        fingerprint_note=decision.fingerprint_note, effort=decision.effort, measurement=decision.measurement,
+        calibration=req.calibration, probe=req.probe, probe_origin=req.probe_origin, **facts)
+    return Provided(decision.tree, decision.candidates, decision.module, runner, provenance, req.tol)
 
 
 def _measure(problem, spec, device, planner, effort, estimate_node):
     """Time the candidates (trnplan.planner.measure) the way Plan.execute runs them."""
+
     def make_plan(tree, module):
         return Plan(problem, tree, (), module, device, provenance=Provenance(), strategy=None,
                     tol=planner.tol(problem), profile_name=planner.profile.name)
@@ -359,19 +461,21 @@ def _measure(problem, spec, device, planner, effort, estimate_node):
     return measure(planner, problem, spec, device, effort, estimate_node, make_plan)
 
 
-def _jit(problem, tree, module, device, backend, mode, prov):
+def _jit(req: _Request, decision: _Decision, facts: dict):
     """A runner compiled in this process (compile="inductor"); None (eager) if it fails to build."""
+    problem, mode = req.problem, req.mode
     # the plan's own flat (batch, points) shape: compiled static, as Plan.execute calls it
-    example = tuple(t[: problem.batch] for t in problem_inputs(problem, device))
+    example = tuple(t[: problem.batch] for t in problem_inputs(problem, req.device))
     t0 = time.perf_counter()
     try:
-        runner = backend.jit_compile(module, example, mode)
+        runner = req.backend.jit_compile(decision.module, example, mode)
     except Exception as exc:  # noqa: BLE001 - any compiler failure: the plan runs eagerly, with a warning
-        _warn(f"could not compile {tree} with {mode} ({type(exc).__name__}: {str(exc)[:500]}); running eagerly")
-        prov.compile_mode, prov.compile_reason = "eager", f"{mode} failed to compile ({type(exc).__name__}); eager instead"
+        _warn(f"could not compile {decision.tree} with {mode} ({type(exc).__name__}: {str(exc)[:500]}); "
+              f"running eagerly")
+        facts.update(compile_mode="eager", compile_reason=f"{mode} failed to compile ({type(exc).__name__}); "
+                                                          f"eager instead")
         return None
-    prov.compile_s = time.perf_counter() - t0
-    prov.artifact = "compiled in process"
+    facts.update(compile_s=time.perf_counter() - t0, artifact="compiled in process")
     return runner
 
 
@@ -391,12 +495,11 @@ def _failed_load_check(cache, fpd: str, mode: str) -> str | None:
     """Why AOT artifacts do not load on this fingerprint, if a load check said so before."""
     why = _FAILED_LOAD_CHECKS.get((fpd, mode))
     if why is None and cache is not None:
-        text = cache._get(f"load_check:{fpd}:{mode}")
-        if text is not None:
-            try:
-                why = json.loads(text)["why"]
-            except (ValueError, TypeError, KeyError):
-                cache._delete(f"load_check:{fpd}:{mode}")
+        try:
+            stored = cache.get_record(f"load_check:{fpd}:{mode}")
+            why = stored["why"] if stored is not None else None
+        except (ValueError, TypeError, KeyError):
+            cache.forget(f"load_check:{fpd}:{mode}")
     return why
 
 
@@ -404,84 +507,106 @@ def _remember_failed_load_check(cache, fpd: str, mode: str, why: str | None) -> 
     if why is None:
         _FAILED_LOAD_CHECKS.pop((fpd, mode), None)
         if cache is not None:
-            cache._delete(f"load_check:{fpd}:{mode}")
+            cache.forget(f"load_check:{fpd}:{mode}")
         return
     _FAILED_LOAD_CHECKS[(fpd, mode)] = why
     if cache is not None:
-        cache._set(f"load_check:{fpd}:{mode}", json.dumps({"why": why, "when": time.time()}))
+        cache.set_record(f"load_check:{fpd}:{mode}", {"why": why, "when": time.time()})
 
 
-def _artifact(problem, tree, module, device, backend, mode, fpd, cache, entry, wisdom_only, prov):
-    """(runner, record entry) for the artifact of ``tree``; (None, None) if it cannot be had."""
-    akey = "artifact:" + hashlib.sha256((problem.digest() + tree.digest()).encode()).hexdigest()[:16] + f":{fpd}:{mode}"
-    prov.artifact_key = akey
-    data = None
+def _artifact(req: _Request, decision: _Decision, entry: dict | None, facts: dict):
+    """(runner, record entry) for the artifact of the tree; (None, None) if it cannot be had."""
+    problem, tree, mode, cache = req.problem, decision.tree, req.mode, req.cache
+    akey = "artifact:" + hashlib.sha256((problem.digest() + tree.digest()).encode()).hexdigest()[:16]
+    akey += f":{req.fpd}:{mode}"
+    facts["artifact_key"] = akey
     if cache is not None:
         cache.check_trusted()  # before any compile: an untrusted directory would waste it
-    check = _wants_load_check(backend, mode)
-    failed = _failed_load_check(cache, fpd, mode) if check == "yes" else None
+    check = _wants_load_check(req.backend, mode)
+    failed = _failed_load_check(cache, req.fpd, mode) if check == "yes" else None
     if failed is not None:
         # neither build (30-90 s on a GPU) nor load what would crash this process
         reason = (f"{mode} artifacts crash at load on this machine ({failed}; remembered for this fingerprint: "
                   f"torch, device and driver). TRNPLAN_AOT_LOAD_CHECK=1 checks again")
         _warn(f"not using an {mode} artifact for {tree}: {reason}; running eagerly (compile='eager' or "
               f"'inductor' avoids this warning)")
-        prov.compile_reason = prov.artifact_error = reason
+        facts.update(compile_reason=reason, artifact_error=reason)
         return None, None
-    if cache is not None and entry is not None and entry.get("key") == akey:
-        data = cache.get_artifact(akey, entry.get("sha256", ""))
-        if data is not None:
-            prov.artifact, prov.compile_s = "artifact hit", float(entry.get("compile_s", 0.0))
-            prov.dynamic_batch = entry.get("dynamic_batch")
-            cache.count("artifact_hits")
-            cache.count("compile_seconds_saved", prov.compile_s)
+    data = _stored_artifact(cache, akey, entry, facts)
     built = data is None
     if built:
-        if wisdom_only:
-            raise WisdomMiss(
-                f"effort='wisdom_only' (or TRNPLAN_WISDOM_ONLY=1): the plan for {problem.describe()} is stored "
-                f"but its {mode} artifact {akey} is missing or damaged in "
-                f"{cache.path if cache is not None else 'no cache'}; precompile it again"
-            )
-        example = problem_inputs(problem, device)
-        t0 = time.perf_counter()
-        try:
-            data, facts = backend.build_artifact(module, example, mode)
-        except Exception as exc:  # noqa: BLE001 - any compiler failure: the plan runs eagerly, with a warning
-            _warn(f"could not build the {mode} artifact for {tree} ({type(exc).__name__}: {exc}); running eagerly")
-            prov.compile_reason = f"{mode} failed to build ({type(exc).__name__}); eager instead"
-            prov.artifact_error = f"{mode} failed to build ({type(exc).__name__}: {str(exc)[:300]})"
+        data, entry = _compile_artifact(req, decision, akey, facts)
+        if data is None:
             return None, None
-        prov.compile_s = time.perf_counter() - t0
-        prov.artifact, prov.dynamic_batch = "compiled now", facts.get("dynamic_batch")
-        if cache is not None:
-            data = cache.add_artifact(akey, data)  # another process may have won: run its bytes
-            cache.count("compiles")
-            cache.count("compile_seconds", prov.compile_s)
-        entry = {"key": akey, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
-                 "compile_s": prov.compile_s, "dynamic_batch": prov.dynamic_batch}
     if check != "no" and entry.get("load_check") != "ok":
-        # a child process loads it first: a crash there costs this process nothing (artifacts.load_check)
-
-        t0 = time.perf_counter()
-        why = artifacts.load_check(data, device, problem_inputs(problem, device))
-        prov.load_check_s = time.perf_counter() - t0
-        _remember_failed_load_check(cache, fpd, mode, why)
-        if why is not None:
-            reason = f"the {mode} artifact did not load on this machine: {why}"
-            _warn(f"{reason}; running {tree} eagerly. Later {mode} plans on this machine (this torch, device and "
-                  f"driver) run eagerly without building; TRNPLAN_AOT_LOAD_CHECK=1 checks again")
-            prov.compile_reason = prov.artifact_error = reason
-            prov.artifact = None
-            if built and cache is not None:
-                cache._delete(akey)  # bytes no record will point at (a stored artifact is left as it is)
+        if not _load_check(req, tree, data, built, akey, facts):
             return None, None
         entry = {**entry, "load_check": "ok"}
     t0 = time.perf_counter()
-    runner = backend.load_artifact(data, mode, device)
-    prov.load_ms = (time.perf_counter() - t0) * 1e3
-    prov.artifact_bytes = len(data)
+    runner = req.backend.load_artifact(data, mode, req.device)
+    facts.update(load_ms=(time.perf_counter() - t0) * 1e3, artifact_bytes=len(data))
     return runner, entry
+
+
+def _stored_artifact(cache, akey: str, entry: dict | None, facts: dict) -> bytes | None:
+    """The artifact the record names, if it is stored and its sha256 matches."""
+    if cache is None or entry is None or entry.get("key") != akey:
+        return None
+    data = cache.get_artifact(akey, entry.get("sha256", ""))
+    if data is not None:
+        compile_s = float(entry.get("compile_s", 0.0))
+        facts.update(artifact="artifact hit", compile_s=compile_s, dynamic_batch=entry.get("dynamic_batch"))
+        cache.count("artifact_hits")
+        cache.count("compile_seconds_saved", compile_s)
+    return data
+
+
+def _compile_artifact(req: _Request, decision: _Decision, akey: str, facts: dict):
+    """(bytes, record entry) of a new artifact, stored first-writer-wins; (None, None) if it fails to build."""
+    problem, tree, mode, cache = req.problem, decision.tree, req.mode, req.cache
+    if req.wisdom_only:
+        raise WisdomMiss(
+            f"effort='wisdom_only' (or TRNPLAN_WISDOM_ONLY=1): the plan for {problem.describe()} is stored "
+            f"but its {mode} artifact {akey} is missing or damaged in "
+            f"{cache.path if cache is not None else 'no cache'}; precompile it again"
+        )
+    example = problem_inputs(problem, req.device)
+    t0 = time.perf_counter()
+    try:
+        data, built = req.backend.build_artifact(decision.module, example, mode)
+    except Exception as exc:  # noqa: BLE001 - any compiler failure: the plan runs eagerly, with a warning
+        _warn(f"could not build the {mode} artifact for {tree} ({type(exc).__name__}: {exc}); running eagerly")
+        facts.update(compile_reason=f"{mode} failed to build ({type(exc).__name__}); eager instead",
+                     artifact_error=f"{mode} failed to build ({type(exc).__name__}: {str(exc)[:300]})")
+        return None, None
+    compile_s = time.perf_counter() - t0
+    facts.update(compile_s=compile_s, artifact="compiled now", dynamic_batch=built.get("dynamic_batch"))
+    if cache is not None:
+        data = cache.add_artifact(akey, data)  # another process may have won: run its bytes
+        cache.count("compiles")
+        cache.count("compile_seconds", compile_s)
+    entry = {"key": akey, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
+             "compile_s": compile_s, "dynamic_batch": built.get("dynamic_batch")}
+    return data, entry
+
+
+def _load_check(req: _Request, tree, data: bytes, built: bool, akey: str, facts: dict) -> bool:
+    """A child process loads the artifact first: a crash there costs this process nothing
+    (artifacts.load_check). False, remembered per fingerprint, if it did not load."""
+    problem, mode, cache = req.problem, req.mode, req.cache
+    t0 = time.perf_counter()
+    why = artifacts.load_check(data, req.device, problem_inputs(problem, req.device))
+    facts["load_check_s"] = time.perf_counter() - t0
+    _remember_failed_load_check(cache, req.fpd, mode, why)
+    if why is None:
+        return True
+    reason = f"the {mode} artifact did not load on this machine: {why}"
+    _warn(f"{reason}; running {tree} eagerly. Later {mode} plans on this machine (this torch, device and "
+          f"driver) run eagerly without building; TRNPLAN_AOT_LOAD_CHECK=1 checks again")
+    facts.update(compile_reason=reason, artifact_error=reason, artifact=None)
+    if built and cache is not None:
+        cache.forget(akey)  # bytes no record will point at (a stored artifact is left as it is)
+    return False
 
 
 __all__ = ["Provenance", "Provided", "provide"]

@@ -33,7 +33,7 @@ def verify_plan(plan, cache=None) -> float:
     key = plan.provenance.wisdom_key
     if not err <= plan.tol:  # also catches NaN
         if cache is not None and key:
-            cache._delete(key)
+            cache.forget(key)
         raise PlanningError(
             f"verification failed: {plan.tree} measured {err:.2e} vs fp64 (seeded random input), over the bound "
             f"{plan.tol:.1e} (predicted {plan.tree.error:.1e}) for {plan.problem.describe()}. The accuracy model "

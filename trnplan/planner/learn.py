@@ -22,7 +22,6 @@ plans on the same machine, in any process, are priced with the calibrated profil
 
 from __future__ import annotations
 
-import json
 import math
 import warnings
 
@@ -142,18 +141,17 @@ def _key(fpd: str, device) -> str:
 
 
 def _load_record(cache, fpd, device) -> dict | None:
-    text = cache._get(_key(fpd, device))
-    if text is None:
-        return None
     try:
-        record = json.loads(text)
+        record = cache.get_record(_key(fpd, device))
+        if record is None:
+            return None
         if not isinstance(record.get("samples"), list) or not isinstance(record.get("scales"), dict):
             raise TypeError("missing samples or scales")
         return record
     except (ValueError, TypeError, AttributeError) as exc:
         warnings.warn(f"plan cache {cache.path}: calibration record {_key(fpd, device)!r} is not valid ({exc}); "
                       f"starting it afresh", RuntimeWarning, stacklevel=3)
-        cache._delete(_key(fpd, device))
+        cache.forget(_key(fpd, device))
         return None
 
 
@@ -182,9 +180,9 @@ def record(cache, fpd: str, device, samples, profile: CostProfile) -> Calibratio
     old = _load_record(cache, fpd, device) or {"samples": []}
     kept = (old["samples"] + [[dict(t), float(us)] for t, us in samples])[-MAX_SAMPLES:]
     cal = fit([(t, us) for t, us in kept], profile)
-    cache._set(_key(fpd, device), json.dumps({
+    cache.set_record(_key(fpd, device), {
         "samples": kept, "scales": cal.scales, "count": cal.samples,
-        "rms_before": cal.rms_before, "rms_after": cal.rms_after}))
+        "rms_before": cal.rms_before, "rms_after": cal.rms_after})
     return cal
 
 
