@@ -27,6 +27,7 @@ from trnplan import __version__, benchsuite
 from trnplan.audit import audit, audit_grid
 from trnplan.cache import PlanCache, default_cache
 from trnplan.cache.bundle import export_bundle, import_bundle
+from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.errors import TrnplanError
 from trnplan.core.problem import Problem
 from trnplan.plan.api import plan_many
@@ -60,6 +61,17 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
+    _add_plan(sub)
+    sub.add_parser("solvers", help="list the registered solvers in planner order",
+                   description="List the registered solvers, in the order the planner tries them.")
+    _add_precompile(sub)
+    _add_cache(sub)
+    _add_audit(sub)
+    benchsuite.add_parser(sub)
+    return ap
+
+
+def _add_plan(sub) -> None:
     p = sub.add_parser("plan", help="plan a transform, run it on random data, time it, optionally verify",
                        description="Plan a transform, run it on seeded random complex data, print the plan "
                                    "tree and the median execute time; --verify compares with numpy.fft in "
@@ -81,8 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="force a solver (" + ", ".join(s.name for s in SOLVERS) + ") or a tree s-expression, "
                         "e.g. '(four-step 4096=64x64 (dft-gemm) (stockham))'")
     p.add_argument("--tol", type=float, default=None,
-                   help="relative L2 error bound (default: the precision's bar, 5e-7 for fp32, 1e-13 for fp64, "
-                        "4e-3 bf16, 1e-5 bf16x3, 5e-7 bf16x6)")
+                   help="relative L2 error bound (default: the precision's bar, "
+                        + ", ".join(f"{bar:g} {mode}" for mode, bar in DEFAULT_TOL.items()) + ")")
     p.add_argument("--explain", action="store_true", help="print the full explanation (tree, costs, candidates)")
     p.add_argument("--verify", action="store_true",
                    help="compare with numpy.fft (complex128); exit 1 if the error is over the bound")
@@ -99,9 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--wisdom-only", action="store_true",
                    help="never plan or compile: fail unless the cache has this plan (as TRNPLAN_WISDOM_ONLY=1)")
 
-    sub.add_parser("solvers", help="list the registered solvers in planner order",
-                   description="List the registered solvers, in the order the planner tries them.")
 
+def _add_precompile(sub) -> None:
     pc = sub.add_parser("precompile", help="plan and compile every problem of a TOML manifest into a cache",
                         description="Plan (and compile, for artifact modes) every [[plan]] of a TOML manifest "
                                     "into the plan cache; prints a summary table; exits 1 if any entry failed. "
@@ -111,6 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     pc.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     pc.add_argument("--quiet", action="store_true", help="no progress lines")
 
+
+def _add_cache(sub) -> None:
     ca = sub.add_parser("cache", help="inspect or manage the on-disk plan cache",
                         description="info: location, sizes and counters; list: one line per stored plan; "
                                     "clear: delete every entry; export FILE: bundle the cache into one file; "
@@ -118,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("action", choices=["info", "list", "clear", "export", "import"])
     ca.add_argument("file", nargs="?", metavar="FILE", help="the bundle file (export, import)")
     _cache_args(ca)
+
+
+def _add_audit(sub) -> None:
     au = sub.add_parser("audit", help="check a plan's Neuron lowering against the documented operator limits",
                         description="Plan SHAPE on the Neuron cost profile, lower it on the CPU, export it with "
                                     "torch.export and check every node (dtypes, ops, static shapes) against the "
@@ -132,8 +148,6 @@ def build_parser() -> argparse.ArgumentParser:
     au.add_argument("--strategy", default=None, help="force a solver or tree, as in `trnplan plan`")
     au.add_argument("--tol", type=float, default=None, help="error bound to plan to (default: the precision's bar)")
     au.add_argument("--grid", action="store_true", help="audit every solver x precision x representative size")
-    benchsuite.add_parser(sub)
-    return ap
 
 
 def _cache_args(parser) -> None:

@@ -73,7 +73,8 @@ def parse_strategy(text: str, known_solvers) -> Spec:
     return spec
 
 
-def _parse(tokens, pos, text, known):  # noqa: C901 - not split yet (docs/architecture.md, exceptions)
+def _parse(tokens, pos, text, known):
+    """(position after, Spec or None for ``_``) of the plan that starts at ``tokens[pos]``."""
     if pos >= len(tokens):
         raise PlanningError(f"strategy {text!r}: unbalanced parentheses")
     tok = tokens[pos]
@@ -86,40 +87,45 @@ def _parse(tokens, pos, text, known):  # noqa: C901 - not split yet (docs/archit
         raise PlanningError(f"strategy {text!r}: '(' must be followed by a solver name")
     name = _solver_name(tokens[pos], text, known)
     pos += 1
-    size = factors = None
-    options, children = [], []
+    atoms: dict = {"size": None, "factors": None, "options": []}
+    children = []
     while True:
         if pos >= len(tokens):
             raise PlanningError(f"strategy {text!r}: unbalanced parentheses")
         tok = tokens[pos]
         if tok == ")":
-            pos += 1
             break
         if tok == "(" or tok == "_" or tok in known:
             pos, child = _parse(tokens, pos, text, known)
             children.append(child)
-            continue
-        pos += 1
-        if tok in ("inv", "fwd"):
-            continue
-        key, eq, value = tok.partition("=")
-        if key.isdigit():
-            size = int(key)
-            if eq:
-                try:
-                    factors = tuple(int(f) for f in value.split("x"))
-                except ValueError:
-                    raise PlanningError(f"strategy {text!r}: bad factor list {tok!r} (write e.g. 4096=64x64)") from None
-        elif eq and key and value.isdigit():
-            options.append((key, int(value)))
-        elif eq and key and _WORD.fullmatch(value):
-            options.append((key, value))
         else:
-            raise PlanningError(
-                f"strategy {text!r}: cannot read {tok!r}; expected a solver name "
-                f"({', '.join(known)}), a length like 4096 or 4096=64x64, or an option like m=256"
-            )
-    return pos, Spec(name=name, size=size, factors=factors, options=tuple(options), children=tuple(children))
+            _read_atom(tok, text, known, atoms)
+            pos += 1
+    return pos + 1, Spec(name=name, size=atoms["size"], factors=atoms["factors"], options=tuple(atoms["options"]),
+                         children=tuple(children))
+
+
+def _read_atom(tok: str, text: str, known, atoms: dict) -> None:
+    """One atom of a node: a direction word (ignored), ``n`` or ``n=f1xf2...``, or ``key=value``."""
+    if tok in ("inv", "fwd"):
+        return
+    key, eq, value = tok.partition("=")
+    if key.isdigit():
+        atoms["size"] = int(key)
+        if eq:
+            try:
+                atoms["factors"] = tuple(int(f) for f in value.split("x"))
+            except ValueError:
+                raise PlanningError(f"strategy {text!r}: bad factor list {tok!r} (write e.g. 4096=64x64)") from None
+    elif eq and key and value.isdigit():
+        atoms["options"].append((key, int(value)))
+    elif eq and key and _WORD.fullmatch(value):
+        atoms["options"].append((key, value))
+    else:
+        raise PlanningError(
+            f"strategy {text!r}: cannot read {tok!r}; expected a solver name "
+            f"({', '.join(known)}), a length like 4096 or 4096=64x64, or an option like m=256"
+        )
 
 
 def _name_only(tok, text, known):

@@ -19,8 +19,18 @@ def _node_line(node: PlanNode) -> str:
 
 
 def render_explain(plan) -> str:
-    """The text of :meth:`Plan.explain`."""
-    p, tree, pv = plan.problem, plan.tree, plan.provenance
+    """The text of :meth:`Plan.explain`: the header, the tree with each subtree's predicted
+    totals, the measured candidates (efforts measure/patient), the top-level candidates."""
+    lines = [*_header(plan), "", (f"plan tree (each line: the subtree's predicted totals on the "
+                                 f"{plan.profile_name!r} cost profile)"), *_tree_rows(plan.tree)]
+    if plan.provenance.measurement is not None:
+        lines += ["", *measure_lines(plan.provenance.measurement)]
+    return "\n".join([*lines, "", "candidates at the top level", *_candidate_rows(plan)])
+
+
+def _origin(plan) -> str:
+    """Where the plan came from: a wisdom hit, or planned now (and stored or not)."""
+    pv = plan.provenance
     if pv.origin == "wisdom hit":
         origin = (f"wisdom hit in {pv.cache_path} (key {pv.wisdom_key}, effort {pv.effort}), loaded in "
                   f"{pv.planning_ms:.1f} ms")
@@ -29,13 +39,18 @@ def render_explain(plan) -> str:
         origin += f"; stored as {pv.wisdom_key}" if pv.wisdom_key else " (no plan cache)"
     if plan.cache_hits:
         origin += f"; returned from the in-process plan cache {plan.cache_hits} time(s) since"
-    forced = f", strategy forced: {plan.strategy}" if plan.strategy else ""
+    return origin + (f", strategy forced: {plan.strategy}" if plan.strategy else "")
+
+
+def _runs(plan) -> str:
+    """How the plan runs: an artifact loaded or compiled now, compiled in process, or eager."""
+    pv = plan.provenance
     if pv.artifact == "artifact hit":
         runs = (f"{pv.compile_mode} artifact {pv.artifact_key} ({pv.artifact_bytes / 1e6:.2f} MB) loaded in "
                 f"{pv.load_ms:.1f} ms, no compile: {pv.compile_s:.1f} s of compile saved")
     elif pv.artifact == "compiled in process":
         runs = (f"{pv.compile_mode}: torch.compile'd in this process in {pv.compile_s:.1f} s (static batch "
-                f"{p.batch}; kept in no plan cache, so every new process compiles it again)")
+                f"{plan.problem.batch}; kept in no plan cache, so every new process compiles it again)")
     elif pv.artifact == "compiled now":
         runs = (f"{pv.compile_mode} artifact compiled now in {pv.compile_s:.1f} s "
                 f"({pv.artifact_bytes / 1e6:.2f} MB, batch {'dynamic' if pv.dynamic_batch else 'static'})"
@@ -44,47 +59,55 @@ def render_explain(plan) -> str:
         runs = f"eager torch on {plan.device}; compile {pv.compile_mode!r}: {pv.compile_reason}"
     if pv.artifact and pv.load_check_s:
         runs += f"; loaded first in a child process, which it did not crash ({pv.load_check_s:.1f} s)"
-    lines = [
+    return runs
+
+
+def _header(plan) -> list[str]:
+    p, tree, pv = plan.problem, plan.tree, plan.provenance
+
+    def optional(label: str, text, when) -> list[str]:
+        return [f"  {label:<10} {text}"] if when else []
+
+    return [
         f"trnplan plan — {p.describe()}",
         f"  digest     {p.digest()}",
-        f"  origin     {origin}{forced}",
-        *([f"  note       {pv.fingerprint_note}"] if pv.fingerprint_note else []),
-        f"  runs       {runs}",
+        f"  origin     {_origin(plan)}",
+        *optional("note", pv.fingerprint_note, pv.fingerprint_note),
+        f"  runs       {_runs(plan)}",
         "  backend    " + ", ".join(f"{k} {v}" for k, v in pv.fingerprint.items()),
         f"  tree       {tree}",
         (f"  predicted  {format_time(tree.time_us)}, {format_si(tree.flops)} flop, {format_si(tree.bytes)}B moved, "
-        f"{tree.launches:.0f} ops; relative L2 error ≤ {tree.error:.1e} (bound {plan.tol:.0e})"),
-        *([f"  measured   {format_time(tree.measured_us)} per call (median, effort {pv.effort})"]
-          if tree.measured_us is not None else []),
-        *([f"  accuracy   {describe_measured(tree.measured_error)}"] if tree.measured_error is not None else []),
-        *([f"  probe      {pv.probe}; {pv.probe_origin}"] if getattr(pv, "probe", "") else []),
+         f"{tree.launches:.0f} ops; relative L2 error ≤ {tree.error:.1e} (bound {plan.tol:.0e})"),
+        *optional("measured", f"{format_time(tree.measured_us or 0.0)} per call (median, effort {pv.effort})",
+                  tree.measured_us is not None),
+        *optional("accuracy", describe_measured(tree.measured_error), tree.measured_error is not None),
+        *optional("probe", f"{pv.probe}; {pv.probe_origin}", pv.probe),
         f"  scale      {p.scale:.6g} (norm={p.norm!r})",
-        *([f"  cores      {_cores_line(plan)}"] if p.cores > 1 and p.device != "neuron" else []),
-        *([f"  bucket     {pv.bucket}"] if getattr(pv, "bucket", "") else []),
+        *optional("cores", _cores_line(plan) if p.cores > 1 else "", p.cores > 1 and p.device != "neuron"),
+        *optional("bucket", pv.bucket, pv.bucket),
         f"  cost model {plan.profile_name!r} profile, {pv.calibration or 'not calibrated (effort measure calibrates it)'}",
-        *([f"  libraries  {_libraries()}"] if p.device == "cpu" else []),
-        "",
-        f"plan tree (each line: the subtree's predicted totals on the {plan.profile_name!r} cost profile)",
+        *optional("libraries", _libraries() if p.device == "cpu" else "", p.device == "cpu"),
     ]
+
+
+def _tree_rows(tree: PlanNode) -> list[str]:
     rows = [("  " * d + _node_line(node), node) for d, node in tree.walk()]
     width = max(len(r[0]) for r in rows) + 2
-    for text, node in rows:
-        lines.append(
-            f"  {text:<{width}} {format_si(node.flops):>7} flop  {format_si(node.bytes):>7}B  "
-            f"{format_time(node.time_us):>10}  err ≤ {node.error:.1e}"
-        )
-    if pv.measurement is not None:
-        lines += ["", *measure_lines(pv.measurement)]
-    lines += ["", "candidates at the top level"]
+    return [f"  {text:<{width}} {format_si(node.flops):>7} flop  {format_si(node.bytes):>7}B  "
+            f"{format_time(node.time_us):>10}  err ≤ {node.error:.1e}" for text, node in rows]
+
+
+def _candidate_rows(plan) -> list[str]:
     if not plan.candidates:
-        lines.append("  (not recorded with this wisdom)")
-        return "\n".join(lines)
+        return ["  (not recorded with this wisdom)"]
     width = max(len(c.solver) for c in plan.candidates) + 2
+    rows = []
     for c in plan.candidates:
         pred = f"{format_time(c.node.time_us):>10}  err {c.node.error:.1e}" if c.node is not None else f"{'—':>10}  {'':11}"
-        why = c.reason if c.verdict != CHOSEN or pv.measurement is not None else f"cheapest predicted: {plan.tree}"
-        lines.append(f"  {c.solver:<{width}} {c.verdict:<24} {pred}  {why}")
-    return "\n".join(lines)
+        why = (c.reason if c.verdict != CHOSEN or plan.provenance.measurement is not None
+               else f"cheapest predicted: {plan.tree}")
+        rows.append(f"  {c.solver:<{width}} {c.verdict:<24} {pred}  {why}")
+    return rows
 
 
 def _cores_line(plan) -> str:

@@ -392,7 +392,7 @@ def _build(req: _Request, decision: _Decision) -> tuple[object, dict, dict]:
     """Steps 4-5: the runner of the asked-for artifact (None: eager), the record's artifact entries,
     and the provenance facts of the compile."""
     facts = {"compile_mode": req.mode, "compile_reason": req.mode_reason}
-    entries = dict(decision.record.get("entries", {})) if decision.record is not None else {}
+    entries = dict(decision.record.get("artifacts", {})) if decision.record is not None else {}
     if req.mode == "eager":
         return None, entries, facts
     eager = _eager_reason(req, decision.tree)
@@ -411,15 +411,15 @@ def _build(req: _Request, decision: _Decision) -> tuple[object, dict, dict]:
 def _store(req: _Request, decision: _Decision, entries: dict, planning_ms: float) -> str | None:
     """Step 6: store a new record (first writer wins) or the record's new entries; the wisdom key."""
     cache, record, tree = req.cache, decision.record, decision.tree
-    if cache is None or (record is not None and entries == record.get("entries", {})):
+    if cache is None or (record is not None and entries == record.get("artifacts", {})):
         return decision.key if record is not None else None
     if record is not None:
-        cache.update_wisdom(decision.key, {**record, "entries": entries})
+        cache.update_wisdom(decision.key, {**record, "artifacts": entries})
         return decision.key
     new = {
         "format": WISDOM_FORMAT, "problem": req.problem.to_dict(), "fingerprint": req.fp, "tree": tree.to_dict(),
         "strategy": str(req.spec) if req.spec else None, "tol": req.tol, "planning_ms": planning_ms,
-        "candidates": _candidates_to_json(decision.candidates), "entries": entries, "created": time.time(),
+        "candidates": _candidates_to_json(decision.candidates), "artifacts": entries, "created": time.time(),
         "effort": req.effort,
     }
     if decision.measurement is not None:
