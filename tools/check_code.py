@@ -24,14 +24,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "trnplan"
 MAX_LINES = 60
 #: "path::qualified name" -> why it is longer than MAX_LINES (keep docs/architecture.md in step)
-EXCEPTIONS: dict[str, str] = {
-    key: "not split yet (issue 16: stft/istft, distributed, the cli parser and explain to follow)"
-    for key in (
-        "trnplan/stft.py::stft",
-        "trnplan/stft.py::istft", "trnplan/distributed.py::_layout",
-        "trnplan/distributed.py::plan_many",
-    )
-}
+EXCEPTIONS: dict[str, str] = {}
 
 
 def _functions(tree: ast.AST, prefix: str = ""):

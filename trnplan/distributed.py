@@ -232,7 +232,7 @@ def _bytes(n: int) -> str:
 
 
 # ---------------------------------------------------------------------- layout (pure: no collectives)
-def _layout(kind: str, shape: tuple, layout: str, grid: tuple, coords: tuple, ti: bool, to: bool,  # noqa: C901 - not split yet (docs/architecture.md, exceptions)
+def _layout(kind: str, shape: tuple, layout: str, grid: tuple, coords: tuple, ti: bool, to: bool,
             factors: tuple | None):
     """The step list for one rank, as data: ``[(op, ...)]``, plus local input and output shapes.
 
@@ -241,55 +241,63 @@ def _layout(kind: str, shape: tuple, layout: str, grid: tuple, coords: tuple, ti
     after, transform shape), ``"transpose"`` (grid dim, gather axis, scatter axis, global shape),
     ``"twiddle"`` or ``"swap"``.
     """
-    rank = len(shape)
-    half = shape[-1] // 2 + 1
-    complex_shape = (*shape[:-1], half) if kind != "c2c" else shape
-
-    def local(gshape, dist_map):
-        return tuple(split_sizes(n, grid[dist_map[a]])[coords[dist_map[a]]] if a in dist_map else n
-                     for a, n in enumerate(gshape))
-
-    if rank == 1:
-        n1, n2 = factors
-        gmat = (n1, n2)
-        steps = []
-        if not ti:  # natural input: rows j1 of A[j1, j2] = x[n2·j1 + j2]
-            steps += [("transpose", 0, 0, 1, gmat), ("stage", (0,), gmat), ("twiddle",),
-                      ("transpose", 0, 1, 0, gmat), ("stage", (1,), gmat)]
-            if not to:
-                steps += [("swap",), ("transpose", 0, 1, 0, (n2, n1))]
-            dist_in, gin = {0: 0}, gmat
-            dist_out, gout = ({0: 0}, gmat) if to else ({0: 0}, (n2, n1))
-        else:  # transposed input D[k1, k2] = x[k1 + n1·k2], rows k1: the reverse pipeline
-            steps += [("stage", (1,), gmat), ("transpose", 0, 0, 1, gmat), ("twiddle",),
-                      ("stage", (0,), gmat), ("transpose", 0, 1, 0, gmat)]
-            dist_in, gin, dist_out, gout = {0: 0}, gmat, {0: 0}, gmat
-        lin, lout = local(gin, dist_in), local(gout, dist_out)
-        return steps, ((lin[0] * lin[1],) if not ti else lin), ((lout[0] * lout[1],) if not to else lout)
-
+    if len(shape) == 1:
+        return _layout_1d(grid, coords, ti, to, factors)
     if math.prod(grid) == 1:
         # one rank holds everything: one local N-D plan, the same as trnplan.plan_many (and the
         # baseline the scaling benchmark divides by)
-        gout = (*shape[:-1], half) if kind == "r2c" else shape
-        gin = complex_shape if kind == "c2r" else shape
-        return [("stage", tuple(range(rank)), gin)], gin, gout
+        half = (*shape[:-1], shape[-1] // 2 + 1)
+        gin, gout = (half if kind == "c2r" else shape), (half if kind == "r2c" else shape)
+        return [("stage", tuple(range(len(shape))), gin)], gin, gout
+    return _layout_grid(kind, shape, layout, grid, coords, ti, to)
+
+
+def _local(gshape: tuple, dist_map: dict, grid: tuple, coords: tuple) -> tuple:
+    """This rank's block of a global shape whose axis ``a`` is split over grid dim ``dist_map[a]``."""
+    return tuple(split_sizes(n, grid[dist_map[a]])[coords[dist_map[a]]] if a in dist_map else n
+                 for a, n in enumerate(gshape))
+
+
+def _layout_1d(grid: tuple, coords: tuple, ti: bool, to: bool, factors: tuple):
+    """The six-step 1-D pipeline on the n1 × n2 matrix of the signal, rows over the ranks."""
+    n1, n2 = factors
+    gmat = (n1, n2)
+    if not ti:  # natural input: rows j1 of A[j1, j2] = x[n2·j1 + j2]
+        steps = [("transpose", 0, 0, 1, gmat), ("stage", (0,), gmat), ("twiddle",),
+                 ("transpose", 0, 1, 0, gmat), ("stage", (1,), gmat)]
+        if not to:
+            steps += [("swap",), ("transpose", 0, 1, 0, (n2, n1))]
+        gout = gmat if to else (n2, n1)
+    else:  # transposed input D[k1, k2] = x[k1 + n1·k2], rows k1: the reverse pipeline
+        steps = [("stage", (1,), gmat), ("transpose", 0, 0, 1, gmat), ("twiddle",),
+                 ("stage", (0,), gmat), ("transpose", 0, 1, 0, gmat)]
+        gout = gmat
+    lin, lout = _local(gmat, {0: 0}, grid, coords), _local(gout, {0: 0}, grid, coords)
+    return steps, ((lin[0] * lin[1],) if not ti else lin), ((lout[0] * lout[1],) if not to else lout)
+
+
+def _grid_route(layout: str, kind: str, ti: bool, rank: int):
+    """(distributions, the transposes linking them, the stages with the distribution each needs)."""
+    backwards = kind == "c2r" or ti
     if layout == "slab":
         # distributions: D0 = axis 0 split over grid dim 0; D1 = axis 1 split
         dists = [{0: 0}, {1: 0}]
         links = [(0, 0, 1)]  # D0 -> D1: in grid dim 0, gather axis 0, scatter axis 1
         local_axes = tuple(range(1, rank))
-        if kind == "c2r" or ti:
-            stages = [((0,), 1), (local_axes, 0)]
-        else:
-            stages = [(local_axes, 0), ((0,), 1)]
+        stages = [((0,), 1), (local_axes, 0)] if backwards else [(local_axes, 0), ((0,), 1)]
     else:
         # X-pencils (0 over P0, 1 over P1) -> (0 over P0, 2 over P1) -> (1 over P0, 2 over P1)
         dists = [{0: 0, 1: 1}, {0: 0, 2: 1}, {1: 0, 2: 1}]
         links = [(1, 1, 2), (0, 0, 1)]
-        if kind == "c2r" or ti:
-            stages = [((0,), 2), ((1,), 1), ((2,), 0)]
-        else:
-            stages = [((2,), 0), ((1,), 1), ((0,), 2)]
+        stages = [((0,), 2), ((1,), 1), ((2,), 0)] if backwards else [((2,), 0), ((1,), 1), ((0,), 2)]
+    return dists, links, stages
+
+
+def _layout_grid(kind: str, shape: tuple, layout: str, grid: tuple, coords: tuple, ti: bool, to: bool):
+    """Slab or pencil: each stage in the distribution that keeps its axes local, transposes between."""
+    rank = len(shape)
+    complex_shape = (*shape[:-1], shape[-1] // 2 + 1) if kind != "c2c" else shape
+    dists, links, stages = _grid_route(layout, kind, ti, rank)
     start = len(dists) - 1 if ti else 0
     end = len(dists) - 1 if to else 0
     steps, cur = [], start
@@ -316,7 +324,7 @@ def _layout(kind: str, shape: tuple, layout: str, grid: tuple, coords: tuple, ti
         elif kind == "c2r" and rank - 1 in axes:
             gshape = shape
     walk(end)
-    return steps, local(gin, dists[start]), local(gshape, dists[end])
+    return steps, _local(gin, dists[start], grid, coords), _local(gshape, dists[end], grid, coords)
 
 
 # ---------------------------------------------------------------------- the plan
@@ -734,7 +742,7 @@ def _grid_groups(world: int, p0: int, p1: int, rank: int, backend: str):
     return cached[1]
 
 
-def plan_many(global_shape, batch: int = 1, *, kind: str = "c2c", inverse: bool | None = None,  # noqa: C901 - not split yet (docs/architecture.md, exceptions)
+def plan_many(global_shape, batch: int = 1, *, kind: str = "c2c", inverse: bool | None = None,
               dtype=torch.complex64, norm: str | None = "backward", group=None, layout: str = "slab",
               transposed_input: bool = False, transposed_output: bool = False, precision: str | None = None,
               effort: str = "estimate", cache=DEFAULT_CACHE, device=None) -> DistributedPlan:
@@ -808,6 +816,32 @@ def plan_many(global_shape, batch: int = 1, *, kind: str = "c2c", inverse: bool 
     >>> x = torch.randn(plan.local_shape, dtype=torch.complex64)      # doctest: +SKIP
     >>> y = plan.execute(x)                   # this rank's rows of fft2  # doctest: +SKIP
     """
+    group, my_rank, size, backend = _member(group)
+    problem, device, fields, error = _validate(global_shape, batch, kind, inverse, dtype, precision, norm, layout,
+                                               transposed_input, transposed_output, effort, device, backend, size)
+    # validated locally, exchanged before raising: a rank that raised alone would leave the others
+    # waiting in the all_gather until the process group's timeout
+    exchange_device = torch.device(device) if error is None and backend == "nccl" else torch.device(
+        f"cuda:{torch.cuda.current_device()}" if backend == "nccl" else "cpu")
+    _exchange(fields, group, exchange_device, my_rank)
+    if error is not None:
+        raise error
+    common = {"transposed_input": bool(transposed_input), "transposed_output": bool(transposed_output),
+              "device": device, "plan_kwargs": {"effort": effort, "cache": cache}}
+    if problem.rank == 1:
+        return DistributedPlan(problem, layout="1d", group=group, grid=(size,), coords=(my_rank,),
+                               groups=((group, my_rank),), factors=_six_step_factors(problem.n, size), **common)
+    if layout == "slab":
+        return DistributedPlan(problem, layout="slab", group=group, grid=(size,), coords=(my_rank,),
+                               groups=((group, my_rank),), factors=None, **common)
+    p0, p1 = _balanced_grid(size)
+    groups = _grid_groups(size, p0, p1, my_rank, backend)
+    return DistributedPlan(problem, layout="pencil", group=group, grid=(p0, p1), coords=divmod(my_rank, p1),
+                           groups=groups, factors=None, **common)
+
+
+def _member(group):
+    """(group, this rank in it, its size, its backend), or the error that says what to set up."""
     if not dist.is_available():
         raise RuntimeError("torch.distributed is not available in this torch build; trnplan.distributed needs it")
     if group is None and not dist.is_initialized():
@@ -820,13 +854,16 @@ def plan_many(global_shape, batch: int = 1, *, kind: str = "c2c", inverse: bool 
     if my_rank < 0:
         raise ValueError("this process is not a member of the given group; only the group's ranks call "
                          "plan_many (and execute) for it")
-    size = dist.get_world_size(group)
-    backend = dist.get_backend(group)
-    # validate locally, but exchange before raising: a rank that raises alone would leave the
-    # others waiting in the all_gather until the process group's timeout
-    error = None
+    return group, my_rank, dist.get_world_size(group), dist.get_backend(group)
+
+
+def _validate(global_shape, batch, kind, inverse, dtype, precision, norm, layout, ti, to, effort, device, backend,
+              size):
+    """(problem, device, the descriptor fields every rank exchanges, the error to raise after the
+    exchange or None): the request checked on this rank alone."""
     fields = {"shape": (), "batch": 0, "kind": -1, "inverse": -1, "dtype": -1, "precision": -1, "norm": -1,
-              "layout": -1, "ti": int(bool(transposed_input)), "to": int(bool(transposed_output)), "effort": -1}
+              "layout": -1, "ti": int(bool(ti)), "to": int(bool(to)), "effort": -1, "error": 1}
+    problem = None
     try:
         if device is None:
             device = f"cuda:{torch.cuda.current_device()}" if backend == "nccl" else "cpu"
@@ -843,34 +880,11 @@ def plan_many(global_shape, batch: int = 1, *, kind: str = "c2c", inverse: bool 
                       inverse=int(problem.inverse), dtype=_DTYPE_CODES[problem.dtype],
                       precision=_PRECISION_CODES[problem.precision], norm=_NORM_CODES[problem.norm],
                       layout=_LAYOUT_CODES[layout], effort=_EFFORT_CODES[effort])
-        _check_layout_support(problem, layout, transposed_input, transposed_output, size)
-    except Exception as exc:  # noqa: BLE001 - re-raised below, after the exchange
-        error = exc
-        fields["error"] = 1
-    else:
-        fields["error"] = 0
-    exchange_device = torch.device(device) if error is None and backend == "nccl" else torch.device(
-        f"cuda:{torch.cuda.current_device()}" if backend == "nccl" else "cpu")
-    _exchange(fields, group, exchange_device, my_rank)
-    if error is not None:
-        raise error
-    plan_kwargs = {"effort": effort, "cache": cache}
-    if problem.rank == 1:
-        return DistributedPlan(problem, layout="1d", group=group, grid=(size,), coords=(my_rank,),
-                               groups=((group, my_rank),), transposed_input=bool(transposed_input),
-                               transposed_output=bool(transposed_output),
-                               factors=_six_step_factors(problem.n, size), device=device, plan_kwargs=plan_kwargs)
-    if layout == "slab":
-        return DistributedPlan(problem, layout="slab", group=group, grid=(size,), coords=(my_rank,),
-                               groups=((group, my_rank),), transposed_input=bool(transposed_input),
-                               transposed_output=bool(transposed_output), factors=None, device=device,
-                               plan_kwargs=plan_kwargs)
-    p0, p1 = _balanced_grid(size)
-    groups = _grid_groups(size, p0, p1, my_rank, backend)
-    return DistributedPlan(problem, layout="pencil", group=group, grid=(p0, p1), coords=divmod(my_rank, p1),
-                           groups=groups, transposed_input=bool(transposed_input),
-                           transposed_output=bool(transposed_output), factors=None, device=device,
-                           plan_kwargs=plan_kwargs)
+        _check_layout_support(problem, layout, ti, to, size)
+    except Exception as exc:  # noqa: BLE001 - re-raised by plan_many, after the exchange
+        return problem, device, fields, exc
+    fields["error"] = 0
+    return problem, device, fields, None
 
 
 def _check_layout_support(problem: Problem, layout: str, ti: bool, to: bool, size: int) -> None:

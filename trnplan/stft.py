@@ -106,7 +106,7 @@ def _window_for(window, win_length: int, device, what: str):
     return window
 
 
-def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=True, pad_mode="reflect",  # noqa: C901 - not split yet (docs/architecture.md, exceptions)
+def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=True, pad_mode="reflect",
          normalized=False, onesided=None, return_complex=None, align_to_window=None):
     r"""Short-time Fourier transform, with :func:`torch.stft`'s arguments and results.
 
@@ -187,6 +187,32 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     ...                     atol=1e-4))
     True
     """
+    hop, win, window = _stft_args(input, n_fft, hop_length, win_length, window, center, pad_mode, align_to_window)
+    onesided, return_complex = _stft_sides(input, window, onesided, return_complex)
+    batched = input.dim() == 2
+    x = _centered(input if batched else input.unsqueeze(0), n_fft, center, pad_mode)
+    n_frames = _frame_count(x.shape[-1], n_fft, win, hop, center, align_to_window)
+    # torch.stft's promotion: a float32 signal with a float64 window gives complex128
+    dtype = input.dtype if window is None else torch.promote_types(input.dtype, window.dtype)
+    out_dtype = dtype if dtype.is_complex else COMPLEX_OF[dtype]
+    n_bins = n_fft // 2 + 1 if onesided else n_fft
+    if x.shape[0] == 0:  # no frames to transform: no plan (plans hold at least one transform)
+        y = torch.zeros((0, n_frames, n_bins), dtype=out_dtype, device=x.device)
+    else:
+        frames = _windowed_frames(x, window, n_fft, win, hop, n_frames, align_to_window)
+        if not onesided:
+            frames = frames.to(out_dtype)
+        plan = cached_plan("r2c" if onesided else "c2c", (n_fft,), x.shape[0] * n_frames, out_dtype,
+                           "ortho" if normalized else "backward", False, x.device)
+        y = plan.execute(frames)
+    y = y.transpose(-1, -2)  # (B, frames, bins) -> (B, bins, frames), torch.stft's layout
+    if not batched:
+        y = y.squeeze(0)
+    return y if return_complex else torch.view_as_real(y)
+
+
+def _stft_args(input, n_fft, hop_length, win_length, window, center, pad_mode, align_to_window):
+    """stft()'s argument checks; (hop, win_length, the window checked, or None)."""
     if not isinstance(input, torch.Tensor):
         raise TypeError(f"stft() takes a torch.Tensor of shape (L,) or (B, L), got {type(input).__name__}")
     if input.dim() not in (1, 2):
@@ -208,8 +234,11 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     if center and align_to_window is not None:
         raise ValueError("align_to_window only applies with center=False (centred frames are already aligned "
                          "to their windows); drop align_to_window or pass center=False")
-    window = _window_for(window, win, input.device, "stft()")
+    return hop, win, _window_for(window, win, input.device, "stft()")
 
+
+def _stft_sides(input, window, onesided, return_complex) -> tuple[bool, bool]:
+    """(onesided, return_complex) resolved as torch.stft resolves them."""
     complex_data = input.is_complex() or (window is not None and window.is_complex())
     if onesided is None:
         onesided = not complex_data
@@ -224,59 +253,51 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     if not return_complex:
         warnings.warn("stft with return_complex=False is deprecated (as in torch.stft): pass return_complex=True "
                       "and call torch.view_as_real on the result for the old (..., 2) layout", UserWarning,
-                      stacklevel=2)
+                      stacklevel=3)
+    return onesided, return_complex
 
-    batched = input.dim() == 2
-    x = input if batched else input.unsqueeze(0)
-    if center:
-        pad = n_fft // 2
-        if pad_mode == "reflect" and pad >= x.shape[-1]:
-            raise ValueError(f"center=True with pad_mode='reflect' pads n_fft // 2 = {pad} samples on each side, "
-                             f"which needs a signal longer than {pad} samples (got {x.shape[-1]}); use a smaller "
-                             f"n_fft, pad_mode='constant', or center=False")
-        # F.pad's non-constant modes want a (N, C, L) tensor: view the batch as channels
-        x = F.pad(x.unsqueeze(0), (pad, pad), mode=pad_mode).squeeze(0)
-    length = x.shape[-1]
-    left = (n_fft - win) // 2
+
+def _centered(x, n_fft: int, center: bool, pad_mode: str):
+    """``x`` (B, L) padded by n_fft // 2 on both sides when ``center``."""
+    if not center:
+        return x
+    pad = n_fft // 2
+    if pad_mode == "reflect" and pad >= x.shape[-1]:
+        raise ValueError(f"center=True with pad_mode='reflect' pads n_fft // 2 = {pad} samples on each side, "
+                         f"which needs a signal longer than {pad} samples (got {x.shape[-1]}); use a smaller "
+                         f"n_fft, pad_mode='constant', or center=False")
+    # F.pad's non-constant modes want a (N, C, L) tensor: view the batch as channels
+    return F.pad(x.unsqueeze(0), (pad, pad), mode=pad_mode).squeeze(0)
+
+
+def _frame_count(length: int, n_fft: int, win: int, hop: int, center: bool, align_to_window) -> int:
     span = win if align_to_window else n_fft
     if span > length:
         what = f"win_length={win}" if align_to_window else f"n_fft={n_fft}"
         raise ValueError(f"{what} is longer than the {'padded ' if center else ''}signal ({length} samples): no "
                          f"frame fits; use {what.split('=')[0]} ≤ {length} or a longer signal"
                          + ("" if center else ", or center=True (which pads n_fft // 2 on each side)"))
-    n_frames = 1 + (length - span) // hop
-    batch = x.shape[0]
+    return 1 + (length - span) // hop
 
-    # torch.stft's promotion: a float32 signal with a float64 window gives complex128
-    dtype = input.dtype if window is None else torch.promote_types(input.dtype, window.dtype)
-    norm = "ortho" if normalized else "backward"
-    n_bins = n_fft // 2 + 1 if onesided else n_fft
-    out_dtype = dtype if dtype.is_complex else COMPLEX_OF[dtype]
-    if batch == 0:  # no frames to transform: no plan (plans hold at least one transform)
-        y = torch.zeros((0, n_frames, n_bins), dtype=out_dtype, device=x.device)
+
+def _windowed_frames(x, window, n_fft: int, win: int, hop: int, n_frames: int, align_to_window):
+    """The (B, frames, n_fft) windowed frames of ``x`` (B, L), zero-padded from win_length to n_fft."""
+    batch, left = x.shape[0], (n_fft - win) // 2
+    # cut only the win_length samples under the window; frame t's window starts at
+    # t * hop + left in the n_fft span (or at t * hop when aligned to the window)
+    start = 0 if align_to_window else left
+    if x.device.type in _VIEW_DEVICES and not torch.compiler.is_compiling():  # eager: a view, no copy
+        frames = x[:, start:start + (n_frames - 1) * hop + win].unfold(-1, win, hop)
     else:
-        # cut only the win_length samples under the window; frame t's window starts at
-        # t * hop + left in the n_fft span (or at t * hop when aligned to the window)
-        start = 0 if align_to_window else left
-        if x.device.type in _VIEW_DEVICES and not torch.compiler.is_compiling():  # eager: a view, no copy
-            frames = x[:, start:start + (n_frames - 1) * hop + win].unfold(-1, win, hop)
-        else:
-            frames = x.index_select(-1, _frame_index(n_frames, hop, win, start, x.device)).reshape(batch, n_frames, win)
-        if window is not None:
-            frames = frames * window  # promotes to `dtype`
-        if win < n_fft:
-            frames = F.pad(frames, (left, n_fft - win - left))
-        if not onesided:
-            frames = frames.to(out_dtype)
-        plan = cached_plan("r2c" if onesided else "c2c", (n_fft,), batch * n_frames, out_dtype, norm, False, x.device)
-        y = plan.execute(frames)
-    y = y.transpose(-1, -2)  # (B, frames, bins) -> (B, bins, frames), torch.stft's layout
-    if not batched:
-        y = y.squeeze(0)
-    return y if return_complex else torch.view_as_real(y)
+        frames = x.index_select(-1, _frame_index(n_frames, hop, win, start, x.device)).reshape(batch, n_frames, win)
+    if window is not None:
+        frames = frames * window  # promotes to the output's real dtype
+    if win < n_fft:
+        frames = F.pad(frames, (left, n_fft - win - left))
+    return frames
 
 
-def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=True, normalized=False,  # noqa: C901 - not split yet (docs/architecture.md, exceptions)
+def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=True, normalized=False,
           onesided=None, length=None, return_complex=False):
     r"""Inverse short-time Fourier transform, with :func:`torch.istft`'s arguments and results.
 
@@ -343,6 +364,41 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
     >>> bool(torch.allclose(x, y))
     True
     """
+    hop, win, onesided, window = _istft_args(input, n_fft, hop_length, win_length, window, onesided, length,
+                                             return_complex)
+    batched = input.dim() == 3
+    z = (input if batched else input.unsqueeze(0)).transpose(-1, -2)  # (B, frames, bins)
+    batch, n_frames = z.shape[0], z.shape[1]
+    if not return_complex and not onesided:  # a real signal's spectrum is Hermitian: c2r reads the first half
+        z = z[..., : n_fft // 2 + 1]
+    plan = cached_plan("c2c" if return_complex else "c2r", (n_fft,), batch * n_frames, input.dtype,
+                       "ortho" if normalized else "backward", True, input.device)
+    w = _synthesis_window(window, win, n_fft, REAL_OF[input.dtype], input.device)
+    frames = plan.execute(z) * w  # (B, frames, n_fft)
+
+    # overlap-add by index arithmetic: sample t * hop + k of the output receives frame t's k-th value
+    full = n_fft + hop * (n_frames - 1)
+    index = _frame_index(n_frames, hop, n_fft, 0, input.device)
+    y = frames.new_zeros((batch, full)).index_add(1, index, frames.reshape(batch, n_frames * n_fft))
+    envelope = (w * w).new_zeros(full).index_add(0, index, (w * w).expand(n_frames, n_fft).reshape(-1))
+    start = n_fft // 2 if center else 0
+    if length is not None:
+        end = start + length
+    else:
+        end = -(n_fft // 2) if center else full
+    y, envelope = y[:, start:end], envelope[start:end]
+    _check_nola(envelope, hop)
+    y = y / envelope
+    if end > full:
+        warnings.warn("The length of signal is shorter than the length parameter. Result is being padded with "
+                      "zeros in the tail. Please check your center and hop_length settings.", UserWarning,
+                      stacklevel=2)
+        y = F.pad(y, (0, end - full))
+    return y if batched else y.squeeze(0)
+
+
+def _istft_args(input, n_fft, hop_length, win_length, window, onesided, length, return_complex):
+    """istft()'s argument checks; (hop, win_length, onesided resolved, the window checked or None)."""
     if not isinstance(input, torch.Tensor) or not input.is_complex():
         got = type(input).__name__ if not isinstance(input, torch.Tensor) else f"a real {input.dtype} tensor"
         raise TypeError(f"istft() takes the complex output of stft(..., return_complex=True), got {got}; "
@@ -363,7 +419,7 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
                          f"or touch for the signal to be recoverable), got {hop!r}")
     if length is not None:
         _check_int("length", length, lo=0)
-    n_rows, n_frames = input.shape[-2], input.shape[-1]
+    n_rows = input.shape[-2]
     if onesided is None:
         onesided = n_rows != n_fft
     expected_rows = n_fft // 2 + 1 if onesided else n_fft
@@ -376,39 +432,23 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
                          "come from a real signal; pass return_complex=False")
     if not return_complex and window is not None and window.is_complex():
         raise ValueError("a complex window cannot give a real signal: pass return_complex=True (with onesided=False)")
+    return hop, win, onesided, window
 
-    batched = input.dim() == 3
-    z = (input if batched else input.unsqueeze(0)).transpose(-1, -2)  # (B, frames, bins)
-    batch = z.shape[0]
-    norm = "ortho" if normalized else "backward"
-    if not return_complex and not onesided:  # a real signal's spectrum is Hermitian: c2r reads the first half
-        z = z[..., : n_fft // 2 + 1]
-    plan = cached_plan("c2c" if return_complex else "c2r", (n_fft,), batch * n_frames, input.dtype, norm, True,
-                     input.device)
-    frames = plan.execute(z)  # (B, frames, n_fft)
 
-    real = REAL_OF[input.dtype]
+def _synthesis_window(window, win: int, n_fft: int, real, device):
+    """The window (ones if None) in the signal's real dtype, zero-padded from win_length to n_fft."""
     if window is None:
-        w = torch.ones(win, dtype=real, device=input.device)
+        w = torch.ones(win, dtype=real, device=device)
     else:
         w = window if window.is_floating_point() or window.is_complex() else window.to(real)
     if win < n_fft:
         left = (n_fft - win) // 2
         w = F.pad(w, (left, n_fft - win - left))
-    frames = frames * w
+    return w
 
-    # overlap-add by index arithmetic: sample t * hop + k of the output receives frame t's k-th value
-    full = n_fft + hop * (n_frames - 1)
-    index = _frame_index(n_frames, hop, n_fft, 0, input.device)
-    y = frames.new_zeros((batch, full)).index_add(1, index, frames.reshape(batch, n_frames * n_fft))
-    envelope = (w * w).new_zeros(full).index_add(0, index, (w * w).expand(n_frames, n_fft).reshape(-1))
 
-    start = n_fft // 2 if center else 0
-    if length is not None:
-        end = start + length
-    else:
-        end = -(n_fft // 2) if center else full
-    y, envelope = y[:, start:end], envelope[start:end]
+def _check_nola(envelope, hop: int) -> None:
+    """The overlap-added squared window must stay above _NOLA_EPS where the output is (NOLA)."""
     if envelope.numel():
         low = envelope.abs().min()
         if bool(low < _NOLA_EPS):
@@ -417,10 +457,3 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
                 f"output, so the signal cannot be recovered there (the NOLA condition fails); use a smaller "
                 f"hop_length (now {hop}), a window that is not zero at its ends (a Hann window is 0 at sample 0), "
                 f"win_length=n_fft, or center=True (which trims the edge samples)")
-    y = y / envelope
-    if end > full:
-        warnings.warn("The length of signal is shorter than the length parameter. Result is being padded with "
-                      "zeros in the tail. Please check your center and hop_length settings.", UserWarning,
-                      stacklevel=2)
-        y = F.pad(y, (0, end - full))
-    return y if batched else y.squeeze(0)
