@@ -40,6 +40,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import statistics
 import subprocess
 import sys
@@ -159,7 +160,7 @@ def _cpu_model() -> str:
 def _library_fns(row: Row, x: torch.Tensor, threads: int) -> dict:
     """Column name → callable (or the string reason it is absent) for every library column."""
     try:
-        import scipy.fft
+        import scipy.fft  # deferred: optional (the bench extra)
     except ImportError as exc:  # scipy is the bench extra, not a dependency
         scipy = None
         no_scipy = f"absent: {exc}"
@@ -188,7 +189,7 @@ def _library_fns(row: Row, x: torch.Tensor, threads: int) -> dict:
     if scipy is None:
         fns["scipy.fft w1"] = fns["scipy.fft w2"] = no_scipy
     try:
-        import pyfftw.builders
+        import pyfftw.builders  # deferred: optional (the fftw extra); absent, the column says so
 
         build = getattr(pyfftw.builders, name)
         kw = {"axes": axes} if name == "fftn" else {}
@@ -198,7 +199,7 @@ def _library_fns(row: Row, x: torch.Tensor, threads: int) -> dict:
     except ImportError as exc:
         fns["pyfftw"] = f"absent: {exc}"
     try:
-        import mkl_fft
+        import mkl_fft  # deferred: optional (the mkl extra); absent, the column says so
 
         mf = getattr(mkl_fft, name)
         fns["mkl_fft"] = (lambda: mf(xnp, axes=axes)) if name == "fftn" else (lambda: mf(xnp))
@@ -517,7 +518,7 @@ def markdown(result: dict) -> str:
 def plot(result: dict, path: str) -> str:
     """Write the log-log time-per-size plot; return the line results.md gets about it."""
     try:
-        import matplotlib
+        import matplotlib  # deferred: optional (the plot extra); absent, no plot
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
@@ -653,8 +654,6 @@ def _table_in_subprocess(threads: int, args) -> dict:
     finally:
         os.unlink(path)
         if cache_dir:
-            import shutil
-
             shutil.rmtree(cache_dir, ignore_errors=True)
 
 

@@ -69,7 +69,7 @@ class PrecompileResult:
 def load_manifest(path) -> list[dict]:
     """Read and validate a TOML manifest; return its plan entries (defaults applied)."""
     try:
-        import tomllib
+        import tomllib  # deferred: stdlib from Python 3.11; the fallback below is for 3.10
     except ModuleNotFoundError:  # Python 3.10
         import tomli as tomllib
     path = Path(path)

@@ -243,7 +243,7 @@ def _own_code(fn, tag: int):
 
 def neuron_compile(module: torch.nn.Module, example, compiler_args=("--auto-cast", "none"),
                    cpu_backend: bool = False) -> bytes:
-    import torch_neuronx
+    import torch_neuronx  # deferred: an optional dependency, only on Trainium (the Neuron SDK)
 
     # cpu_backend=True compiles without a NeuronCore (a container build); only passed when asked,
     # since SDKs before its introduction reject the keyword

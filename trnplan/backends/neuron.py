@@ -249,7 +249,7 @@ def neuron_precision_probe() -> PrecisionProbe:
     must reach the accumulator exactly; (b) an fp32 matmul must not be auto-cast. One small
     compile per fingerprint: the result is kept in the plan cache (``probe:<fingerprint>:cpu``).
     """
-    import torch_neuronx
+    import torch_neuronx  # deferred: an optional dependency, only on Trainium (the Neuron SDK)
 
     def pair(a_val, b_val):
         a = torch.zeros(8, 64, dtype=torch.float64)
@@ -279,7 +279,7 @@ def _load(data: bytes, core: int | None):
     """``torch.jit.load`` of a traced Neuron model, placed on NeuronCore ``core`` when given."""
     context = contextlib.nullcontext()
     if core is not None:
-        import torch_neuronx
+        import torch_neuronx  # deferred: only with the Neuron SDK (or the test stand-in)
 
         place = getattr(getattr(torch_neuronx, "experimental", None), "neuron_cores_context", None)
         if place is not None:  # beta API (api-torch-neuronx-core-placement.rst): load onto that core
