@@ -484,11 +484,12 @@ class DistributedPlan:
         self._check(x)
         if x.requires_grad and torch.is_grad_enabled():
             return PlanFunction.apply(self, x)  # backward runs the adjoint distributed plan
-        return self._run(x)
+        return self.run(x)
 
     __call__ = execute
 
-    def _run(self, x: torch.Tensor) -> torch.Tensor:
+    def run(self, x: torch.Tensor) -> torch.Tensor:
+        """The transform of a validated local block, outside autograd (PlanFunction calls it)."""
         lead = x.shape[: x.ndim - len(self.local_shape)]
         if self.problem.rank == 1 and not self.transposed_input:
             t = x.reshape(self.batch, *self._mat_in_shape())

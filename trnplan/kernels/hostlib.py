@@ -20,7 +20,7 @@ memory with numpy (``Tensor.numpy()`` / ``torch.from_numpy``, no copy where the 
 it). The solvers built on them (:mod:`trnplan.planner.library`) are CPU-only leaves and are never
 exported into artifacts (``compile='aot'``): an AOTInductor package runs torch ops only.
 
-Whether a library is present goes through one function, :func:`_module`, so that tests can
+Whether a library is present goes through one function, :func:`library_module`, so that tests can
 simulate its absence by monkeypatching it.
 """
 
@@ -49,7 +49,7 @@ FFTW_CACHE_SIZE = 64
 
 
 @functools.cache
-def _module(name: str):
+def library_module(name: str):
     """The imported module of library ``name`` (a key of :data:`LIBRARIES`), or None if absent.
 
     The one place that decides availability: tests monkeypatch it to simulate a missing library.
@@ -75,7 +75,7 @@ def available() -> dict[str, str | None]:
     """
     out = {}
     for name, (_modname, dist) in LIBRARIES.items():
-        module = _module(name)
+        module = library_module(name)
         if module is None:
             out[name] = None
             continue
@@ -137,7 +137,7 @@ def transform(library: str, shape: tuple, kind: str, inverse: bool,
     RuntimeError
         The library is not installed.
     """
-    if _module(library) is None:
+    if library_module(library) is None:
         raise RuntimeError(f"{library} is not installed")
     shape = tuple(shape)
     make = {"scipy": _scipy_call, "pyfftw": _pyfftw_call, "mkl_fft": _mkl_call}[library]
@@ -157,7 +157,7 @@ def transform(library: str, shape: tuple, kind: str, inverse: bool,
 
 # ---------------------------------------------------------------------- scipy.fft
 def _scipy_call(shape, kind, inverse, norm):
-    sfft = _module("scipy")
+    sfft = library_module("scipy")
     rank, nrm = len(shape), _unscaled(norm, inverse)
     axes = tuple(range(-rank, 0))
     if kind == "c2c":
@@ -200,7 +200,7 @@ def _mkl_threads():
 
 
 def _mkl_call(shape, kind, inverse, norm):
-    mfft = _module("mkl_fft")
+    mfft = library_module("mkl_fft")
     rank, nrm = len(shape), _unscaled(norm, inverse)
     axes = tuple(range(-rank, 0))
     scoped = _mkl_threads if _mkl_thread_setter() is not None else contextlib.nullcontext
@@ -262,7 +262,7 @@ class _FFTWCall:
         self.in_align, self.out_align = fftw.input_alignment, fftw.output_alignment
         self.out_shape, self.out_dtype = fftw.output_array.shape, fftw.output_array.dtype
         self.lock = threading.Lock()
-        pyfftw = _module("pyfftw")
+        pyfftw = library_module("pyfftw")
         self.is_aligned, self.empty_aligned = pyfftw.is_byte_aligned, pyfftw.empty_aligned
 
     def __call__(self, a: np.ndarray) -> np.ndarray:
@@ -309,7 +309,7 @@ def _fftw_plan(shape: tuple, dtype: np.dtype, kind: str, inverse: bool, threads:
         if hit is not None:
             _FFTW.move_to_end(key)
             return hit
-    pyfftw = _module("pyfftw")
+    pyfftw = library_module("pyfftw")
     builders = importlib.import_module("pyfftw.builders")
     rank = len(shape)
     axes = tuple(range(-rank, 0))
@@ -364,7 +364,7 @@ def export_wisdom() -> dict | None:
         ``{"pyfftw": [double, single, long double]}``, each FFTW's wisdom text base64-encoded;
         None when pyFFTW is not installed.
     """
-    pyfftw = _module("pyfftw")
+    pyfftw = library_module("pyfftw")
     if pyfftw is None:
         return None
     return {"pyfftw": [base64.b64encode(bytes(w)).decode("ascii") for w in pyfftw.export_wisdom()]}
@@ -388,7 +388,7 @@ def import_wisdom(data: dict | None) -> None:
     if not data:
         return
     blob = data.get("pyfftw") if isinstance(data, dict) else None
-    pyfftw = _module("pyfftw")
+    pyfftw = library_module("pyfftw")
     if not blob or pyfftw is None:
         return
     try:

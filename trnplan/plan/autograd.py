@@ -15,7 +15,7 @@ class PlanFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, plan, x):
         ctx.plan = plan
-        return plan._run(x)
+        return plan.run(x)
 
     @staticmethod
     def backward(ctx, g):

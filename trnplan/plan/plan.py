@@ -108,7 +108,7 @@ class Plan:
                 self._accept(signature)
             if x.requires_grad and torch.is_grad_enabled():
                 return PlanFunction.apply(self, x)
-            return self._run(x)
+            return self.run(x)
         if isinstance(x, (tuple, list)):
             if p.real_input:
                 raise TypeError(f"this r2c plan takes one real {_name(p.real_dtype)} tensor, not a pair")
@@ -122,8 +122,9 @@ class Plan:
 
     __call__ = execute
 
-    def _run(self, x: torch.Tensor) -> torch.Tensor:
-        """The transform of a validated tensor, outside autograd."""
+    def run(self, x: torch.Tensor) -> torch.Tensor:
+        """The transform of a tensor :meth:`execute` has validated, outside autograd (what the
+        autograd Function and measured planning call; users call :meth:`execute`)."""
         p = self.problem
         if self._native is not None and x.shape == self._lib_in:
             return self._native(x)  # already (batch, *in_shape): no reshape (each costs µs per call)

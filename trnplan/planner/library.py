@@ -99,7 +99,7 @@ class HostLibrary(WholeShape, Solver):
                     f"rate), so a host library cannot be priced here")
         if planner.exportable:
             return "an artifact (compile='aot') cannot call a host library; it runs torch ops only"
-        if hostlib._module(self.library) is None:
+        if hostlib.library_module(self.library) is None:
             return f"{self.title} is not installed ({self.install})"
         return None
 
@@ -164,7 +164,7 @@ class HostLibrary(WholeShape, Solver):
         if problem.precision not in ("fp32", "bf16", "bf16x3", "bf16x6"):
             return (f"as Trainium's host fallback {self.title} stands in for the complex64 modes (fp32 and the "
                     f"bf16 modes, computing in fp32), not {problem.precision}")
-        if hostlib._module(self.library) is None:
+        if hostlib.library_module(self.library) is None:
             return f"{self.title} is not installed ({self.install})"
         return None
 

@@ -178,7 +178,7 @@ def measure(planner, problem, spec, device: torch.device, effort: str, estimate_
     estimate_node : PlanNode
         The cost model's pick (always timed first).
     make_plan : callable
-        ``make_plan(tree, module)`` → an object with ``_run(x)`` that runs the tree as a Plan does.
+        ``make_plan(tree, module)`` → an object with ``run(x)`` that runs the tree as a Plan does.
 
     Returns
     -------
@@ -221,7 +221,7 @@ def measure(planner, problem, spec, device: torch.device, effort: str, estimate_
             module = planner.lower_plan(tree, problem, device)
             plan = make_plan(tree, module)
             with torch.no_grad():
-                us, calls, y = time_call(lambda plan=plan: plan._run(x), device, budget)
+                us, calls, y = time_call(lambda plan=plan: plan.run(x), device, budget)
             y = y.detach().cpu().numpy()
             err = float(np.linalg.norm(y.astype(ref.dtype) - ref) / ref_norm)
         except Exception as exc:  # noqa: BLE001 - a candidate that cannot run here is skipped, with the reason

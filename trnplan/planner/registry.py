@@ -1,4 +1,4 @@
-"""The solver registry: every solver, in one ordered tuple (FFTW's dft/conf.c).
+"""The solver registry: every solver, in one ordered Registry (FFTW's dft/conf.c).
 
 Order matters only for ties in predicted cost (the earlier solver wins) and for the order in
 which explain() lists candidates. To add a solver, write one module with a :class:`Solver`
