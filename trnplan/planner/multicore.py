@@ -54,7 +54,7 @@ def _shard_time(child, profile) -> float:
     """A child's time when it runs alone on one core (see the module docstring)."""
     terms = dict(child.terms)
     if not terms:
-        return child.time_us * getattr(profile, "threads", 1)
+        return child.time_us * profile.threads
     return _one_core_time(terms, profile)
 
 
@@ -65,7 +65,7 @@ def _work_shard_time(work: Work, profile) -> float:
 
 def _one_core_time(terms: dict, profile) -> float:
     """Latency terms (dispatched ops, library calls) as priced; throughput terms on one core."""
-    threads = getattr(profile, "threads", 1)
+    threads = profile.threads
     latency = sum(v * profile.price(k) for k, v in terms.items() if k in ("launches", "fft_calls"))
     throughput = sum(v * profile.price(k) for k, v in terms.items() if k not in ("launches", "fft_calls") and v)
     return latency + threads * throughput
