@@ -64,11 +64,7 @@ import torch
 import torch.nn.functional as F
 
 import trnplan.fft as tfft
-
-try:  # the accuracy bars: trnplan/core/accuracy.py after the layering, trnplan/planner/ before
-    from trnplan.core.accuracy import DEFAULT_TOL, UNIT_ROUNDOFF
-except ImportError:  # pragma: no cover - depends on the checkout
-    from trnplan.planner.accuracy import DEFAULT_TOL, UNIT_ROUNDOFF
+from trnplan.core.accuracy import DEFAULT_TOL, UNIT_ROUNDOFF  # the engine's bars
 
 FP32_TOL = DEFAULT_TOL["fp32"]
 U32 = UNIT_ROUNDOFF["fp32"]

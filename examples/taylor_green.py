@@ -66,11 +66,7 @@ import numpy as np
 import torch
 
 import trnplan
-
-try:  # the accuracy bars: trnplan/core/accuracy.py after the layering, trnplan/planner/ before
-    from trnplan.core.accuracy import DEFAULT_TOL, UNIT_ROUNDOFF
-except ImportError:  # pragma: no cover - depends on the checkout
-    from trnplan.planner.accuracy import DEFAULT_TOL, UNIT_ROUNDOFF
+from trnplan.core.accuracy import DEFAULT_TOL, UNIT_ROUNDOFF  # the engine's bars
 
 NU = 1.0 / 1600.0
 E0, OMEGA0 = 1.0 / 8.0, 3.0 / 8.0

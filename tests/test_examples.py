@@ -13,10 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-try:  # the accuracy bars: trnplan/core/accuracy.py after the layering, trnplan/planner/ before
-    from trnplan.core.accuracy import DEFAULT_TOL, UNIT_ROUNDOFF
-except ImportError:  # pragma: no cover - depends on the checkout
-    from trnplan.planner.accuracy import DEFAULT_TOL, UNIT_ROUNDOFF
+from trnplan.core.accuracy import DEFAULT_TOL, UNIT_ROUNDOFF  # the engine's bars
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TOL, U32 = DEFAULT_TOL["fp32"], UNIT_ROUNDOFF["fp32"]
