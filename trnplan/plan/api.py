@@ -15,15 +15,15 @@ import attrs
 import torch
 
 from trnplan.backends import get_backend, neuron
-from trnplan.backends.cuda import CORES_ON_CUDA
-from trnplan.cache import PlanCache, default_cache
+from trnplan.cache import default_cache
 from trnplan.core import config
-from trnplan.core.errors import BackendUnavailable, PlanningError
-from trnplan.core.problem import EFFORTS, Problem
+from trnplan.core.errors import PlanningError
+from trnplan.core.problem import Problem
 from trnplan.core.spec import Spec, parse_strategy
 from trnplan.plan.memo import PLANS
 from trnplan.plan.plan import Plan
 from trnplan.plan.provide import provide
+from trnplan.plan.validation import check_cache_and_compile, check_supported, check_tol, resolve_device
 from trnplan.plan.verify import verify_plan
 from trnplan.planner.registry import solver_names
 
@@ -51,34 +51,6 @@ def cached_plan(kind: str, shape: tuple, batch: int, dtype, norm: str, inverse: 
         plan = plan_many(shape, batch, kind=kind, inverse=inverse, dtype=dtype, norm=norm, device=device)
         PLANS.add_alias(alias, plan)
     return plan
-
-
-def _check_supported(problem: Problem, effort: str) -> None:
-    unsupported = get_backend(problem.device).precision_unsupported_reason(problem.precision)
-    if unsupported is not None:
-        raise PlanningError(unsupported)
-    if problem.cores != 1 and problem.device == "cuda":
-        raise PlanningError(CORES_ON_CUDA)
-    if effort not in EFFORTS:
-        raise ValueError(f"effort must be one of {', '.join(map(repr, EFFORTS))}; got {effort!r}")
-
-
-def _resolve_device(problem: Problem, device) -> torch.device:
-    backend = get_backend(problem.device)
-    reason = backend.unavailable_reason()
-    if reason is not None:
-        raise BackendUnavailable(reason)
-    if problem.device == "neuron":
-        return torch.device("cpu")  # a traced Neuron model takes and returns host tensors
-    dev = torch.device(device)
-    if dev.type == "cpu":
-        return torch.device("cpu")  # torch has one CPU device: "cpu:0" tensors report "cpu"
-    if dev.type == "cuda":
-        index = torch.cuda.current_device() if dev.index is None else dev.index
-        if index >= torch.cuda.device_count():
-            raise ValueError(f"device {str(device)!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
-        dev = torch.device("cuda", index)
-    return dev
 
 
 def plan_many(
@@ -223,16 +195,12 @@ def _plan_many(shape, batch, *, kind, inverse, dtype, precision, norm, device, c
     """plan_many's work; ``use_lru=False`` (precompile) always goes to the on-disk cache."""
     problem = Problem.create(shape, batch, kind=kind, inverse=inverse, dtype=dtype, precision=precision,
                              norm=norm, device=device, cores=cores)
-    _check_supported(problem, effort)
-    if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol > 0):
-        raise ValueError(f"tol must be a positive float (a relative L2 error bound), got {tol!r}")
-    dev = _resolve_device(problem, device)
+    check_supported(problem, effort)
+    check_tol(tol)
+    dev = resolve_device(problem, device)
     spec = parse_strategy(strategy, solver_names()) if strategy is not None else None
     cache = default_cache() if cache is DEFAULT_CACHE else cache
-    if cache is not None and not isinstance(cache, PlanCache):
-        raise TypeError(f"cache must be a trnplan.cache.PlanCache or None, got {type(cache).__name__}")
-    if compile not in ("auto", "eager", "aot", "inductor", "neuron"):
-        raise ValueError(f"compile must be 'auto', 'eager', 'aot', 'inductor' or 'neuron'; got {compile!r}")
+    check_cache_and_compile(cache, compile)
     wisdom_only = effort == "wisdom_only" or config.wisdom_only()
     if not use_lru:
         return _build_plan(problem, spec, dev, tol, cache, compile, wisdom_only, verify, effort)

@@ -15,6 +15,7 @@ from trnplan.core.node import PlanNode
 from trnplan.core.problem import Problem
 from trnplan.plan.autograd import PlanFunction
 from trnplan.plan.explain import render_explain
+from trnplan.plan.validation import check_layout, check_pair, check_tensor, dtype_name, wanted
 from trnplan.planner.planner import PlanModule
 from trnplan.planner.real import hermitian_weights
 
@@ -103,21 +104,21 @@ class Plan:
         if isinstance(x, torch.Tensor):
             signature = (x.shape, x.dtype, x.device)
             if signature not in self._accepted:
-                self._check_tensor(x)
-                self._check_layout(x, "x")
+                check_tensor(p, x)
+                check_layout(p, self.device, x, "x")
                 self._accept(signature)
             if x.requires_grad and torch.is_grad_enabled():
                 return PlanFunction.apply(self, x)
             return self.run(x)
         if isinstance(x, (tuple, list)):
             if p.real_input:
-                raise TypeError(f"this r2c plan takes one real {_name(p.real_dtype)} tensor, not a pair")
-            re, im = self._check_pair(x)
+                raise TypeError(f"this r2c plan takes one real {dtype_name(p.real_dtype)} tensor, not a pair")
+            re, im = check_pair(p, x, self.device)
             lead = re.shape[: re.ndim - p.rank]
             out = self._split_module(re, im)(re.reshape(self._in_flat), im.reshape(self._in_flat))
             return tuple(t.reshape(*lead, *p.out_shape) for t in out) if len(out) == 2 else out[0].reshape(*lead, *p.out_shape)
         raise TypeError(
-            f"execute() takes {self._wanted()}; got {type(x).__name__}"
+            f"execute() takes {wanted(p)}; got {type(x).__name__}"
         )
 
     __call__ = execute
@@ -196,77 +197,6 @@ class Plan:
         if len(self._accepted) < 64:  # bounded: a plan sees few distinct layouts
             self._accepted.add(signature)
 
-    def _wanted(self, two: str = "") -> str:
-        p = self.problem
-        trailing = ", ".join(map(str, p.in_shape))
-        if p.real_input:
-            return f"a real {_name(p.real_dtype)} tensor of shape (..., {trailing})"
-        return (f"a {p.dtype} tensor of shape (..., {trailing}) or a (re, im) pair of {two}"
-                f"{_name(p.real_dtype)} tensors")
-
-    def _check_tensor(self, x: torch.Tensor):
-        p = self.problem
-        got = _name(x.dtype)
-        if p.real_input:
-            if x.is_complex():
-                raise TypeError(f"this r2c plan takes real input ({_name(p.real_dtype)}), got a complex {got} tensor; "
-                                f"use a c2c plan (kind='c2c') for complex data, or pass x.real")
-            if x.dtype != p.real_dtype:
-                raise TypeError(f"this r2c plan was made for {_name(p.real_dtype)} input but x is {got}; convert with "
-                                f"x.to(torch.{_name(p.real_dtype)}) or plan with dtype=torch.{got}")
-            return
-        if not x.is_complex():
-            raise TypeError(
-                f"this {p.kind} plan takes complex input ({p.dtype}), got a real {got} tensor; pass "
-                f"torch.complex(x, torch.zeros_like(x)), or the pair (x, torch.zeros_like(x))"
-                + ("; for real input to a forward transform plan kind='r2c'" if p.kind == "c2c" else "")
-            )
-        if x.dtype != p.torch_dtype:
-            replan = f" or plan with dtype=torch.{got}" if x.dtype in (torch.complex64, torch.complex128) else ""
-            raise TypeError(f"this plan was made for {p.dtype} but x is {got}; convert with x.to(torch.{p.dtype}){replan}")
-
-    def _check_pair(self, x):
-        p = self.problem
-        want = _name(p.real_dtype)
-        if len(x) != 2 or not all(isinstance(t, torch.Tensor) for t in x):
-            types = sorted({type(t).__name__ for t in x})
-            raise TypeError(
-                f"execute() takes {self._wanted('two ')}; got a {type(x).__name__} of {len(x)} item(s) of type(s) {', '.join(types)}"
-            )
-        re, im = x
-        for name, t in (("re", re), ("im", im)):
-            if t.is_complex() or t.dtype != p.real_dtype:
-                raise TypeError(f"pair input {name} must be {want} (the real dtype of {p.dtype}); "
-                                f"got {_name(t.dtype)}")
-        if re.shape != im.shape:
-            raise ValueError(f"pair input re and im must have the same shape; got {tuple(re.shape)} and {tuple(im.shape)}")
-        self._check_layout(re, "re")
-        self._check_layout(im, "im")
-        return re, im
-
-    def _check_layout(self, t: torch.Tensor, name: str):
-        p = self.problem
-        want = p.in_shape
-        side = {"r2c": " (the real shape)", "c2r": f" (the half spectrum of {p.shape}: last axis {p.shape[-1]}//2+1)"}
-        if t.ndim < p.rank or tuple(t.shape[t.ndim - p.rank:]) != want:
-            raise ValueError(
-                f"{name} has shape {tuple(t.shape)}, but this plan transforms trailing dimension(s) "
-                f"{want}{side.get(p.kind, '')}: expected shape (..., {', '.join(map(str, want))}) with leading "
-                f"dimensions multiplying to batch={p.batch}"
-            )
-        leading = math.prod(t.shape[: t.ndim - p.rank])
-        if leading == 0:
-            raise ValueError(f"{name} has shape {tuple(t.shape)}: it holds no transforms (a leading dimension is 0); "
-                             f"this plan takes batch={p.batch}")
-        if leading != p.batch:
-            raise ValueError(
-                f"{name} has shape {tuple(t.shape)}: its leading dimensions multiply to {leading}, but this plan "
-                f"was made for batch={p.batch}; plan with batch={leading} (trnplan.plan_many({p.shape}, batch={leading}))"
-            )
-        if t.device != self.device:
-            raise ValueError(f"{name} is on {t.device} but this plan runs on {self.device}; move it with "
-                             f".to('{self.device}') or plan with device='{t.device}'")
-
     # ------------------------------------------------------------------ explaining
     def explain(self) -> str:
         """A multi-line report: the problem, the tree with its predicted costs, the candidates, provenance."""
@@ -275,8 +205,5 @@ class Plan:
     def __repr__(self) -> str:
         return f"<trnplan.Plan {self.problem.describe()}: {self.tree}>"
 
-
-def _name(dtype: torch.dtype) -> str:
-    return str(dtype).removeprefix("torch.")
 
 
