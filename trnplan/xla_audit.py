@@ -1,6 +1,6 @@
 """The HLO / StableHLO audit: what torch-xla really hands the compiler, checked against neuronx-cc.
 
-The ATen-level audit (:mod:`trnplan.backends.neuron_audit`) reads a ``torch.export`` graph and
+The ATen-level audit (:mod:`trnplan.audit`) reads a ``torch.export`` graph and
 maps ATen ops to HLO by inference. Where torch-xla is importable this module replaces that
 guess with the lowering itself: it runs a plan's module on the ``xla`` device (XLA:CPU with
 ``PJRT_DEVICE=CPU`` is enough), reads the pending graph as HLO text
@@ -69,13 +69,16 @@ _STABLEHLO_TO_NEURON = {
 #: HLO instructions that are structure, not computation
 _STRUCTURAL = {"parameter", "return"}
 #: the HLO ops trnplan's GEMM-only trees lower to (measured on XLA:CPU, torch-xla 2.9; the lane
-#: asserts every plan stays inside it, so a new op in a lowering is a visible decision)
+#: asserts every plan stays inside it, so a new op in a lowering is a visible decision). ``reduce``
+#: is the sum over the k-chunks of a dft-gemm with n > 128 (an Add reduction, which neuronx-cc
+#: allows); ``reverse`` the Hermitian mirror of the real solver's half method; ``gather`` the
+#: butterfly's bit reversal (index_select)
 PLAN_HLO_OPS = frozenset({"add", "broadcast", "concatenate", "constant", "convert", "dot", "gather", "multiply",
-                          "negate", "pad", "reshape", "reverse", "slice", "subtract", "transpose", "tuple",
+                          "negate", "pad", "reduce", "reshape", "reverse", "slice", "subtract", "transpose", "tuple",
                           "get-tuple-element"})
 PLAN_STABLEHLO_OPS = frozenset({"add", "broadcast_in_dim", "concatenate", "constant", "convert", "dot_general",
-                                "gather", "multiply", "negate", "pad", "reshape", "reverse", "slice", "subtract",
-                                "transpose", "tuple", "get_tuple_element"})
+                                "gather", "multiply", "negate", "pad", "reduce", "reshape", "reverse", "slice",
+                                "subtract", "transpose", "tuple", "get_tuple_element"})
 
 _HLO_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.+?)\s+([a-z][a-z0-9\-]*)\(", re.M)
 _HLO_TYPE = re.compile(r"\b(pred|[suf]\d+|bf16|c64|c128|f8\w*)\[([^\]]*)\]")
@@ -140,6 +143,8 @@ def parse_stablehlo(text: str) -> Parsed:
     ops = collections.Counter(op for op in _STABLEHLO_OP.findall(text) if op not in _STRUCTURAL)
     types, dynamic = set(), []
     for m in _STABLEHLO_TYPE.finditer(text):
+        if m.group(2) == "index":  # ``dense<[0, 1]> : tensor<2xindex>``: a layout attribute, no data
+            continue
         types.add(_mlir_type(m.group(2)))
         if "?" in m.group(1):
             dynamic.append(m.group(0))
@@ -236,6 +241,9 @@ def _fallback_counts() -> dict[str, int]:
 
 class CompileCounter:
     """torch-xla's compile counters over a block: ``with CompileCounter() as c: ...; c.uncached``.
+
+    The block's end syncs (``torch_xla.sync()``), which compiles and runs the pending graph of
+    every *live* xla tensor: keep the outputs referenced until the block ends, or nothing runs.
 
     ``uncached``: graphs XLA compiled (``UncachedCompile``); ``cached``: graphs served from
     torch-xla's in-process compile cache (``CachedCompile``); ``dynamo``: graphs

@@ -36,7 +36,9 @@ class ButterflyFFT(torch.nn.Module):
     def __init__(self, n: int, sign: int, ctx):
         super().__init__()
         self.n = n
-        self.register_buffer("perm", torch.as_tensor(bit_reversal(n), device=ctx.device))
+        # int32: an int64 index would put s64 tensors on an accelerator (INT64 becomes INT32 on a
+        # NeuronCore, data-types.rst; the xla lane's HLO audit checks it); index_select takes both
+        self.register_buffer("perm", torch.as_tensor(bit_reversal(n), dtype=torch.int32).to(ctx.device))
         self.stages = int(math.log2(n))
         for s in range(1, self.stages):  # stage 0 (h = 1) has the trivial twiddle ω = 1
             h = 1 << s
