@@ -74,8 +74,9 @@ def test_bad_cores(cores):
     ({"precision": "fp16"},
      r"precision must be one of 'fp32', 'fp64', 'bf16', 'bf16x3', 'bf16x6', 'tf32', 'auto'; got 'fp16'"),
     ({"device": "tpu"},
-     r"device must be one of 'cpu', 'cuda', 'neuron' \(optionally with an index, e\.g\. 'cuda:1'\); got 'tpu'"),
-    ({"device": "tpu:0"}, r"device must be one of 'cpu', 'cuda', 'neuron' .*got 'tpu:0'"),
+     r"device must be one of 'cpu', 'cuda', 'neuron', 'xla', 'meta' \(optionally with an index, e\.g\. 'cuda:1'; "
+     r"a PrivateUse1 accelerator by the name its backend registers\); got 'tpu': trnplan has no backend for 'tpu'"),
+    ({"device": "tpu:0"}, r"device must be one of 'cpu', 'cuda', 'neuron', 'xla', 'meta' .*got 'tpu:0'"),
     ({"effort": "quick"}, r"effort must be one of 'estimate', 'measure', 'patient', 'wisdom_only'; got 'quick'"),
     ({"dtype": "float32"}, r"dtype must be one of 'complex64', 'complex128'; got 'float32'"),
     ({"dtype": 3}, r"dtype must be one of 'complex64', 'complex128'; got 3"),
@@ -93,7 +94,7 @@ def test_device_of_wrong_type():
 
 
 def test_unknown_backend_kind():
-    with pytest.raises(ValueError, match=r"unknown device kind 'tpu'; known: cpu, cuda, neuron"):
+    with pytest.raises(ValueError, match=r"unknown device kind 'tpu'; known: cpu, cuda, neuron, xla, meta"):
         trnplan.get_backend("tpu")
 
 

@@ -12,7 +12,9 @@ from trnplan import (
 )
 from trnplan._version import __version__
 from trnplan.backends import get_backend
+from trnplan.backends.accel import configure_compile_cache_if_neuron as _configure_compile_cache
 from trnplan.cache import PlanCache
+from trnplan.cache.store import default_cache_dir as _default_cache_dir
 from trnplan.core.config import set_timelimit
 from trnplan.core.errors import (
     BackendUnavailable,
@@ -27,6 +29,10 @@ from trnplan.plan import Plan, clear_plan_cache, plan_cache_info, plan_many
 from trnplan.planner import SOLVERS, Planner, solver_names
 from trnplan.precompile import precompile
 from trnplan.stft import istft, stft
+
+# where torch-neuronx is installed, its compile cache goes under trnplan's cache directory unless
+# the user set it: both runtimes read the variable once, at their first compile (backends/accel.py)
+_configure_compile_cache(_default_cache_dir())
 
 __all__ = [
     "SOLVERS",

@@ -275,6 +275,8 @@ def _run_plan(x: torch.Tensor, kind: str, shape: tuple, inverse: bool, norm: str
 @torch.library.custom_op("trnplan::execute", mutates_args=())
 def _execute_op(x: torch.Tensor, kind: str, shape: list[int], inverse: bool, norm: str) -> torch.Tensor:
     y = _run_plan(x, kind, tuple(shape), inverse, norm)
+    if x.device.type not in ("cpu", "cuda"):  # an accelerator plan makes new tensors (and data_ptr()
+        return y                              # of an xla tensor crashed torch-xla 2.9's dynamo bridge)
     return y.clone() if y.data_ptr() == x.data_ptr() and y.numel() else y  # a custom op may not alias
 
 

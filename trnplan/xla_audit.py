@@ -34,6 +34,7 @@ import collections
 import functools
 import importlib.resources
 import re
+from typing import ClassVar
 
 import attrs
 import torch
@@ -80,7 +81,7 @@ PLAN_STABLEHLO_OPS = frozenset({"add", "broadcast_in_dim", "concatenate", "const
                                 "gather", "multiply", "negate", "pad", "reduce", "reshape", "reverse", "slice",
                                 "subtract", "transpose", "tuple", "get_tuple_element"})
 
-_HLO_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.+?)\s+([a-z][a-z0-9\-]*)\(", re.M)
+_HLO_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.+?)\s+([a-z][a-z0-9\-]*)\(", re.MULTILINE)
 _HLO_TYPE = re.compile(r"\b(pred|[suf]\d+|bf16|c64|c128|f8\w*)\[([^\]]*)\]")
 #: an op is ``stablehlo.x`` not preceded by ``#`` (``#stablehlo.gather<...>`` is an attribute) nor followed
 #: by ``=`` (``mhlo.is_dynamic = false`` is a module attribute)
@@ -250,7 +251,8 @@ class CompileCounter:
     ``torch.compile(backend="openxla")`` extracted (``DynamoExtractCompiledGraph``).
     """
 
-    NAMES = {"uncached": "UncachedCompile", "cached": "CachedCompile", "dynamo": "DynamoExtractCompiledGraph"}
+    NAMES: ClassVar[dict[str, str]] = {"uncached": "UncachedCompile", "cached": "CachedCompile",
+                                       "dynamo": "DynamoExtractCompiledGraph"}
 
     def _read(self) -> dict[str, int]:
         import torch_xla.debug.metrics as met
@@ -344,6 +346,21 @@ def audit_plan(plan, seed: int = 0) -> XlaAuditReport:
                         subject=f"plan {plan.problem.describe()}: {plan.tree}")
 
 
-__all__ = ["CompileCounter", "FORBIDDEN_TYPES", "PLAN_HLO_OPS", "PLAN_STABLEHLO_OPS", "Parsed", "XlaAuditReport",
-           "audit_module", "audit_plan", "available", "example_inputs", "findings", "gather_finding",
-           "lowered_text", "neuronx_cc_ops", "parse_hlo", "parse_stablehlo"]
+__all__ = [
+    "FORBIDDEN_TYPES",
+    "PLAN_HLO_OPS",
+    "PLAN_STABLEHLO_OPS",
+    "CompileCounter",
+    "Parsed",
+    "XlaAuditReport",
+    "audit_module",
+    "audit_plan",
+    "available",
+    "example_inputs",
+    "findings",
+    "gather_finding",
+    "lowered_text",
+    "neuronx_cc_ops",
+    "parse_hlo",
+    "parse_stablehlo",
+]

@@ -21,7 +21,10 @@ import torch
 
 KINDS = ("c2c", "r2c", "c2r")
 NORMS = ("backward", "ortho", "forward")
-DEVICE_KINDS = ("cpu", "cuda", "neuron")
+#: device kinds trnplan plans for: the host, CUDA, Trainium ("neuron": TorchNeuron's native device,
+#: or the legacy torch_neuronx.trace route), torch-xla's lazy "xla" device, and "meta" (shapes and
+#: dtypes only); plus whatever name torch's PrivateUse1 backend has (:func:`device_kinds`)
+DEVICE_KINDS = ("cpu", "cuda", "neuron", "xla", "meta")
 EFFORTS = ("estimate", "measure", "patient", "wisdom_only")
 #: precision mode -> (complex dtype it stores, real dtype it computes in)
 #: (docs/precision.md). The bf16 modes and tf32 store complex64 and compute in float32: only the
@@ -120,7 +123,7 @@ class Problem:
     dtype: str = attrs.field(default="complex64", validator=_one_of("dtype", tuple(_NATIVE_PRECISION)))
     precision: str = attrs.field(default="fp32", validator=_check_precision)
     norm: str = attrs.field(default="backward", validator=_one_of("norm", NORMS))
-    device: str = attrs.field(default="cpu", validator=_one_of("device", DEVICE_KINDS))
+    device: str = attrs.field(default="cpu", validator=lambda _i, _a, value: device_kind(value))
     cores: int = attrs.field(default=1, validator=_positive_int("cores"))
 
     def __attrs_post_init__(self):
@@ -282,13 +285,32 @@ class Problem:
         )
 
 
+def privateuse1_name() -> str | None:
+    """The name torch's PrivateUse1 backend registered (``"neuron"`` under TorchNeuron), else None."""
+    try:
+        name = torch._C._get_privateuse1_backend_name()
+    except Exception:  # noqa: BLE001 - a torch without the accessor has no PrivateUse1 backend
+        return None
+    return None if name == "privateuseone" else name
+
+
+def device_kinds() -> tuple[str, ...]:
+    """Every device kind trnplan plans for in this process: :data:`DEVICE_KINDS` and the PrivateUse1 name."""
+    extra = privateuse1_name()
+    return DEVICE_KINDS + ((extra,) if extra and extra not in DEVICE_KINDS else ())
+
+
 def device_kind(device) -> str:
     """``"cuda:1"`` / ``torch.device("cuda", 1)`` → ``"cuda"``; validates the kind."""
     if isinstance(device, torch.device):
-        return device.type
-    if not isinstance(device, str):
+        kind = device.type
+    elif isinstance(device, str):
+        kind = device.split(":", 1)[0]
+    else:
         raise TypeError(f"device must be a str or torch.device, got {type(device).__name__}: {device!r}")
-    kind = device.split(":", 1)[0]
-    if kind not in DEVICE_KINDS:
-        raise ValueError(f"device must be one of {', '.join(map(repr, DEVICE_KINDS))} (optionally with an index, e.g. 'cuda:1'); got {device!r}")
+    if kind not in device_kinds():
+        raise ValueError(
+            f"device must be one of {', '.join(map(repr, device_kinds()))} (optionally with an index, e.g. 'cuda:1'; "
+            f"a PrivateUse1 accelerator by the name its backend registers); got {device!r}: trnplan has no backend "
+            f"for {kind!r} tensors — move them to one of those devices (x.to('cpu')) to transform them")
     return kind

@@ -278,7 +278,7 @@ class Gemm(torch.nn.Module):
         contraction = -2 if side == "right" else -1
         stacked = torch.cat([parts[j] for _, j in self.pairs], dim=contraction)
         dtype = torch.bfloat16 if self.native_bf16 else ctx.dtype
-        self.register_buffer("w", stacked.to(dtype=dtype, device=ctx.device))
+        self.register_buffer("w", stacked.to(dtype=dtype).to(ctx.device))  # cast on the host: no f64 on a device
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.slices:

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import functools
 import inspect
+import time
 
 import attrs
 import torch
 
-from trnplan.backends import get_backend, neuron
+from trnplan.backends import accel, get_backend, neuron
 from trnplan.cache import default_cache
+from trnplan.cache.store import default_cache_dir
 from trnplan.core import config
 from trnplan.core.errors import PlanningError
 from trnplan.core.problem import Problem
@@ -218,6 +220,14 @@ _PLAN_MANY_DEFAULTS = {k: p.default for k, p in inspect.signature(plan_many).par
 
 def _build_plan(problem: Problem, spec: Spec | None, dev: torch.device, tol: float | None, cache,
                 compile: str, wisdom_only: bool, verify: bool = False, effort: str = "estimate") -> Plan:
+    backend = get_backend(problem.device)
+    if getattr(backend, "accelerator", False):
+        try:
+            got, runner, provenance = _provide_on_accelerator(backend, problem, spec, dev, tol, cache, compile,
+                                                              wisdom_only, effort)
+        except PlanningError as exc:
+            raise exc.with_traceback(None) from None
+        return _finish_plan(problem, spec, dev, tol, cache, compile, verify, effort, got, runner, provenance)
     planned = problem
     if problem.device == "neuron":  # a NEFF has a fixed batch: plan and compile the bucket (backends/neuron.py)
         planned = neuron.bucketed(problem)
@@ -230,6 +240,37 @@ def _build_plan(problem: Problem, spec: Spec | None, dev: torch.device, tol: flo
         provenance = attrs.evolve(provenance, bucket=neuron.bucket_note(problem, planned, on_device=runner is not None))
         if runner is not None:  # shards of the bucket, one per NeuronCore, padded and cropped
             runner = neuron.NeuronExecutor(runner, planned.batch, problem.cores, get_backend("neuron"))
+    return _finish_plan(problem, spec, dev, tol, cache, compile, verify, effort, got, runner, provenance)
+
+
+def _provide_on_accelerator(backend, problem, spec, dev, tol, cache, compile, wisdom_only, effort):
+    """(Provided, runner, Provenance) of an accelerator plan (:mod:`trnplan.backends.accel`).
+
+    Compiled (mode "dynamo"): planned and compiled for the batch's bucket, the compiled runner shared
+    by every plan of that bucket in the process (so a new batch size inside a bucket compiles
+    nothing), wrapped to pad and crop. The tree comes from :func:`provide` in eager mode (wisdom,
+    measurement and the module are the same; only the runner differs), so ``wisdom_only`` plans
+    from the cache and still compiles the graph in the process: on TorchNeuron a warm NEFF cache
+    makes that a re-trace without neuronx-cc (runtimes.md §2 Caching).
+    """
+    mode, reason = backend.resolve_compile(compile)
+    accel.configure_compile_cache(cache.path if cache is not None else default_cache_dir())
+    planned = attrs.evolve(problem, batch=accel.bucket_batch(problem.batch)) if mode == accel.DYNAMO else problem
+    got = provide(planned, spec, dev, tol, cache, "eager", wisdom_only, effort)
+    notes = {"runtime": backend.runtime(), "compile_cache": accel.cache_note(problem.device),
+             "bucket": accel.bucket_note(problem, planned, mode), "compile_mode": mode, "compile_reason": reason}
+    if mode != accel.DYNAMO:
+        return got, None, attrs.evolve(got.provenance, **notes)
+    t0 = time.perf_counter()
+    runner, fresh = accel.compiled_runner(planned, got.tree, got.module, dev, backend)
+    notes.update(compile_s=time.perf_counter() - t0, artifact="compiled in process")
+    if not fresh:
+        notes["compile_reason"] += "; this bucket's graph was already compiled in this process: shared"
+    runner = runner if planned.batch == problem.batch else accel.BucketedRunner(runner, planned.batch)
+    return got, runner, attrs.evolve(got.provenance, **notes)
+
+
+def _finish_plan(problem, spec, dev, tol, cache, compile, verify, effort, got, runner, provenance) -> Plan:
     plan = Plan(problem, got.tree, got.candidates, got.module, dev, provenance=provenance, runner=runner,
                 strategy=str(spec) if spec else None, tol=got.tol,
                 profile_name=get_backend(problem.device).profile.name,

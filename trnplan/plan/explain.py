@@ -48,6 +48,8 @@ def _runs(plan) -> str:
     if pv.artifact == "artifact hit":
         runs = (f"{pv.compile_mode} artifact {pv.artifact_key} ({pv.artifact_bytes / 1e6:.2f} MB) loaded in "
                 f"{pv.load_ms:.1f} ms, no compile: {pv.compile_s:.1f} s of compile saved")
+    elif pv.compile_mode == "dynamo":
+        runs = f"{pv.compile_reason}; compiled on {plan.device} in {pv.compile_s:.1f} s in this process"
     elif pv.artifact == "compiled in process":
         runs = (f"{pv.compile_mode}: torch.compile'd in this process in {pv.compile_s:.1f} s (static batch "
                 f"{plan.problem.batch}; kept in no plan cache, so every new process compiles it again)")
@@ -85,6 +87,8 @@ def _header(plan) -> list[str]:
         f"  scale      {p.scale:.6g} (norm={p.norm!r})",
         *optional("cores", _cores_line(plan) if p.cores > 1 else "", p.cores > 1 and p.device != "neuron"),
         *optional("bucket", pv.bucket, pv.bucket),
+        *optional("runtime", pv.runtime, pv.runtime),
+        *optional("jit cache", pv.compile_cache, pv.compile_cache),
         f"  cost model {plan.profile_name!r} profile, {pv.calibration or 'not calibrated (effort measure calibrates it)'}",
         *optional("libraries", _libraries() if p.device == "cpu" else "", p.device == "cpu"),
     ]

@@ -8,6 +8,7 @@ Built by :func:`trnplan.plan.api.plan_many` (and, to time candidates, by the bui
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 
@@ -18,6 +19,28 @@ from trnplan.plan.explain import render_explain
 from trnplan.plan.validation import check_layout, check_pair, check_tensor, dtype_name, wanted
 from trnplan.planner.planner import PlanModule
 from trnplan.planner.real import hermitian_weights
+
+
+def _views(z: torch.Tensor):
+    return z.real, z.imag
+
+
+def _unpack_on_device(z: torch.Tensor):
+    """``(z.real, z.imag)`` without view ops (torch-xla 2.9's dynamo bridge has no xla kernel for
+    ``view_as_real``: ``torch.compile(backend="openxla")`` of a model calling trnplan.fft failed
+    there). The cast keeps the real part; ``Re(-i·z) = Im(z)`` exactly (products by 0 and ±1)."""
+    real = torch.float64 if z.dtype == torch.complex128 else torch.float32
+    with warnings.catch_warnings():  # "Casting complex values to real discards the imaginary part": meant
+        warnings.simplefilter("ignore", UserWarning)
+        return z.to(real), (z * -1j).to(real)
+
+
+def _pack_on_device(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
+    """``torch.complex(re, im)`` as ops an accelerator lowers: ``re + i·im`` in the complex dtype
+    (exact: the products by 1 and i and the sum with a zero part round nothing)."""
+    cdtype = torch.complex128 if re.dtype == torch.float64 else torch.complex64
+    return re.to(cdtype) + im.to(cdtype) * 1j
+
 
 __all__ = ["Plan"]
 
@@ -54,6 +77,13 @@ class Plan:
         self._lib_in = (problem.batch, *problem.in_shape)
         # (shape, dtype, device) signatures already validated: repeated calls skip the checks
         self._accepted: set = set()
+        # torch.complex has no lowering on torch-xla (it runs on the host: aten::complex.out in
+        # executed_fallback_ops()), and inside torch-xla's dynamo bridge the view ops real/imag and
+        # view_as_complex have no xla kernel: on an accelerator the pair is split and packed by
+        # arithmetic (exact) instead
+        on_host = device.type in ("cpu", "cuda")
+        self._pack = torch.complex if on_host else _pack_on_device
+        self._unpack = _views if on_host else _unpack_on_device
         self._native = None
         if runner is None and hasattr(module.root, "library_call"):
             self._native = module.root.library_call(problem.norm)
@@ -134,8 +164,8 @@ class Plan:
             y = self._native(x.reshape(self._lib_in))
         else:
             z = x if x.shape == self._in_flat else x.reshape(self._in_flat)
-            out = self._split_module()(z) if p.real_input else self._split_module()(z.real, z.imag)
-            y = out[0] if p.real_output else torch.complex(out[0], out[1])
+            out = self._split_module()(z) if p.real_input else self._split_module()(*self._unpack(z))
+            y = out[0] if p.real_output else self._pack(out[0], out[1])
             if x.shape == self._in_flat and p.rank == 1:  # (batch, n) in, (batch, n_out) out: no reshape
                 return y
         return y.reshape(*lead, *p.out_shape)
@@ -181,7 +211,7 @@ class Plan:
             return adj.execute(g)
         weights = self._weights.get(g.device)
         if weights is None:  # built once per device, not per backward call
-            weights = torch.as_tensor(hermitian_weights(p.shape[-1]), dtype=p.real_dtype, device=g.device)
+            weights = torch.as_tensor(hermitian_weights(p.shape[-1]), dtype=p.real_dtype).to(g.device)
             self._weights[g.device] = weights
         if p.kind == "r2c":  # Re(Σ_k g_k ω^{-jk}) over the half spectrum = c2r of g with weights 1/c_k
             return adj.execute(g / weights)
@@ -204,6 +234,3 @@ class Plan:
 
     def __repr__(self) -> str:
         return f"<trnplan.Plan {self.problem.describe()}: {self.tree}>"
-
-
-

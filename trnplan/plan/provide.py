@@ -80,6 +80,8 @@ class Provenance:
     probe: str = ""  # the device's precision probe, one line (explain)
     probe_origin: str = ""  # "probed now" | "from the plan cache" | "from this process"
     bucket: str = ""  # neuron: how the batch maps onto the compiled bucket and cores (explain)
+    runtime: str = ""  # accelerators: the runtime driving the device, with versions (explain)
+    compile_cache: str = ""  # accelerators: the runtime's compile cache and who set it (explain)
 
 
 @attrs.frozen

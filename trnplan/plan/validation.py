@@ -9,14 +9,14 @@ import math
 
 import torch
 
-from trnplan.backends import get_backend
+from trnplan.backends import accel, get_backend, neuron_runtime
 from trnplan.backends.cuda import CORES_ON_CUDA
 from trnplan.cache import PlanCache
 from trnplan.core.errors import BackendUnavailable, PlanningError
 from trnplan.core.problem import EFFORTS, Problem
 
 #: the artifact kinds plan_many's ``compile`` takes
-COMPILE_MODES = ("auto", "eager", "aot", "inductor", "neuron")
+COMPILE_MODES = ("auto", "eager", "aot", "inductor", "neuron", "dynamo")
 
 
 # ---------------------------------------------------------------------- plan_many's arguments
@@ -27,6 +27,9 @@ def check_supported(problem: Problem, effort: str) -> None:
         raise PlanningError(unsupported)
     if problem.cores != 1 and problem.device == "cuda":
         raise PlanningError(CORES_ON_CUDA)
+    backend = get_backend(problem.device)
+    if problem.cores != 1 and getattr(backend, "accelerator", False):
+        raise PlanningError(backend.shard_executor_reason())
     if effort not in EFFORTS:
         raise ValueError(f"effort must be one of {', '.join(map(repr, EFFORTS))}; got {effort!r}")
 
@@ -36,7 +39,11 @@ def resolve_device(problem: Problem, device) -> torch.device:
     backend = get_backend(problem.device)
     reason = backend.unavailable_reason()
     if reason is not None:
+        if problem.device == "neuron":  # neither runtime: say what was found and how to install each
+            reason = f"{reason}. Found: {neuron_runtime.detect().reason}. To {neuron_runtime.INSTALL_BOTH}"
         raise BackendUnavailable(reason)
+    if getattr(backend, "accelerator", False):
+        return accel.resolve_device(problem.device, device)
     if problem.device == "neuron":
         return torch.device("cpu")  # a traced Neuron model takes and returns host tensors
     dev = torch.device(device)
@@ -59,7 +66,7 @@ def check_cache_and_compile(cache, compile: str) -> None:
     if cache is not None and not isinstance(cache, PlanCache):
         raise TypeError(f"cache must be a trnplan.cache.PlanCache or None, got {type(cache).__name__}")
     if compile not in COMPILE_MODES:
-        raise ValueError(f"compile must be 'auto', 'eager', 'aot', 'inductor' or 'neuron'; got {compile!r}")
+        raise ValueError(f"compile must be 'auto', 'eager', 'aot', 'inductor', 'neuron' or 'dynamo'; got {compile!r}")
 
 
 # ---------------------------------------------------------------------- execute()'s inputs

@@ -87,6 +87,9 @@ class HostLibrary(WholeShape, Solver):
     error_c: ClassVar[dict] = {"fp32": 1.0, "fp64": 2.0}
 
     def why_not(self, problem, planner, forced):
+        if getattr(planner.backend, "accelerator", False):
+            return (f"host libraries are CPU leaves: on {problem.device!r} trnplan plans GEMM trees on the device and "
+                    f"never moves data to the host by itself (x.cpu() and device='cpu' runs it there)")
         if problem.device == "neuron":
             return self.why_not_on_neuron(problem, planner)
         if problem.device != "cpu":

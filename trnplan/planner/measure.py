@@ -200,7 +200,7 @@ def measure(planner, problem, spec, device: torch.device, effort: str, estimate_
     x64 = seeded_input(problem)
     ref = reference(problem, x64)
     dtype = problem.real_dtype if problem.real_input else problem.torch_dtype
-    x = torch.from_numpy(x64).to(dtype=dtype, device=device)
+    x = torch.from_numpy(x64).to(dtype=dtype).to(device)  # cast on the host: no complex128 on a device
     ref_norm = float(np.linalg.norm(ref)) or 1.0
 
     timings, nodes, samples = [], {}, []

@@ -45,10 +45,12 @@ class BuildContext:
     build: Callable[[PlanNode], torch.nn.Module]
 
     def const(self, array: np.ndarray) -> torch.Tensor:
-        """A float64 host constant cast once to the compute dtype on the plan's device."""
-        return torch.as_tensor(np.ascontiguousarray(array), dtype=torch.float64).to(
-            dtype=self.dtype, device=self.device
-        )
+        """A float64 host constant cast once to the compute dtype on the host, then moved to the plan's device.
+
+        Cast before the move: no float64 tensor ever reaches an accelerator (a NeuronCore has no FP64;
+        TorchNeuron bounces 64-bit copies through the CPU, ../shared/neuron/runtimes.md §2).
+        """
+        return torch.as_tensor(np.ascontiguousarray(array), dtype=torch.float64).to(dtype=self.dtype).to(self.device)
 
     def split_const(self, array: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         """(re, im) of a complex128 host constant, each cast once."""

@@ -1,0 +1,142 @@
+"""Accelerator device kinds on stock torch (no torch-xla, no TorchNeuron): meta tensors end to end,
+device resolution, the refusals, and a PrivateUse1 "neuron" registration stood in.
+
+What runs where (docs/trainium.md):
+* ``meta``: the whole path — planning on the accelerator profile, lowering with every constant
+  placed on meta, Plan.execute and trnplan.fft returning meta tensors of the right shape and dtype;
+* a PrivateUse1 backend renamed ``"neuron"`` (``torch.utils.rename_privateuse1_backend``, in a
+  child process: the rename cannot be undone): trnplan resolves ``device="neuron"`` to the
+  accelerator backend with TorchNeuron's compile backend. Stock torch has no kernels for that
+  device, so no tensor can live on it: running a plan there is not exercised;
+* ``xla``: everything, on torch-xla 2.9 (XLA:CPU) in the lane (tests/xla/, .ci/xla_lane.sh).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import trnplan
+from trnplan.backends import accel, get_backend, neuron_runtime
+from trnplan.core.errors import BackendUnavailable, PlanningError
+from trnplan.core.problem import Problem, device_kind
+
+META = torch.device("meta")
+
+
+def test_fft_functions_on_meta_keep_device_shape_and_dtype():
+    x = torch.empty(3, 5, 64, dtype=torch.complex64, device=META)
+    r = torch.empty(3, 5, 64, device=META)
+    for y, shape, dtype in [
+        (trnplan.fft.fft(x), (3, 5, 64), torch.complex64),
+        (trnplan.fft.ifft(x, n=100), (3, 5, 100), torch.complex64),
+        (trnplan.fft.fft2(x), (3, 5, 64), torch.complex64),
+        (trnplan.fft.rfft(r), (3, 5, 33), torch.complex64),
+        (trnplan.fft.irfft(trnplan.fft.rfft(r), n=64), (3, 5, 64), torch.float32),
+        (trnplan.fft.rfftn(r), (3, 5, 33), torch.complex64),
+        (trnplan.fft.fft(x.to(torch.complex128)), (3, 5, 64), torch.complex128),  # fp64: meta computes nothing
+    ]:
+        assert (y.device, tuple(y.shape), y.dtype) == (META, shape, dtype)
+
+
+def test_a_meta_plan_is_a_gemm_tree_with_its_constants_on_meta():
+    plan = trnplan.plan_many(1000, 4, device="meta", cache=None)
+    assert plan.device == META and plan.problem.device == "meta"
+    solvers = {node.solver for _, node in plan.tree.walk()}
+    assert not solvers & {"native", "scipy", "pyfftw", "mkl-fft"}, plan.tree
+    assert {t.device for t in plan.module.buffers()} == {META}
+    assert plan.provenance.compile_mode == "eager"
+    text = plan.explain()
+    assert "runtime    meta tensors (shapes and dtypes only)" in text
+    assert "meta tensors compute nothing: there is nothing to compile" in text
+    y = plan.execute(torch.empty(4, 1000, dtype=torch.complex64, device=META))
+    assert (y.device, tuple(y.shape)) == (META, (4, 1000))
+
+
+def test_autograd_on_meta():
+    x = torch.empty(2, 64, dtype=torch.complex64, device=META, requires_grad=True)
+    trnplan.fft.fft(x).real.sum().backward()
+    assert (x.grad.device, tuple(x.grad.shape), x.grad.dtype) == (META, (2, 64), torch.complex64)
+
+
+def test_device_kinds():
+    assert device_kind("xla") == device_kind(torch.device("xla", 0)) == "xla"
+    assert device_kind(META) == "meta"
+    assert Problem.create(64, device="xla:0").device == "xla"
+    assert Problem.create(64, device="xla").digest() != Problem.create(64, device="cpu").digest()
+    assert isinstance(get_backend("xla"), accel.AccelBackend) and not get_backend("xla").has_native_fft("fp32")
+    with pytest.raises(ValueError, match=r"device must be one of 'cpu', 'cuda', 'neuron', 'xla', 'meta' .*got 'mps': "
+                                         r"trnplan has no backend for 'mps' tensors"):
+        trnplan.plan_many(64, device="mps")
+
+
+def test_accelerator_refusals_name_the_fix():
+    with pytest.raises(PlanningError, match=r"cores > 1 on 'meta': one process drives one device here"):
+        trnplan.plan_many(64, 4, device="meta", cores=2, cache=None)
+    with pytest.raises(ValueError, match=r"compile='aot' is not available on meta; use one of auto, eager, dynamo"):
+        trnplan.plan_many(64, 4, device="meta", compile="aot", cache=None)
+    with pytest.raises(ValueError, match=r"compile='dynamo' needs a torch.compile backend for 'meta'"):
+        trnplan.plan_many(64, 4, device="meta", compile="dynamo", cache=None)
+    backend = accel.AccelBackend("xla")
+    assert "x.to(torch.complex64)" in backend.precision_unsupported_reason("fp64")
+    assert "x.cpu()" in backend.precision_unsupported_reason("fp64")
+
+
+@pytest.mark.skipif(neuron_runtime.detect().kind is not None, reason="a Neuron runtime is installed here")
+def test_neuron_without_a_runtime_names_both_installs(monkeypatch):
+    monkeypatch.delitem(sys.modules, "torch_neuronx", raising=False)
+    with pytest.raises(BackendUnavailable) as info:
+        trnplan.plan_many(64, device="neuron", cache=None)
+    assert neuron_runtime.INSTALL_TORCHNEURON in str(info.value)
+    assert neuron_runtime.INSTALL_XLA_TRACE in str(info.value)
+    assert "torch-neuronx is not installed" in str(info.value)
+
+
+def test_compile_cache_variables_are_set_only_when_unset(monkeypatch, tmp_path):
+    monkeypatch.delenv("TORCH_NEURONX_NEFF_CACHE_DIR", raising=False)
+    monkeypatch.setenv("NEURON_COMPILE_CACHE_URL", "s3://mine/cache")
+    got = accel.configure_compile_cache(tmp_path)
+    assert got == {"TORCH_NEURONX_NEFF_CACHE_DIR": str(tmp_path / "neff"), "NEURON_COMPILE_CACHE_URL": "s3://mine/cache"}
+    assert "(set by trnplan)" in accel.cache_note("neuron")
+    assert "s3://mine/cache (set by you)" in accel.cache_note("xla")
+
+
+def test_bucketed_runner_pads_and_crops():
+    calls = []
+
+    def runner(*inputs):
+        calls.append(tuple(t.shape for t in inputs))
+        return tuple(2 * t for t in inputs)
+
+    x = torch.arange(10.0).reshape(5, 2)
+    (y,) = accel.BucketedRunner(runner, 6)(x)
+    assert calls == [((6, 2),)] and torch.equal(y, 2 * x)
+
+
+STAND_IN = textwrap.dedent("""
+    import torch
+    torch.utils.rename_privateuse1_backend("neuron")  # what TorchNeuron's autoload registers
+    from trnplan.backends import accel, get_backend, neuron_runtime
+    from trnplan.core.problem import Problem
+    rt = neuron_runtime.detect()
+    backend = get_backend("neuron")
+    print(rt.kind, type(backend).__name__, backend.kind, backend.compile_backend(),
+          backend.auto_compile()[0], Problem.create(64, device=torch.device("neuron", 0)).device,
+          accel.resolve_device("neuron", "neuron"))
+    print(backend.precision_unsupported_reason("fp64") is not None, backend.has_native_fft("fp32"))
+""")
+
+
+def test_a_privateuse1_neuron_registration_selects_torchneuron():
+    root = str(pathlib.Path(__file__).resolve().parents[1])  # this checkout's trnplan
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [root, os.environ.get("PYTHONPATH")] if p)}
+    out = subprocess.run([sys.executable, "-c", STAND_IN], capture_output=True, text=True, env=env, timeout=120,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:2] == ["torchneuron AccelBackend neuron neuron dynamo neuron neuron:0", "True False"]
