@@ -28,10 +28,13 @@ PYTHON=${PYTHON:-python3}
 PINS="torch==2.9.0 torch-xla==2.9.0"
 DEPS="numpy attrs diskcache pytest scipy hypothesis"
 STAMP="$VENV/.trnplan-xla-lane"
-# the core tests that run on torch 2.9 too (not slow, no GPU, no Neuron SDK): solvers, plans, real
-# and N-D, autograd, the torch.fft API, precision modes, errors, STFT
-CORE_TESTS="tests/test_solvers.py tests/test_plan.py tests/test_real_nd.py tests/test_autograd.py
-            tests/test_fft_api.py tests/test_precision.py tests/test_errors.py tests/test_stft.py"
+# the core tests that run on torch 2.9 too (not slow, no GPU, no Neuron SDK): plans, real and
+# N-D, autograd, the torch.fft API, precision modes, errors, STFT, accelerator devices, the audit's
+# parsers. tests/test_solvers.py (4065 cases) is left out for time: all 6025 cases of these files
+# with it passed on torch 2.9 here (15.8 min on the loaded 2-core machine, 3.7 min of CPU)
+CORE_TESTS="tests/test_plan.py tests/test_real_nd.py tests/test_autograd.py tests/test_fft_api.py
+            tests/test_precision.py tests/test_errors.py tests/test_stft.py tests/test_accel_devices.py
+            tests/test_xla_audit.py"
 
 start=$(date +%s)
 venv_ok() {

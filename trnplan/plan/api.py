@@ -105,9 +105,13 @@ def plan_many(
         Scaling with torch.fft's meaning: "backward" scales the inverse by 1/n, "forward" the
         forward by 1/n, "ortho" both by 1/√n.
     device : str or torch.device, default "cpu"
-        ``"cpu"`` or ``"cuda"`` (optionally ``"cuda:1"``); ``"neuron"`` (Trainium, needs
-        torch-neuronx, else :class:`~trnplan.core.errors.BackendUnavailable`): the plan takes and returns
-        host tensors, its batch is bucketed (docs/trainium.md).
+        ``"cpu"`` or ``"cuda"`` (optionally ``"cuda:1"``); ``"xla"`` (torch-xla's device),
+        ``"meta"`` (shapes and dtypes only) or a PrivateUse1 backend's name: the accelerator
+        backend (GEMM trees on split float32, compiled whole per batch bucket, no fp64, no host
+        leaf); ``"neuron"``: TorchNeuron's native device where torch-neuronx 2.13/2.14 registered
+        it (the accelerator backend), else the ``torch_neuronx.trace`` route of torch-neuronx 2.9,
+        whose plans take and return host tensors; neither installed:
+        :class:`~trnplan.core.errors.BackendUnavailable` (docs/trainium.md).
     cores : int, default 1
         Cores to split the work over (CPU worker threads; NeuronCores on Trainium). With C > 1
         the ``multicore`` solver is a candidate at every node: it cuts the batch into
@@ -138,12 +142,14 @@ def plan_many(
     cache : PlanCache or None, optional
         The on-disk plan cache (default: :func:`trnplan.cache.default_cache`, at
         ``$TRNPLAN_CACHE_DIR`` or ``~/.cache/trnplan``); ``None`` bypasses it.
-    compile : {"auto", "eager", "aot", "inductor", "neuron"}, default "auto"
+    compile : {"auto", "eager", "aot", "inductor", "neuron", "dynamo"}, default "auto"
         The artifact to build and cache: none (eager), an AOTInductor package (aot), a traced
         NEFF (neuron, on Trainium); "auto" is eager on the CPU and on CUDA (an AOT build takes
         30–90 s; ask for it, or precompile). "inductor" compiles the plan with ``torch.compile``
         in this process at plan time (seconds; fused elementwise kernels) and stores nothing:
-        the fused path where AOT packages cannot be loaded. See docs/cache.md.
+        the fused path where AOT packages cannot be loaded. See docs/cache.md. "dynamo", the
+        default on ``xla`` and TorchNeuron: ``torch.compile(backend="openxla" | "neuron",
+        fullgraph=True, dynamic=False)`` once per batch bucket in this process.
     verify : bool, default False
         Run the plan once on seeded random input against float64 numpy.fft, keep the measured
         error (``plan.tree.measured_error``, stored in the wisdom entry, shown by explain()), and
