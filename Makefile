@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # torch is pinned to the CPU build on purpose: any other torch request pulls a multi-GB CUDA build
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup demo test lint wheel-check bench bench-suite bench-distributed accuracy clean
+.PHONY: setup demo test lint wheel-check bench bench-suite bench-examples bench-distributed accuracy clean
 
 setup: $(VENV)/.installed
 
@@ -35,6 +35,9 @@ bench: setup  ## the solver benchmark; rewrites the tables in docs/benchmarks.md
 
 bench-suite: setup  ## the benchmark suite (seed grid × libraries, threads 1 and 2); rewrites its section of docs/benchmarks.md
 	$(BIN)/trnplan bench --docs docs/benchmarks.md
+
+bench-examples: setup  ## the three examples at a real size, trnplan vs torch.fft; rewrites docs/examples.md's timing table
+	$(BIN)/python bench/examples.py --markdown docs/examples.md
 
 bench-distributed: setup  ## 1 vs 2 gloo ranks: strong and weak scaling; rewrites docs/distributed.md's table
 	$(BIN)/python bench/distributed.py --markdown docs/distributed.md

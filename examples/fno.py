@@ -361,8 +361,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--small", action="store_true", help="tiny run for tests")
     ap.add_argument("--no-compile", dest="compile", action="store_false", help="run eagerly (default: torch.compile)")
-    ap.add_argument("--baseline-steps", type=int, default=None,
-                    help="steps of the same model on torch.fft, for the timing and loss comparison (default: all; 0: skip)")
+    ap.add_argument("--baseline-steps", type=int, default=50,
+                    help="steps of the same model on torch.fft, for the timing and loss comparison (default 50; 0: skip)")
     ap.add_argument("--compile-baseline", action="store_true",
                     help="compile the torch.fft model too (default: eager, to stay under a minute; bench/examples.py compiles both)")
     ap.add_argument("--eager-steps", type=int, default=10, help="eager steps of the trnplan model timed after training (default 10)")
@@ -407,7 +407,7 @@ def main(argv=None) -> dict:
         # 2. training
         r = {"title": title, "identity": identity, "compiled": args.compile}
         r["trnplan"] = train(dims, data, args, tfft, "trnplan  ", steps, args.compile)
-        base = steps if args.baseline_steps is None else min(args.baseline_steps, steps)
+        base = min(args.baseline_steps, steps)
         if base:  # the same model, seed and batches on torch.fft (compiled only with --compile-baseline)
             r["torch.fft"] = train(dims, data, args, TorchFFT, "torch.fft", base, args.compile_baseline, log=None)
         check(f"{dims}-D trained operator, test relative L2 vs the identity operator's", r["trnplan"]["test"], identity,
