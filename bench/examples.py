@@ -30,7 +30,6 @@ import pathlib
 import platform
 import warnings
 
-import numpy as np
 import torch
 
 import trnplan
@@ -117,7 +116,7 @@ def markdown(rows) -> str:
 
 def replace(path: str, body: str) -> None:
     begin, end = "<!-- bench:examples -->", "<!-- /bench:examples -->"
-    text = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
+    text = pathlib.Path(path).read_text(encoding="utf-8") if os.path.exists(path) else ""
     block = f"{begin}\n{body}\n{end}"
     if begin in text and end in text:
         text = text[: text.index(begin)] + block + text[text.index(end) + len(end):]
@@ -143,8 +142,9 @@ def main(argv=None) -> list:
         rows += bench_fno(1, 64 if q else 1024, 8 if q else 64, 4 if q else 16, 4 if q else 32, cs, args.device, compiled)
         rows += bench_fno(2, 16 if q else 64, 4 if q else 32, 4 if q else 12, 2 if q else 16, cs, args.device, compiled)
     rows += bench_spectrogram(2 if q else 32, 0.25 if q else 10.0, 256 if q else 1024, 64 if q else 256, cs, args.device)
-    cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "") \
-        if os.path.exists("/proc/cpuinfo") else platform.machine()
+    info = pathlib.Path("/proc/cpuinfo")
+    lines = info.read_text().splitlines() if info.exists() else []
+    cpu = next((ln.split(":", 1)[1].strip() for ln in lines if ln.startswith("model name")), platform.machine())
     head = (f"Measured {datetime.datetime.now():%Y-%m-%d %H:%M} on {cpu} ({os.cpu_count()} vCPU, torch "
             f"{torch.get_num_threads()} threads), device {args.device}, torch {torch.__version__}, Python "
             f"{platform.python_version()}{' — QUICK (tiny sizes, not a measurement)' if q else ''}.\n\n")
