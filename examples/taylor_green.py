@@ -306,7 +306,9 @@ def time_steps(fft_cls, args, steps: int) -> float:
     return float(np.median(times))
 
 
-def plot(path, hist32, hist64, args):
+def plot(path, hist32, hist64, args, overlays=()):
+    """ε(t) of this run (float32 and float64), −dE/dt, the 512³ peak, and ``overlays``: other
+    runs' ``--json`` files (e.g. a 64³ run) drawn as extra curves."""
     try:
         import matplotlib
         matplotlib.use("Agg")
@@ -320,6 +322,10 @@ def plot(path, hist32, hist64, args):
     ax.plot(hist64["t"], hist64["eps"], "k--", lw=1, label=f"2νΩ, numpy.fft float64, {args.n}³ (t ≤ {args.compare_until:g})")
     dEdt = -np.diff(hist32["E"]) / args.dt
     ax.plot(0.5 * (t[1:] + t[:-1]), dEdt, ":", lw=1.5, label="−dE/dt (finite difference), float32")
+    for f in overlays:
+        o = json.loads(pathlib.Path(f).read_text())
+        ax.plot(o["history"]["t"], o["history"]["eps"], lw=1.5,
+                label=f"2νΩ, trnplan float32, {o['n']}³ (Δt = {o['dt']:g}, from {pathlib.Path(f).name})")
     ax.plot(*REFERENCE_PEAK, "r*", ms=12, label="512³ DNS peak ≈ 0.0128 at t ≈ 9 (Brachet 1983; van Rees 2011)")
     ax.set_xlabel("t")
     ax.set_ylabel("dissipation rate ε")
@@ -355,6 +361,8 @@ def main(argv=None) -> dict:
     ap.add_argument("--timing-steps", type=int, default=5, help="steps timed per FFT back end (default 5; 0: skip)")
     ap.add_argument("--out", default="examples/out/taylor_green.png", help="PNG path for the dissipation plot")
     ap.add_argument("--json", default=None, help="also write the checks and timings here")
+    ap.add_argument("--overlay", action="append", default=[],
+                    help="another run's --json file whose dissipation curve is added to the plot (repeatable)")
     args = ap.parse_args(argv)
     if args.small:
         args.n, args.t_end, args.compare_until = 16, 1.0, 1.0
@@ -414,7 +422,7 @@ def main(argv=None) -> dict:
             timing[cls.name] = time_steps(cls, args, args.timing_steps)
         print(f"  time per RK3 step ({args.timing_steps} steps, median, this machine as loaded now): "
               + ", ".join(f"{k} {v * 1e3:.1f} ms" for k, v in timing.items()))
-    png = plot(args.out, h32, h64, args)
+    png = plot(args.out, h32, h64, args, args.overlay)
     result = {"example": "taylor_green", "n": args.n, "dt": args.dt, "t_end": args.t_end, "device": str(args.device),
               "checks": checks, "E0": h32["E"][0], "Omega0": h32["eps"][0] / (2 * NU),
               "peak_eps": h32["eps"][ipk], "peak_t": h32["t"][ipk], "timing_s_per_step": timing, "png": png,
