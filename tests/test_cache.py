@@ -1065,12 +1065,14 @@ def test_neuron_artifact_seam_with_stand_in(tmp_path, monkeypatch):
 
     calls = []
 
-    def trace(module, example, compiler_args=None):
+    def trace(module, example, compiler_args=None, compiler_workdir=None):
         calls.append(compiler_args)
         return torch.jit.trace(module, example)
 
     monkeypatch.setitem(sys.modules, "torch_neuronx", types.SimpleNamespace(trace=trace))
     monkeypatch.delenv("TRNPLAN_NEURON_TARGET", raising=False)
+    (tmp_path / "neuron0").touch()  # a Neuron device file: this is an instance, not a build host
+    monkeypatch.setenv("TRNPLAN_NEURON_DEVICE_FILES", str(tmp_path / "neuron[0-9]*"))
     monkeypatch.setenv("TRNPLAN_NEURON_PROBE", "0")  # no NeuronCore here: the probe is assumed
     clear_probe_cache()
     cache = PlanCache(tmp_path / "c")

@@ -17,7 +17,8 @@ the ``neuron``-marked test at the end runs on a trn1 with torch-neuronx installe
 
 from __future__ import annotations
 
-import importlib.abc
+import contextlib
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -29,20 +30,21 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from conftest import BAR, random_complex, reference, rel_l2
+from test_neuron_standin import activate, child_env, write_standin
 
 import trnplan
-from conftest import BAR, random_complex, reference, rel_l2
-from trnplan.backends import get_backend
-from trnplan.backends import neuron
-from trnplan.backends.base import clear_probe_cache
 from trnplan.audit import GRID_PRECISIONS, audit, audit_grid
+from trnplan.backends import get_backend, neuron
+from trnplan.backends.base import clear_probe_cache
+from trnplan.backends.neuron_runtime import detect
 from trnplan.cache import PlanCache, fingerprint
 from trnplan.core.errors import BackendUnavailable, PlanningError
+from trnplan.core.problem import Problem
+from trnplan.core.spec import Spec
 from trnplan.planner import Planner
 from trnplan.planner.library import HOST_LIBRARIES
 from trnplan.planner.registry import solver_names
-from trnplan.core.spec import Spec
-from trnplan.core.problem import Problem
 
 HOST_LEAVES = {s.name for s in HOST_LIBRARIES} | {"native"}
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -50,92 +52,43 @@ TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 MODE_BAR = {"fp32": BAR["fp32"], "bf16": 4e-3, "bf16x3": 1e-5, "bf16x6": 1e-6}
 
 # ---------------------------------------------------------------------- the stand-in
-STANDIN_SOURCE = '''
-"""TEST-ONLY stand-in for torch_neuronx (trnplan tests/test_neuron.py). It tests trnplan's
-integration, NOT the Neuron compiler: trace is torch.jit.trace, nothing is compiled."""
-import contextlib
-import types
-
-import torch
-
-__version__ = "0+trnplan.test.standin"
-STANDIN = True
-CALLS = []       # (compiler_args, cpu_backend) of each trace() call
-PLACEMENTS = []  # start_nc of each neuron_cores_context() entered
-
-
-def trace(func, example_inputs, *_, input_output_aliases=None, compiler_workdir=None, compiler_args=None,
-          partitioner_config=None, inline_weights_to_neff=True, cpu_backend=False):
-    CALLS.append((list(compiler_args or ()), cpu_backend))
-    return torch.jit.trace(func, tuple(example_inputs), check_trace=False)
-
-
-class DataParallel(torch.nn.Module):
-    """A shard loop over dim 0 (the real one runs each shard on its own NeuronCore)."""
-
-    def __init__(self, traced, device_ids=None, dim=0, set_dynamic_batching=True):
-        super().__init__()
-        self.traced, self.n = traced, len(device_ids or [0, 1])
-
-    def forward(self, *inputs):
-        outs = [self.traced(*piece) for piece in zip(*(t.chunk(self.n) for t in inputs))]
-        return tuple(torch.cat(parts) for parts in zip(*outs))
-
-
-@contextlib.contextmanager
-def _neuron_cores_context(start_nc=-1, nc_count=-1):
-    PLACEMENTS.append(start_nc)
-    yield
-
-
-experimental = types.SimpleNamespace(neuron_cores_context=_neuron_cores_context)
-'''
-
-
-class _StandInLoader(importlib.abc.Loader):
-    def create_module(self, spec):
-        return None
-
-    def exec_module(self, module):
-        exec(compile(STANDIN_SOURCE, "<torch_neuronx test stand-in>", "exec"), module.__dict__)
-
-
-class StandInFinder(importlib.abc.MetaPathFinder):
-    """Finds the stand-in as ``torch_neuronx`` (and nothing else)."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name == "torch_neuronx":
-            return importlib.util.spec_from_loader(name, _StandInLoader())
-        return None
-
-
-def install_standin():
-    """Put the stand-in finder first on sys.meta_path and return the imported stand-in module."""
-    sys.modules.pop("torch_neuronx", None)
-    sys.meta_path.insert(0, StandInFinder())
-    import torch_neuronx
-
-    return torch_neuronx
-
-
 def real_neuron_sdk() -> bool:
-    spec = importlib.util.find_spec("torch_neuronx")
-    return spec is not None and not isinstance(spec.loader, _StandInLoader)
+    """The real XLA torch-neuronx is installed (by its version: the stand-in's says "standin")."""
+    rt = detect()
+    return rt.kind == "xla-trace" and "standin" not in (rt.torch_neuronx or "")
 
 
 @pytest.fixture
-def standin():
+def standin_host(tmp_path_factory):
+    """A device host: the stand-in package and one Neuron device file (tests/test_neuron_standin.py)."""
+    return write_standin(tmp_path_factory.mktemp("standin-host"), devices=1)
+
+
+@pytest.fixture
+def build_host(tmp_path_factory):
+    """A build host: the stand-in package and no Neuron device file."""
+    return write_standin(tmp_path_factory.mktemp("build-host"), devices=0)
+
+
+@contextlib.contextmanager
+def _active(where, monkeypatch):
     if real_neuron_sdk():
         pytest.skip("the real torch-neuronx is installed: the stand-in would shadow it")
     clear_probe_cache()  # the probe runs through the stand-in (the CPU: exact), not the assumed one
-    module = install_standin()
+    monkeypatch.setattr(neuron, "STARTUP_WARMUP_S", 0.0, raising=False)
     try:
-        yield module
+        with activate(where, monkeypatch) as module:
+            yield module
     finally:
-        sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, StandInFinder)]
-        sys.modules.pop("torch_neuronx", None)
         trnplan.clear_plan_cache()
         clear_probe_cache()
+
+
+@pytest.fixture
+def standin(standin_host, monkeypatch):
+    """The stand-in active in this process on a device host with 4 visible cores."""
+    with _active(standin_host, monkeypatch) as module:
+        yield module
 
 
 @pytest.fixture(autouse=True)
@@ -270,15 +223,42 @@ def test_allowlist_ships_as_package_data_with_sources():
     assert not any("fft" in op or "unfold" in op for op in ops)
 
 
-# ---------------------------------------------------------------------- without torch-neuronx
+# ---------------------------------------------------------------------- availability (defect 4)
 def test_device_neuron_without_torch_neuronx_says_how_to_get_it():
-    if importlib.util.find_spec("torch_neuronx") is not None:
-        pytest.skip("torch-neuronx is importable here")
+    if detect().kind is not None:
+        pytest.skip("a Neuron runtime is installed here")
     with pytest.raises(BackendUnavailable) as info:
         trnplan.plan_many((256,), batch=4, device="neuron")
     msg = str(info.value)
-    assert "torch-neuronx" in msg and "DLAMI" in msg and "pip.repos.neuron.amazonaws.com" in msg
-    assert "device='cpu'" in msg
+    assert "torch-neuronx is not installed" in msg and "device='cpu'" in msg
+    # both runtimes, each with how to install it
+    assert "TorchNeuron (trn2/trn3)" in msg and "torch-neuronx==2.14" in msg
+    assert "PyTorch 2.9 virtual environment" in msg and "torch-neuronx==2.9" in msg
+    assert "pip.repos.neuron.amazonaws.com" in msg
+
+
+def test_torchneuron_is_not_the_trace_route(monkeypatch):
+    """TorchNeuron's torch-neuronx 2.14 has no trace: the trace backend says so (it used to pass)."""
+    real = importlib.metadata.version
+    monkeypatch.setattr(importlib.metadata, "version",
+                        lambda d: "2.14.3.0" if d == "torch-neuronx" else real(d))
+    monkeypatch.setattr(torch._C, "_get_privateuse1_backend_name", lambda: "neuron")
+    reason = get_backend("neuron").unavailable_reason()
+    assert reason is not None and "TorchNeuron (torch-neuronx 2.14.3.0" in reason and "no torch_neuronx.trace" in reason
+
+
+def test_an_importable_torch_neuronx_without_its_distribution_is_not_available(build_host, monkeypatch):
+    """Availability is by version, not by import: a module named torch_neuronx (PyPI's placeholder,
+    a stray directory) without the XLA torch-neuronx distribution is no Neuron SDK."""
+    import shutil
+
+    for info in os.listdir(build_host["site"]):
+        if info.endswith(".dist-info"):
+            shutil.rmtree(os.path.join(build_host["site"], info))
+    with activate(build_host, monkeypatch):
+        assert importlib.util.find_spec("torch_neuronx") is not None
+        with pytest.raises(BackendUnavailable, match="torch-neuronx is not installed"):
+            trnplan.plan_many((256,), batch=4, device="neuron", cache=None)
 
 
 def test_fp64_on_neuron_is_refused_as_host_only(standin):
@@ -286,26 +266,26 @@ def test_fp64_on_neuron_is_refused_as_host_only(standin):
         trnplan.plan_many((256,), batch=4, dtype=torch.complex128, device="neuron")
 
 
-def test_fingerprint_names_versions_target_and_compiler_args(monkeypatch):
+# ---------------------------------------------------------------------- fingerprint (defects 2, 5)
+def test_fingerprint_names_runtime_versions_target_and_compiler_args(monkeypatch):
     monkeypatch.setenv("TRNPLAN_NEURON_TARGET", "trn2")
+    monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "1")
     fp = fingerprint("neuron")
     assert fp["neuron_target"] == "trn2"
     assert fp["neuron_compiler_args"] == "--auto-cast none --target trn2"
-    assert {"neuronx-cc", "torch-neuronx", "torch"} <= set(fp)
+    assert {"neuronx-cc", "torch-neuronx", "torch-xla", "libneuronxla", "neuron-runtime", "torch"} <= set(fp)
+    assert fp["neuron_logical_nc_config"] == "1"
+    # cpu_backend says where the graph is traced, not what NEFF the target gets: not in the fingerprint
     monkeypatch.setenv("TRNPLAN_NEURON_CPU_BACKEND", "1")
-    assert fingerprint("neuron")["neuron_compiler_args"].endswith("cpu_backend")
-    monkeypatch.delenv("TRNPLAN_NEURON_TARGET")
+    assert fingerprint("neuron") == fp
+
+
+def test_a_build_host_must_name_the_target(build_host, monkeypatch):
+    monkeypatch.delenv("TRNPLAN_NEURON_TARGET", raising=False)
     monkeypatch.setattr(neuron, "target", lambda: None)  # a build host that is no Neuron instance
-    with pytest.raises(ValueError, match="TRNPLAN_NEURON_TARGET"):
-        neuron.compiler_args()
-
-
-def test_cpu_backend_build_passes_cpu_backend_to_trace(standin, monkeypatch, tmp_path):
-    monkeypatch.setenv("TRNPLAN_NEURON_TARGET", "trn2")
-    monkeypatch.setenv("TRNPLAN_NEURON_CPU_BACKEND", "1")
-    plan = trnplan.plan_many((64,), batch=4, device="neuron", strategy="dft-gemm", cache=PlanCache(tmp_path / "c"))
-    assert standin.CALLS == [(["--auto-cast", "none", "--target", "trn2"], True)]  # no probe without a NeuronCore
-    assert "assumed" in plan.provenance.probe
+    with _active(build_host, monkeypatch), pytest.raises(
+            ValueError, match="no Neuron device.*set TRNPLAN_NEURON_TARGET=trn1, inf2 or trn2"):
+        trnplan.plan_many((64,), batch=4, device="neuron", strategy="dft-gemm", cache=None)
 
 
 # ---------------------------------------------------------------------- buckets
@@ -325,34 +305,69 @@ def test_many_batch_sizes_compile_few_artifacts_padded_and_cropped(standin, tmp_
     for b in batches:
         plan = trnplan.plan_many((64,), batch=b, device="neuron", strategy="dft-gemm", cache=cache)
         x64, x = _complex_input((b, 64), seed=b)
+        # the stand-in's loaded model refuses any shape but the traced bucket: padding is checked
         assert rel_l2(plan.execute(x), reference(x64, False)) <= BAR["fp32"]
         assert plan.provenance.compile_mode == "neuron"
         assert f"bucket     batch {b} over 1 NeuronCore(s)" in plan.explain()
+        assert "runs on    NeuronCore 0 of those this process sees" in plan.explain()
     assert len(standin.CALLS) == 1 + len({neuron.bucket_batch(b) for b in batches}) == 7  # the probe, 6 buckets
-    assert all(args == neuron.compiler_args() and args[:2] == ["--auto-cast", "none"] and not cpu
-               for args, cpu in standin.CALLS)
+    assert all(c["compiler_args"] == neuron.compiler_args() and c["compiler_args"][:2] == ["--auto-cast", "none"]
+               and not c["cpu_backend"] for c in standin.CALLS)
 
 
-# ---------------------------------------------------------------------- end to end, fresh process
-_CHILD = textwrap.dedent('''
+def test_a_device_plan_over_the_2_gb_tensor_limit_is_refused(standin):
+    # 1024 × 2^20 fp32 = 4 GiB per call: DMA offsets are 32-bit (runtimes.md §5)
+    with pytest.raises(PlanningError, match=r"4\.0 GiB, over the 2 GiB a NeuronCore tensor may have"):
+        trnplan.plan_many((2**20,), batch=1000, device="neuron", cache=None)
+
+
+# ---------------------------------------------------------------------- a warm process (defect 1)
+_CHILD = textwrap.dedent(r"""
     import json, sys, warnings
     warnings.simplefilter("ignore")
-    sys.path.insert(0, {tests!r})
-    from test_neuron import install_standin
-    standin = install_standin()
     import numpy as np, torch, trnplan
     from trnplan.cache import PlanCache
-    plan = trnplan.plan_many((256,), batch=7, device="neuron", cores=2, precision={precision!r},
-                             strategy="dft-gemm", cache=PlanCache({cache!r}), effort="wisdom_only")
+    assert "torch_neuronx" not in sys.modules  # trnplan must import it itself
+    plan = trnplan.plan_many(({n},), batch={batch}, device="neuron", cores={cores}, precision={precision!r},
+                             strategy={strategy!r}, cache=PlanCache({cache!r}))
     x = np.load({data!r})
     y = plan.execute(torch.from_numpy(x).to(torch.complex64))
+    standin = sys.modules["torch_neuronx"]
     print(json.dumps({{"traces": len(standin.CALLS), "placements": standin.PLACEMENTS,
-                      "artifact": plan.provenance.artifact, "y": y.numpy().view(np.float32).tolist()}}))
-''')
+                      "artifact": plan.provenance.artifact, "origin": plan.provenance.origin,
+                      "explain": plan.explain(), "y": y.numpy().view(np.float32).tolist()}}))
+""")
+
+
+def _fresh_process(where, tmp_path, x, *, n, batch, cores=1, precision="fp32", strategy="dft-gemm", **env):
+    """Run the plan in a new process that sees ``where`` (a stand-in host) and only the plan cache."""
+    np.save(tmp_path / "x.npy", x.numpy())
+    script = _CHILD.format(n=n, batch=batch, cores=cores, precision=precision, strategy=strategy,
+                           cache=str(tmp_path / "c"), data=str(tmp_path / "x.npy"))
+    env = child_env(where, TRNPLAN_CACHE_DIR=str(tmp_path / "default"), TRNPLAN_WISDOM_ONLY="1",
+                    NEURON_RT_VISIBLE_CORES="0-3", **env)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
+                         check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got["y"] = np.asarray(got["y"], dtype=np.float32).view(np.complex64).reshape(batch, n)
+    return got
+
+
+def test_a_warm_process_loads_its_artifact_with_one_core(standin, standin_host, tmp_path):
+    """The production path: a fresh process, a warm cache, TRNPLAN_WISDOM_ONLY=1, cores=1. It must
+    import torch_neuronx before torch.jit.load ("Unknown builtin op: neuron::…" otherwise)."""
+    cache = PlanCache(tmp_path / "c")
+    trnplan.plan_many((256,), batch=4, device="neuron", strategy="dft-gemm", cache=cache)
+    x64, x = _complex_input((4, 256), seed=2)
+    got = _fresh_process(standin_host, tmp_path, x, n=256, batch=4)
+    assert got["traces"] == 0 and got["artifact"] == "artifact hit" and got["origin"] == "wisdom hit"
+    assert got["placements"] == [-1]  # one copy, the runtime's default core
+    assert rel_l2(got["y"], reference(x64, False)) <= BAR["fp32"]
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16x3"])
-def test_plan_trace_cache_fresh_process_load_sharded_execute(standin, tmp_path, precision):
+def test_plan_trace_cache_fresh_process_load_sharded_execute(standin, standin_host, tmp_path, precision):
     cache = PlanCache(tmp_path / "c")
     plan = trnplan.plan_many((256,), batch=7, device="neuron", cores=2, precision=precision, strategy="dft-gemm",
                              cache=cache)
@@ -361,22 +376,53 @@ def test_plan_trace_cache_fresh_process_load_sharded_execute(standin, tmp_path, 
         plan.provenance.probe)
     assert plan.provenance.artifact == "compiled now" and len(standin.CALLS) == 2  # the probe, the plan
     assert "bucket     batch 7 over 2 NeuronCore(s): 2 call(s) of the compiled batch 4" in plan.explain()
+    assert "runs on    NeuronCores 0–1 of those this process sees" in plan.explain()
     x64, x = _complex_input((7, 256), seed=3)
     assert rel_l2(plan.execute(x), reference(x64, False)) <= MODE_BAR[precision]
-    np.save(tmp_path / "x.npy", x.numpy())
     # a fresh process: only the plan cache carries the plan and the traced bytes
-    script = _CHILD.format(tests=TESTS_DIR, precision=precision, cache=str(tmp_path / "c"),
-                           data=str(tmp_path / "x.npy"))
-    env = {**os.environ, "TRNPLAN_CACHE_DIR": str(tmp_path / "default")}
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120)
-    assert out.returncode == 0, out.stderr[-3000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got = _fresh_process(standin_host, tmp_path, x, n=256, batch=7, cores=2, precision=precision)
     assert got["traces"] == 0 and got["artifact"] == "artifact hit"  # loaded (the probe too), never re-traced
-    assert sorted(p for p in got["placements"] if p is not None and p >= 0) == [0, 1]  # one copy per core
-    y = np.asarray(got["y"], dtype=np.float32).view(np.complex64).reshape(7, 256)
-    assert rel_l2(y, reference(x64, False)) <= MODE_BAR[precision]
+    assert sorted(got["placements"]) == [0, 1]  # one copy per core, each placed
+    assert rel_l2(got["y"], reference(x64, False)) <= MODE_BAR[precision]
 
 
+# ---------------------------------------------------------------------- a build host (defect 2)
+@pytest.mark.parametrize("cpu_backend", ["", "1"], ids=["no-device", "cpu_backend"])
+def test_precompile_on_a_build_host_then_run_on_the_instance(build_host, standin_host, tmp_path, monkeypatch,
+                                                             cpu_backend):
+    """Precompile where there is no NeuronCore (nothing is loaded there), then a fresh process on the
+    instance, under TRNPLAN_WISDOM_ONLY=1, finds wisdom and NEFF: cpu_backend is not in the fingerprint."""
+    monkeypatch.setenv("TRNPLAN_NEURON_TARGET", "trn1")
+    monkeypatch.setenv("TRNPLAN_NEURON_CPU_BACKEND", cpu_backend)
+    entries = [{"shape": 256, "batch": 4, "device": "neuron", "strategy": "dft-gemm"},
+               {"shape": 256, "batch": 7, "device": "neuron", "cores": 2, "strategy": "dft-gemm"}]
+    with _active(build_host, monkeypatch) as tnx:
+        results = trnplan.precompile(entries, cache=str(tmp_path / "c"), progress=False)
+        assert [r.error for r in results] == [None, None] and [r.compile_mode for r in results] == ["neuron"] * 2
+        assert [c["cpu_backend"] for c in tnx.CALLS] == [True, True]  # no probe: nothing to run it on
+        assert tnx.PLACEMENTS == []  # nothing loaded on the build host
+    monkeypatch.delenv("TRNPLAN_NEURON_CPU_BACKEND")
+    for n, batch, cores in ((256, 4, 1), (256, 7, 2)):
+        x64, x = _complex_input((batch, n), seed=batch)
+        got = _fresh_process(standin_host, tmp_path, x, n=n, batch=batch, cores=cores, TRNPLAN_NEURON_TARGET="trn1")
+        assert got["traces"] == 0 and got["artifact"] == "artifact hit"
+        assert "assumed" in got["explain"]  # the probe the build host assumed, kept with the plans
+        assert rel_l2(got["y"], reference(x64, False)) <= BAR["fp32"]
+
+
+def test_a_plan_on_a_build_host_is_built_and_says_it_cannot_run_here(build_host, tmp_path, monkeypatch):
+    monkeypatch.setenv("TRNPLAN_NEURON_TARGET", "trn2")
+    with _active(build_host, monkeypatch) as tnx:
+        plan = trnplan.plan_many((64,), batch=4, device="neuron", strategy="dft-gemm",
+                                 cache=PlanCache(tmp_path / "c"))
+        assert [c["compiler_args"] for c in tnx.CALLS] == [["--auto-cast", "none", "--target", "trn2"]]
+        assert tnx.CALLS[0]["cpu_backend"] is True and "assumed" in plan.provenance.probe
+        assert "runs on    nowhere on this host: this host has no Neuron device" in plan.explain()
+        with pytest.raises(BackendUnavailable, match=r"built but cannot run here.*--target trn2.*TRNPLAN_WISDOM_ONLY"):
+            plan.execute(torch.zeros(4, 64, dtype=torch.complex64))
+
+
+# ---------------------------------------------------------------------- core placement (defect 3)
 def test_sharded_executor_matches_the_unsharded_module(standin):
     problem = Problem.create(64, 4, device="neuron")
     planner = Planner(get_backend("neuron"), exportable=True)
@@ -391,7 +437,76 @@ def test_sharded_executor_matches_the_unsharded_module(standin):
     want = module(re, im)
     got = run(re, im)
     assert all(torch.allclose(a, b, atol=1e-4) for a, b in zip(got, want))
-    assert sorted(p for p in standin.PLACEMENTS if p >= 0) == [0, 1, 2]
+    assert sorted(standin.PLACEMENTS) == [0, 1, 2]  # the supported neuron_cores_context placed each copy
+
+
+def test_plans_loading_from_two_threads_do_not_misplace_each_other(standin, tmp_path):
+    """neuron_cores_context sets a process-wide default and is not thread-safe: loads are serialised."""
+    import threading
+
+    cache = PlanCache(tmp_path / "c")
+    for n in (64, 128):  # compiled first, so that the threads below only load
+        trnplan.plan_many((n,), batch=8, device="neuron", cores=2, strategy="dft-gemm", cache=cache)
+    trnplan.clear_plan_cache()
+    standin.PLACEMENTS.clear()
+    barrier, errors = threading.Barrier(2), []
+
+    def build(n):
+        try:
+            barrier.wait()
+            trnplan.plan_many((n,), batch=8, device="neuron", cores=2, strategy="dft-gemm", cache=cache)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=build, args=(n,)) for n in (64, 128)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and standin.OVERLAPS == []
+    assert sorted(standin.PLACEMENTS) == [0, 0, 1, 1]
+
+
+def test_more_cores_than_this_process_sees_is_refused_before_compiling(standin, monkeypatch):
+    monkeypatch.setenv("NEURON_RT_VISIBLE_CORES", "0-1")
+    with pytest.raises(BackendUnavailable, match=r"cores=3, but this process sees 2 NeuronCore\(s\) "
+                                                 r"\(NEURON_RT_VISIBLE_CORES=0-1\)\. Set NEURON_RT_VISIBLE_CORES=0-2"):
+        trnplan.plan_many((256,), batch=12, device="neuron", cores=3, strategy="dft-gemm", cache=None)
+    assert standin.CALLS == []
+
+
+# ---------------------------------------------------------------------- failed compiles (defect 4)
+def test_a_failed_compile_raises_with_the_compiler_log(standin, tmp_path, monkeypatch):
+    monkeypatch.setenv("TRNPLAN_STANDIN_TRACE_FAILS", "1")
+    monkeypatch.setenv("TRNPLAN_NEURON_PROBE", "0")
+    cache = PlanCache(tmp_path / "c")
+    with pytest.raises(trnplan.CompileError, match=r"torch_neuronx\.trace failed .*neuronx-cc failed.*compiler's "
+                                                   r"working directory is kept at .*log-neuron-cc\.txt.*"
+                                                   r"TRNPLAN_NEURON_HOST_FALLBACK=1") as info:
+        trnplan.plan_many((256,), batch=4, device="neuron", strategy="dft-gemm", cache=cache)
+    workdir = standin.CALLS[-1]["compiler_workdir"]
+    assert workdir.startswith(str(tmp_path / "c")) and workdir in str(info.value)  # under the plan cache
+    with open(os.path.join(workdir, "log-neuron-cc.txt")) as log:
+        assert "NCC_STANDIN" in log.read()
+
+
+def test_the_host_fallback_after_a_failed_compile_is_opt_in_and_said(standin, tmp_path, monkeypatch):
+    monkeypatch.setenv("TRNPLAN_STANDIN_TRACE_FAILS", "1")
+    monkeypatch.setenv("TRNPLAN_NEURON_PROBE", "0")
+    monkeypatch.setenv("TRNPLAN_NEURON_HOST_FALLBACK", "1")
+    with pytest.warns(trnplan.cache.CacheWarning, match="could not build the neuron artifact"):
+        plan = trnplan.plan_many((256,), batch=4, device="neuron", strategy="dft-gemm", cache=PlanCache(tmp_path / "c"))
+    assert plan.provenance.compile_mode == "eager" and "CompileError" in plan.provenance.artifact_error
+    assert "runs on    the host CPU, not a NeuronCore: neuron failed to build" in plan.explain()
+    assert "TRNPLAN_NEURON_HOST_FALLBACK=1" in plan.explain()
+    x64, x = _complex_input((4, 256))
+    assert rel_l2(plan.execute(x), reference(x64, False)) <= BAR["fp32"]
+
+
+def test_a_successful_compile_keeps_only_its_logs_under_the_cache(standin, tmp_path):
+    trnplan.plan_many((64,), batch=4, device="neuron", strategy="dft-gemm", cache=PlanCache(tmp_path / "c"))
+    workdir = standin.CALLS[-1]["compiler_workdir"]
+    assert workdir.startswith(str(tmp_path / "c" / "compile"))
 
 
 # ---------------------------------------------------------------------- host fallback
@@ -411,13 +526,84 @@ def test_cost_model_keeps_small_problems_on_the_host_and_large_batches_on_the_de
     assert all(node.solver not in HOST_LEAVES for _, node in large.walk())
 
 
-def test_host_fallback_runs_on_the_host_without_compiling(standin):
+def test_host_fallback_runs_on_the_host_without_compiling_even_the_probe(standin):
     plan = trnplan.plan_many((256,), batch=2, device="neuron", cache=None)
     assert plan.tree.solver in HOST_LEAVES and plan.provenance.compile_mode == "eager"
     assert "host fallback" in plan.explain() and plan.provenance.artifact is None
-    assert len(standin.CALLS) == 1  # the precision probe's trace only: nothing compiled for the plan
+    assert "runs on    the host CPU, not a NeuronCore: host fallback: the cost model prices" in plan.explain()
+    assert standin.CALLS == []  # nothing compiled: not the plan, and not the precision probe (defect 5)
+    assert "assumed" in plan.provenance.probe and "host fallback runs this plan" in plan.provenance.probe
     x64, x = _complex_input((2, 256))
     assert rel_l2(plan.execute(x), reference(x64, False)) <= BAR["fp32"]
+
+
+def test_auto_precision_still_probes_before_choosing(standin):
+    # bf16x3/bf16x6 depend on the probe: it runs first (a trace without a workdir), whichever plan wins
+    plan = trnplan.plan_many((256,), batch=2, device="neuron", precision="auto", tol=1e-3, cache=None)
+    assert standin.CALLS[0]["compiler_workdir"] is None and "probed on a NeuronCore" in plan.provenance.probe
+
+
+# ---------------------------------------------------------------------- measured planning (defect 5)
+def test_measure_times_each_candidate_as_a_neff_on_the_neuroncores(standin, tmp_path, monkeypatch):
+    monkeypatch.setenv("TRNPLAN_MEASURE_TOP_K", "3")
+    plan = trnplan.plan_many((64,), batch=8192, device="neuron", effort="measure", cache=PlanCache(tmp_path / "c"))
+    m = plan.provenance.measurement
+    timed = [t for t in m.timings if t.measured_us is not None]
+    device_timed = [t for t in timed if t.solver not in HOST_LEAVES]
+    assert device_timed, m
+    # the probe, one trace per device candidate timed; the winner's bytes are reused, not traced again
+    assert len(standin.CALLS) == 1 + len(device_timed)
+    assert plan.provenance.compile_mode == "neuron" or plan.tree.solver in HOST_LEAVES
+    x64, x = _complex_input((8192, 64))
+    assert rel_l2(plan.execute(x), reference(x64, False)) <= BAR["fp32"]
+
+
+def test_measure_on_a_build_host_is_refused(build_host, monkeypatch):
+    monkeypatch.setenv("TRNPLAN_NEURON_TARGET", "trn1")
+    with _active(build_host, monkeypatch), pytest.raises(
+            PlanningError, match=r"effort='measure' times the candidates where the plan runs, and device='neuron' has "
+                                 r"no NeuronCore to time on here \(this host has no Neuron device"):
+        trnplan.plan_many((64,), batch=512, device="neuron", effort="measure", cache=None)
+
+
+# ---------------------------------------------------------------------- bench/trainium_first_run.py
+FIRST_RUN = os.path.join(os.path.dirname(TESTS_DIR), "bench", "trainium_first_run.py")
+
+
+def _first_run(where, tmp_path, **env):
+    cmd = [sys.executable, FIRST_RUN, "--cache-dir", str(tmp_path / "c"), "--warmup-s", "0", "--repeats", "2"]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600, check=False,
+                          env=child_env(where, TRNPLAN_CACHE_DIR=str(tmp_path / "default"), **env))
+
+
+@pytest.mark.slow
+def test_first_run_script_passes_against_the_stand_in(standin_host, tmp_path):
+    out = _first_run(standin_host, tmp_path)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    text = out.stdout
+    assert "runtime: xla-trace" in text and "TEST STAND-IN" in text and "torch-xla" in text
+    for step in ("compile", "warm", "threads", "plans", "timing"):
+        assert f"----- step {step}: PASS" in text
+    assert "TRNPLAN_WISDOM_ONLY=1" in text and "origin     wisdom hit" in text
+    assert "(four-step 4096" in text and "(bluestein 4097" in text and "host/device" in text
+    assert "ALL PASSED" in text
+
+
+def test_first_run_script_fails_and_says_what_to_send_back(standin_host, tmp_path):
+    out = _first_run(standin_host, tmp_path, TRNPLAN_STANDIN_TRACE_FAILS="1")
+    assert out.returncode == 1
+    text = out.stdout
+    assert "----- step compile: FAIL" in text and "CompileError" in text and "log-neuron-cc.txt" in text
+    assert "skipped" in text and "FAILED: compile" in text and "send back this whole output" in text
+    assert os.path.join(str(tmp_path / "c"), "compile") in text
+
+
+def test_first_run_script_without_a_runtime_fails(tmp_path):
+    if detect().kind is not None:
+        pytest.skip("a Neuron runtime is installed here")
+    out = subprocess.run([sys.executable, FIRST_RUN, "--cache-dir", str(tmp_path / "c")], capture_output=True,
+                         text=True, timeout=300, check=False)
+    assert out.returncode == 1 and "runtime: NONE" in out.stdout and "torch-neuronx is not installed" in out.stdout
 
 
 # ---------------------------------------------------------------------- real hardware

@@ -14,25 +14,26 @@ import sys
 import types
 
 import torch
-
 from conftest import BAR, random_complex, reference, rel_l2
+
 from trnplan.backends import get_backend
 from trnplan.backends.artifacts import example_inputs
 from trnplan.backends.base import clear_probe_cache
 from trnplan.cache import PlanCache, fingerprint
-from trnplan.planner import Planner
-from trnplan.core.spec import Spec
 from trnplan.core.problem import Problem
+from trnplan.core.spec import Spec
+from trnplan.planner import Planner
 
 
 def test_neuron_artifact_round_trip_with_a_stand_in(monkeypatch, tmp_path):
     calls = []
 
-    def trace(module, example, compiler_args=None):  # TEST-ONLY stand-in: no compiler runs
-        calls.append(compiler_args)
+    def trace(module, example, compiler_args=None, **kwargs):  # TEST-ONLY stand-in: no compiler runs
+        calls.append((compiler_args, kwargs))
         return torch.jit.trace(module, example)
 
     monkeypatch.setenv("TRNPLAN_NEURON_TARGET", "trn1")
+    monkeypatch.setenv("TRNPLAN_NEURON_DEVICE_FILES", str(tmp_path / "no-device-*"))  # a build host
     monkeypatch.setenv("TRNPLAN_NEURON_PROBE", "0")  # the assumed probe: no extra trace call
     clear_probe_cache()
     monkeypatch.setitem(sys.modules, "torch_neuronx", types.SimpleNamespace(trace=trace))
@@ -46,7 +47,10 @@ def test_neuron_artifact_round_trip_with_a_stand_in(monkeypatch, tmp_path):
     assert "native" not in str(tree)  # no aten::fft_* on a NeuronCore
     module = planner.lower_plan(tree, problem, torch.device("cpu"))
     data, facts = backend.build_artifact(module, example_inputs(batch, n, torch.float32, torch.device("cpu")), "neuron")
-    assert calls == [["--auto-cast", "none", "--target", "trn1"]] and facts == {"dynamic_batch": False}
+    # a build host traces with cpu_backend=True for the named target; neuronx-cc's directory is passed
+    [(args, kwargs)] = calls
+    assert args == ["--auto-cast", "none", "--target", "trn1"] and facts == {"dynamic_batch": False}
+    assert kwargs["cpu_backend"] is True and kwargs["compiler_workdir"]
     cache = PlanCache(tmp_path / "c")
     stored = cache.add_artifact("artifact:test:neuron", data)
     import hashlib
@@ -62,4 +66,5 @@ def test_neuron_artifact_round_trip_with_a_stand_in(monkeypatch, tmp_path):
 def test_neuron_fingerprint_names_the_compiler_versions():
     fp = fingerprint("neuron")
     assert fp["device"] == "neuron" and fp["neuronx-cc"] == "absent" and fp["torch-neuronx"] == "absent"
+    assert fp["torch-xla"] == "absent" and fp["libneuronxla"] == "absent"
     assert fp["neuron_compiler_args"].startswith("--auto-cast none")

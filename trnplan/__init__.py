@@ -18,6 +18,7 @@ from trnplan.cache.store import default_cache_dir as _default_cache_dir
 from trnplan.core.config import set_timelimit
 from trnplan.core.errors import (
     BackendUnavailable,
+    CompileError,
     NotSupportedYet,
     PlanningError,
     TrnplanError,
@@ -37,6 +38,7 @@ _configure_compile_cache(_default_cache_dir())
 __all__ = [
     "SOLVERS",
     "BackendUnavailable",
+    "CompileError",
     "NotSupportedYet",
     "Plan",
     "PlanCache",

@@ -17,9 +17,10 @@ Two kinds, chosen by ``plan_many(..., compile=)`` through the backend:
 ``neuron`` (Trainium)
     ``torch_neuronx.trace(..., compiler_args=["--auto-cast", "none"])`` (fp32 matmuls stay fp32:
     the default was bf16 auto-cast up to SDK 2.26) saved with ``torch.jit.save``; loaded with
-    ``torch.jit.load``. The Neuron compile cache does not keep traced models, so these bytes are
-    the only copy. Static shapes: the batch is fixed. *Not run on Trainium in this version*: the
-    seam is exercised with a stand-in ``torch_neuronx`` in tests/test_neuron.py.
+    ``torch.jit.load`` after ``import torch_neuronx`` and placed on a NeuronCore by
+    :mod:`trnplan.backends.neuron`. The Neuron compile cache does not keep traced models, so these
+    bytes are the only copy. Static shapes: the batch is fixed. *Not run on Trainium in this
+    version*: the seam is exercised with a stand-in ``torch_neuronx`` (tests/test_neuron_standin.py).
 """
 
 from __future__ import annotations
@@ -242,12 +243,18 @@ def _own_code(fn, tag: int):
 
 
 def neuron_compile(module: torch.nn.Module, example, compiler_args=("--auto-cast", "none"),
-                   cpu_backend: bool = False) -> bytes:
+                   cpu_backend: bool = False, workdir: str | None = None) -> bytes:
+    """``torch_neuronx.trace`` of ``module`` on ``example``, as ``torch.jit.save`` bytes.
+
+    ``cpu_backend=True`` traces without a NeuronCore (a build host; the target must be in
+    ``compiler_args``) and is only passed when asked, since SDKs before its introduction reject the
+    keyword. ``workdir`` is neuronx-cc's ``compiler_workdir``: its log stays there.
+    """
     import torch_neuronx  # deferred: an optional dependency, only on Trainium (the Neuron SDK)
 
-    # cpu_backend=True compiles without a NeuronCore (a container build); only passed when asked,
-    # since SDKs before its introduction reject the keyword
     extra = {"cpu_backend": True} if cpu_backend else {}
+    if workdir is not None:
+        extra["compiler_workdir"] = workdir
     traced = torch_neuronx.trace(module.eval(), example, compiler_args=list(compiler_args), **extra)
     buffer = io.BytesIO()
     torch.jit.save(traced, buffer)

@@ -105,6 +105,9 @@ class Backend:
     #: library at the root) is priced with on this device; None where plans run where the data is
     #: (cpu, cuda). The decision itself is the planner's (:meth:`Planner.host_fallback_reason`).
     host_link_gbs: float | None = None
+    #: build_artifact takes ``workdir=``: a directory under the plan cache where the compiler's logs
+    #: are kept (Neuron's compiler_workdir)
+    keeps_compiler_logs: bool = False
 
     def unavailable_reason(self) -> str | None:
         """``None`` if this backend can run on this machine, else why not and what to do."""
@@ -151,6 +154,26 @@ class Backend:
 
     def _probe(self, device: torch.device) -> PrecisionProbe:
         return run_precision_probe(device)
+
+    def probe_can_wait(self, problem) -> bool:
+        """Whether planning may assume the probe first and run it only when a device plan wins
+        (the Neuron probe is a compile); the probe is cheap elsewhere."""
+        return False
+
+    def measure_unavailable_reason(self) -> str | None:
+        """Why effort "measure" cannot time candidates where this backend's plans run, or None."""
+        return None
+
+    def measure_runner(self, tree, module, problem, device):
+        """(runner, built) to time a candidate with: ``(None, None)`` runs the eager module, which
+        is what runs on this backend's device; an artifact backend whose device the eager module
+        does not reach builds and loads the candidate (``built``: (bytes, facts, seconds))."""
+        return None, None
+
+    def build_failure_fallback(self) -> bool:
+        """Whether a plan whose artifact fails to build runs eagerly instead (with a warning). True
+        where eager runs on the same device; Neuron raises unless the user opted into the host."""
+        return True
 
     # ------------------------------------------------------------------ cores
     def shard_executor_reason(self) -> str | None:

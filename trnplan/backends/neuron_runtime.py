@@ -34,15 +34,20 @@ of them (0 = all), else all (SDK neuron-runtime/nrt-configurable-parameters.rst)
 
 from __future__ import annotations
 
+import functools
 import glob
 import importlib.metadata
 import os
+import sys
 
 import attrs
 import torch
 
-#: the Neuron driver's device files, one per chip. A module constant so that tests can point it
-#: at a directory of their own (a build host has none)
+from trnplan.core import config
+
+#: the Neuron driver's device files, one per chip (a build host has none).
+#: ``TRNPLAN_NEURON_DEVICE_FILES`` (a glob) overrides it: a container that maps the devices
+#: elsewhere, and the tests' stand-in hosts
 DEVICE_FILES = "/dev/neuron[0-9]*"
 
 #: logical NeuronCores per chip with the default logical-core setting, by instance family
@@ -56,10 +61,12 @@ INSTALL_TORCHNEURON = (
     "--extra-index-url https://pip.repos.neuron.amazonaws.com (torch 2.14, Python 3.12+); it registers the native "
     "'neuron' device"
 )
+#: DLAMIs and DLCs of SDK 2.32 and later no longer include torch-neuronx on XLA (SDK 2.32 docs,
+#: setup/pytorch/index.html: "pin your environment to Neuron v2.31.0")
 INSTALL_XLA_TRACE = (
-    "torch-neuronx on PyTorch/XLA (trn1/trn1n/inf2, also trn2): the Neuron DLAMI's PyTorch 2.9 virtual environment "
-    "(source /opt/aws_neuronx_venv_pytorch_2_9*/bin/activate), or pip install torch-neuronx==2.9.* neuronx-cc "
-    "--extra-index-url https://pip.repos.neuron.amazonaws.com (PyPI has placeholders only)"
+    "torch-neuronx on PyTorch/XLA (trn1/trn1n/inf2, also trn2): the PyTorch 2.9 virtual environment of a Neuron "
+    "DLAMI of SDK 2.31 or earlier (later DLAMIs no longer include it), or in a venv pip install torch-neuronx==2.9.* "
+    "neuronx-cc --extra-index-url https://pip.repos.neuron.amazonaws.com (PyPI has placeholders only)"
 )
 INSTALL_BOTH = f"install one of: {INSTALL_TORCHNEURON}; or {INSTALL_XLA_TRACE}. The two cannot share a virtual environment"
 
@@ -75,6 +82,21 @@ def _version(dist: str) -> str | None:
         return importlib.metadata.version(dist)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+_VERSIONS: dict = {}
+
+
+def _versions() -> tuple:
+    """(torch-neuronx, torch-xla, libneuronxla, neuronx-cc) versions. A metadata look-up scans
+    sys.path (~6 ms for an absent package), so they are kept per sys.path (and per look-up
+    function, which tests replace); installing a package mid-process with the same sys.path is
+    not seen."""
+    key = (tuple(sys.path), importlib.metadata.version)
+    if _VERSIONS.get("key") != key:  # one entry: the last sys.path and look-up function
+        _VERSIONS["versions"] = tuple(_version(d) for d in ("torch-neuronx", "torch-xla", "libneuronxla", "neuronx-cc"))
+        _VERSIONS["key"] = key
+    return _VERSIONS["versions"]
 
 
 def _major_minor(version: str | None) -> tuple[int, int] | None:
@@ -105,8 +127,10 @@ def _torch_neuron_device_count() -> int | None:
         return 0
 
 
+@functools.lru_cache(maxsize=1)
 def _runtime_lib_version() -> str | None:
-    """The Neuron runtime library's (libnrt) package version, from dpkg's database (Ubuntu DLAMI)."""
+    """The Neuron runtime library's (libnrt) package version, from dpkg's database (Ubuntu DLAMI);
+    read once per process (the database can be megabytes)."""
     try:
         with open("/var/lib/dpkg/status", encoding="utf-8", errors="replace") as f:
             text = f.read()
@@ -222,10 +246,7 @@ def detect(environ=None) -> NeuronRuntime:
     """The Trainium runtime of this process, from package metadata, torch's PrivateUse1
     registration, the Neuron device files and the ``NEURON_*`` environment. Imports nothing."""
     env = os.environ if environ is None else environ
-    tnx = _version("torch-neuronx")
-    xla = _version("torch-xla")
-    lib = _version("libneuronxla")
-    cc = _version("neuronx-cc")
+    tnx, xla, lib, cc = _versions()
     pu1 = _privateuse1_name()
     mm = _major_minor(tnx)
     native_version = mm is not None and mm >= _NATIVE_FROM
@@ -255,7 +276,7 @@ def detect(environ=None) -> NeuronRuntime:
     return NeuronRuntime(
         kind=kind, reason=reason, torch=torch.__version__, torch_neuronx=tnx, torch_xla=xla, libneuronxla=lib,
         neuronx_cc=cc, runtime_lib=_runtime_lib_version(), privateuse1=pu1, device_count=count,
-        chips=len(glob.glob(DEVICE_FILES)), family=instance_family(),
+        chips=len(glob.glob(config.neuron_device_files(env) or DEVICE_FILES)), family=instance_family(),
         visible_cores_env=env.get("NEURON_RT_VISIBLE_CORES") or None,
         num_cores_env=env.get("NEURON_RT_NUM_CORES") or None,
         logical_nc_config=env.get("NEURON_LOGICAL_NC_CONFIG") or None,

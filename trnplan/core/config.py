@@ -20,9 +20,12 @@ TRNPLAN_INDUCTOR_MODE      (torch's default)   torch.compile mode of compile="in
 TRNPLAN_AOT_LOAD_CHECK     auto                1: load every new AOT artifact in a child process first, and
                                                check again where a failure is remembered; 0: never;
                                                auto: on the backends that ask for it (CUDA)
-TRNPLAN_NEURON_TARGET      the instance family neuronx-cc --target (trn1, trn1n, trn2, inf2)
-TRNPLAN_NEURON_CPU_BACKEND 0                   1: trace Neuron plans with cpu_backend=True (no NeuronCore)
+TRNPLAN_NEURON_TARGET      the instance family neuronx-cc --target (trn1, trn1n, trn2, inf2); required on a
+                                               build host (no NeuronCore)
+TRNPLAN_NEURON_CPU_BACKEND 0                   1: build only: trace with cpu_backend=True, load nothing here
 TRNPLAN_NEURON_PROBE       1                   0: assume the NeuronCore precision probe instead of running it
+TRNPLAN_NEURON_HOST_FALLBACK 0                 1: a NEFF that fails to build runs on the host (else it raises)
+TRNPLAN_NEURON_DEVICE_FILES /dev/neuron[0-9]*  where the Neuron driver's device files are (a glob)
 =========================  ==================  ==========================================
 """
 
@@ -87,6 +90,16 @@ def neuron_target() -> str | None:
 def neuron_cpu_backend() -> bool:
     """``TRNPLAN_NEURON_CPU_BACKEND=1``: trace with ``cpu_backend=True`` (no NeuronCore needed)."""
     return _flag_env("TRNPLAN_NEURON_CPU_BACKEND", False)
+
+
+def neuron_host_fallback() -> bool:
+    """``TRNPLAN_NEURON_HOST_FALLBACK=1``: a NEFF that fails to build runs on the host instead of raising."""
+    return _flag_env("TRNPLAN_NEURON_HOST_FALLBACK", False)
+
+
+def neuron_device_files(environ=None) -> str | None:
+    """``TRNPLAN_NEURON_DEVICE_FILES``: a glob for the Neuron device files (None: ``/dev/neuron[0-9]*``)."""
+    return (os.environ if environ is None else environ).get("TRNPLAN_NEURON_DEVICE_FILES", "").strip() or None
 
 
 def neuron_probe() -> bool:

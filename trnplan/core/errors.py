@@ -37,3 +37,8 @@ class BackendUnavailable(TrnplanError, RuntimeError):
 
 class WisdomMiss(TrnplanError, LookupError):
     """``effort="wisdom_only"`` (or ``TRNPLAN_WISDOM_ONLY=1``) and the cache has no answer."""
+
+
+class CompileError(TrnplanError, RuntimeError):
+    """An artifact for the device asked for could not be built, and no host fallback was asked for
+    (``device="neuron"``: the message names the compiler's working directory and its log)."""

@@ -237,15 +237,14 @@ def _build_plan(problem: Problem, spec: Spec | None, dev: torch.device, tol: flo
     planned = problem
     if problem.device == "neuron":  # a NEFF has a fixed batch: plan and compile the bucket (backends/neuron.py)
         planned = neuron.bucketed(problem)
+        neuron.check_plannable(planned)  # cores this process sees, the 2 GB tensor limit: before any compile
     try:
         got = provide(planned, spec, dev, tol, cache, compile, wisdom_only, effort)
     except PlanningError as exc:  # re-raised here: the recursion's traceback says nothing the message doesn't
         raise exc.with_traceback(None) from None
     runner, provenance = got.runner, got.provenance
-    if problem.device == "neuron":
-        provenance = attrs.evolve(provenance, bucket=neuron.bucket_note(problem, planned, on_device=runner is not None))
-        if runner is not None:  # shards of the bucket, one per NeuronCore, padded and cropped
-            runner = neuron.NeuronExecutor(runner, planned.batch, problem.cores, get_backend("neuron"))
+    if problem.device == "neuron":  # one NEFF copy per NeuronCore, or a build host's refusal; says where it runs
+        runner, provenance = neuron.place(problem, planned, got, cache)
     return _finish_plan(problem, spec, dev, tol, cache, compile, verify, effort, got, runner, provenance)
 
 

@@ -86,6 +86,7 @@ def _header(plan) -> list[str]:
         *optional("probe", f"{pv.probe}; {pv.probe_origin}", pv.probe),
         f"  scale      {p.scale:.6g} (norm={p.norm!r})",
         *optional("cores", _cores_line(plan) if p.cores > 1 else "", p.cores > 1 and p.device != "neuron"),
+        *optional("runs on", pv.runs_on, pv.runs_on),
         *optional("bucket", pv.bucket, pv.bucket),
         *optional("runtime", pv.runtime, pv.runtime),
         *optional("jit cache", pv.compile_cache, pv.compile_cache),

@@ -82,6 +82,7 @@ class Provenance:
     bucket: str = ""  # neuron: how the batch maps onto the compiled bucket and cores (explain)
     runtime: str = ""  # accelerators: the runtime driving the device, with versions (explain)
     compile_cache: str = ""  # accelerators: the runtime's compile cache and who set it (explain)
+    runs_on: str = ""  # neuron: where the plan runs (NeuronCores, the host and why, or nowhere here)
 
 
 @attrs.frozen
@@ -249,11 +250,17 @@ class _Request:
         return self.planner.tol(self.problem)
 
 
-def _request(problem, spec, device, tol, cache, compile, wisdom_only, effort) -> _Request:
+def _request(problem, spec, device, tol, cache, compile, wisdom_only, effort, assumed=None) -> _Request:
+    """``assumed``: (probe, origin) to plan with instead of the device's probe (see _probe_can_wait)."""
     backend = get_backend(problem.device)
     fp = fingerprint(problem.device, device)
     fpd = fingerprint_digest(fp)
-    probe, probe_origin = precision_probe(backend, device, cache, fpd)
+    if effort in ("measure", "patient"):
+        refused = backend.measure_unavailable_reason()
+        if refused is not None:
+            raise PlanningError(f"effort={effort!r} times the candidates where the plan runs, and {refused}: plan "
+                                f"{problem.describe()} with effort='estimate' here, or measure where it runs")
+    probe, probe_origin = assumed if assumed is not None else precision_probe(backend, device, cache, fpd)
     mode, mode_reason = backend.resolve_compile(compile)
     if wisdom_only and mode in backend.jit_modes:
         raise WisdomMiss(
@@ -288,6 +295,8 @@ class _Decision:
     measurement: Measurement | None = None
     searches: int = 0
     fingerprint_note: str | None = None
+    #: artifacts built while measuring (Neuron: each timed candidate is a NEFF), by tree: reused
+    prebuilt: dict = attrs.Factory(dict)
 
 
 def _look_up(req: _Request) -> tuple[dict | None, str]:
@@ -370,15 +379,15 @@ def _plan_or_measure(req: _Request, tol) -> _Decision:
         why = _unreachable(problem, req.spec, planner, req.backend, planner.probe)
         raise OverBoundError(f"{why}. ({exc})" if why else str(exc), candidates=exc.candidates,
                              tol=exc.tol) from None
-    measurement = None
+    measurement, prebuilt = None, {}
     if req.effort in ("measure", "patient"):
-        tree, measurement, samples = _measure(problem, req.spec, req.device, planner, req.effort, tree)
+        tree, measurement, samples = _measure(problem, req.spec, req.device, planner, req.effort, tree, prebuilt)
         candidates = ranked_candidates(candidates, measurement)
         learn.record(req.cache, req.fpd, req.device, samples, req.backend.profile)
     module = planner.lower_plan(tree, problem, req.device)
     return _Decision(tree, module, tuple(candidates), req.store_key, "planned now", req.effort,
                      measurement=measurement, searches=planner.searches,
-                     fingerprint_note=note + " (re-planned)" if other_fingerprint else None)
+                     fingerprint_note=note + " (re-planned)" if other_fingerprint else None, prebuilt=prebuilt)
 
 
 def _eager_reason(req: _Request, tree: PlanNode) -> str | None:
@@ -436,7 +445,12 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
             wisdom_only: bool, effort: str = "estimate") -> Provided:
     """The plan of ``problem`` through the plan cache: look up -> trust -> plan or measure (lowering
     the tree) -> build the artifact -> store, as the module docstring describes."""
-    req = _request(problem, spec, device, tol, cache, compile, wisdom_only, effort)
+    req = _request(problem, spec, device, tol, cache, compile, wisdom_only, effort,
+                   assumed=_assumed_probe(problem, device, cache, effort))
+    tentative = _tentative_tree(req) if req.probe_origin == "assumed" else None
+    if req.probe_origin == "assumed" and (tentative is None or req.planner.host_fallback_reason(tentative) is None):
+        # a NeuronCore plan wins under the assumed probe: plan with the real one (it runs now)
+        req = _request(problem, spec, device, tol, cache, compile, wisdom_only, effort)
     t0 = time.perf_counter()
     record, key = _look_up(req)
     decision = _trust(req, record, key) if record is not None else None
@@ -453,11 +467,53 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
     return Provided(decision.tree, decision.candidates, decision.module, runner, provenance, req.tol)
 
 
-def _measure(problem, spec, device, planner, effort, estimate_node):
-    """Time the candidates (trnplan.planner.measure) the way Plan.execute runs them."""
+def _assumed_probe(problem, device, cache, effort):
+    """(probe, "assumed") where the device's probe may wait until a device plan wins, else None.
+
+    The Neuron probe is a compile. For the precisions whose device plans the assumed probe favours
+    (``backend.probe_can_wait``), a host fallback that wins under it wins under any probe result,
+    so it is planned first under the assumption and the probe runs only if a NeuronCore plan wins.
+    """
+    backend = get_backend(problem.device)
+    if effort != "estimate" or not backend.probe_can_wait(problem) or backend.has_probe(device):
+        return None
+    fpd = fingerprint_digest(fingerprint(problem.device, device))
+    if cache is not None and cache.get_record(f"probe:{fpd}:{device}") is not None:
+        return None
+    return backend.assumed_probe("the host fallback runs this plan, so nothing was compiled to probe"), "assumed"
+
+
+def _tentative_tree(req: _Request) -> PlanNode | None:
+    """The tree this request would get, without side effects (no counts, warnings or forgetting):
+    the stored one if it is trusted, else the search's pick (None if the search raises)."""
+    record, _key = _look_up(req)
+    tree = None
+    if record is not None:
+        try:
+            tree = _trusted_tree(record, req.problem, req.planner)
+        except Exception:  # noqa: BLE001 - bogus wisdom: the real pass forgets it (with a warning) and plans
+            tree = None
+    if tree is None:
+        try:
+            tree = req.planner.search(req.problem, req.spec)[0]
+        except PlanningError:
+            return None  # the real pass raises it, with its explanation
+    return tree
+
+
+def _measure(problem, spec, device, planner, effort, estimate_node, prebuilt=None):
+    """Time the candidates (trnplan.planner.measure) the way Plan.execute runs them: where a plan
+    runs an artifact on a device the eager module does not reach (Neuron), each candidate is built
+    and timed there (``backend.measure_runner``) and its bytes kept in ``prebuilt`` for the winner."""
+    backend = planner.backend
 
     def make_plan(tree, module):
-        return Plan(problem, tree, (), module, device, provenance=Provenance(), strategy=None,
+        # a host-fallback candidate runs eagerly on the host, where its plan would run
+        runner, built = (None, None) if planner.host_fallback_reason(tree) else backend.measure_runner(
+            tree, module, problem, device)
+        if built is not None and prebuilt is not None:
+            prebuilt[str(tree)] = built
+        return Plan(problem, tree, (), module, device, provenance=Provenance(), strategy=None, runner=runner,
                     tol=planner.tol(problem), profile_name=planner.profile.name)
 
     return measure(planner, problem, spec, device, effort, estimate_node, make_plan)
@@ -574,9 +630,18 @@ def _compile_artifact(req: _Request, decision: _Decision, akey: str, facts: dict
         )
     example = problem_inputs(problem, req.device)
     t0 = time.perf_counter()
+    # a compiler's logs stay under the plan cache (Neuron's compiler_workdir)
+    keep = {"workdir": str(cache.path / "compile" / akey.split(":")[1])} if (
+        req.backend.keeps_compiler_logs and cache is not None) else {}
     try:
-        data, built = req.backend.build_artifact(decision.module, example, mode)
-    except Exception as exc:  # noqa: BLE001 - any compiler failure: the plan runs eagerly, with a warning
+        if str(tree) in decision.prebuilt:  # built, and timed, while measuring
+            data, built, seconds = decision.prebuilt[str(tree)]
+            t0 -= seconds
+        else:
+            data, built = req.backend.build_artifact(decision.module, example, mode, **keep)
+    except Exception as exc:
+        if not req.backend.build_failure_fallback():
+            raise  # Neuron: a CompileError naming the compiler's log, unless the host fallback was asked for
         _warn(f"could not build the {mode} artifact for {tree} ({type(exc).__name__}: {exc}); running eagerly")
         facts.update(compile_reason=f"{mode} failed to build ({type(exc).__name__}); eager instead",
                      artifact_error=f"{mode} failed to build ({type(exc).__name__}: {str(exc)[:300]})")

@@ -39,7 +39,8 @@ def resolve_device(problem: Problem, device) -> torch.device:
     backend = get_backend(problem.device)
     reason = backend.unavailable_reason()
     if reason is not None:
-        if problem.device == "neuron":  # neither runtime: say what was found and how to install each
+        if problem.device == "neuron" and neuron_runtime.INSTALL_BOTH not in reason:
+            # neither runtime: say what was found and how to install each
             reason = f"{reason}. Found: {neuron_runtime.detect().reason}. To {neuron_runtime.INSTALL_BOTH}"
         raise BackendUnavailable(reason)
     if getattr(backend, "accelerator", False):
