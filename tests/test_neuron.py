@@ -243,7 +243,8 @@ def test_torchneuron_is_not_the_trace_route(monkeypatch):
     monkeypatch.setattr(importlib.metadata, "version",
                         lambda d: "2.14.3.0" if d == "torch-neuronx" else real(d))
     monkeypatch.setattr(torch._C, "_get_privateuse1_backend_name", lambda: "neuron")
-    reason = get_backend("neuron").unavailable_reason()
+    # device="neuron" then goes to the accelerator backend (get_backend); the trace backend itself refuses
+    reason = neuron.NeuronBackend().unavailable_reason()
     assert reason is not None and "TorchNeuron (torch-neuronx 2.14.3.0" in reason and "no torch_neuronx.trace" in reason
 
 
