@@ -23,7 +23,7 @@ import time
 import numpy as np
 import torch
 
-from trnplan import __version__, benchsuite
+from trnplan import __version__, benchsuite, xla_audit
 from trnplan.audit import audit, audit_grid
 from trnplan.cache import PlanCache, default_cache
 from trnplan.cache.bundle import export_bundle, import_bundle
@@ -138,7 +138,9 @@ def _add_audit(sub) -> None:
                         description="Plan SHAPE on the Neuron cost profile, lower it on the CPU, export it with "
                                     "torch.export and check every node (dtypes, ops, static shapes) against the "
                                     "Neuron allowlist; --grid audits every solver x precision x representative size "
-                                    "(the CI check). Exits 1 if any finding. Needs no torch-neuronx.")
+                                    "(the CI check). Where torch-xla is installed, the same tree is also lowered on the xla "
+                                    "device and its HLO and StableHLO checked against neuronx-cc's operator list. "
+                                    "Exits 1 if any finding. Needs no torch-neuronx.")
     au.add_argument("shape", type=parse_shape, metavar="SHAPE", nargs="?", default=None,
                     help="transform shape, e.g. 4096 or 32x32 (omit with --grid)")
     au.add_argument("--batch", type=int, default=4, help="batch (default 4)")
@@ -272,7 +274,20 @@ def _cmd_audit(args) -> int:
                              precision=args.precision, device="neuron")
     report = audit(problem, strategy=args.strategy, tol=args.tol)
     print(report)
-    return EXIT_OK if report.ok else EXIT_OVER_BOUND
+    ok = report.ok
+    if xla_audit.available() and report.tree and not report.host_only:
+        ok = _xla_audit_tree(problem, report.tree) and ok
+    return EXIT_OK if ok else EXIT_OVER_BOUND
+
+
+def _xla_audit_tree(problem, tree: str) -> bool:
+    """Where torch-xla is installed, the same tree lowered on the ``xla`` device and its HLO and
+    StableHLO checked (trnplan.xla_audit): what the ATen audit infers, read from the lowering."""
+    plan = plan_many(problem.shape, problem.batch, kind=problem.kind, inverse=problem.inverse, dtype=problem.torch_dtype,
+                     precision=problem.precision, device="xla", strategy=tree, tol=1.0, compile="eager", cache=None)
+    report = xla_audit.audit_plan(plan)
+    print(report)
+    return report.ok
 
 
 def main(argv=None) -> int:

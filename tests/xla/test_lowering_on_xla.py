@@ -153,3 +153,14 @@ def test_lane_versions():
     """The lane runs the Neuron DLAMI's PyTorch 2.9 pair."""
     assert torch.__version__.split("+")[0] == "2.9.0"
     assert torch_xla.__version__.split("+")[0] == "2.9.0"
+
+
+def test_cli_audit_adds_the_hlo_audit(capsys):
+    """`trnplan audit SHAPE` where torch-xla is installed: the ATen audit, then the same tree's
+    HLO/StableHLO audit on the xla device; exit 0 when both pass."""
+    from trnplan import cli
+
+    assert cli.main(["audit", "1024", "--batch", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "neuron lowering audit" in out and "xla lowering audit" in out
+    assert "OK: every op on neuronx-cc's list; no complex, f64 or 64-bit integer; static shapes" in out
