@@ -140,3 +140,36 @@ def test_a_privateuse1_neuron_registration_selects_torchneuron():
                          check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split("\n")[:2] == ["torchneuron AccelBackend neuron neuron dynamo neuron neuron:0", "True False"]
+
+
+@pytest.mark.neuron
+@pytest.mark.skipif(not accel.torchneuron_present(), reason="needs TorchNeuron (torch-neuronx 2.13/2.14 on trn2/trn3)")
+@pytest.mark.parametrize("shape, kind", [(1024, "r2c"), (4096, "c2c"), ((64, 64), "r2c")])
+def test_torchneuron_hardware(shape, kind):
+    """On a trn2/trn3 with TorchNeuron (skipped elsewhere; has not run yet): a plan on the native
+    ``neuron`` device, compiled with backend="neuron", against numpy complex128 with the fp32 bar,
+    and no op fell back to the CPU (runtimes.md §2: torch_neuronx.get_fallback_ops). Input and
+    output are kept free of complex tensors on the device: real input (r2c) or the (re, im) pair."""
+    import numpy as np
+    import torch_neuronx
+
+    from trnplan.core.accuracy import DEFAULT_TOL
+
+    shape_t = shape if isinstance(shape, tuple) else (shape,)
+    g = np.random.default_rng(0)
+    x = g.standard_normal((4, *shape_t))
+    torch_neuronx.clear_op_tracking()
+    plan = trnplan.plan_many(shape, 4, kind=kind, device="neuron", cache=None)
+    assert plan.provenance.compile_mode == "dynamo" and plan.device.type == "neuron"
+    axes = tuple(range(1, len(shape_t) + 1))
+    if kind == "r2c":
+        y = plan.execute(torch.from_numpy(x).float().to("neuron")).cpu()
+        ref = np.fft.rfftn(x, axes=axes)
+    else:
+        xi = g.standard_normal((4, *shape_t))
+        re, im = plan.execute((torch.from_numpy(x).float().to("neuron"), torch.from_numpy(xi).float().to("neuron")))
+        y = torch.complex(re.cpu(), im.cpu())
+        ref = np.fft.fftn(x + 1j * xi, axes=axes)
+    err = float(np.linalg.norm(y.numpy() - ref) / np.linalg.norm(ref))
+    assert err <= DEFAULT_TOL["fp32"], f"{plan.tree}: {err:.3g}"
+    assert not torch_neuronx.get_fallback_ops(), torch_neuronx.get_fallback_ops()
