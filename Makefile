@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # torch is pinned to the CPU build on purpose: any other torch request pulls a multi-GB CUDA build
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup demo test lint wheel-check bench bench-suite bench-examples bench-distributed accuracy clean
+.PHONY: setup demo test test-fast lint wheel-check bench bench-suite bench-examples bench-distributed accuracy clean
 
 setup: $(VENV)/.installed
 
@@ -19,8 +19,12 @@ demo: setup  ## plan, run, explain and verify a real transform
 	$(BIN)/trnplan plan 4096 --batch 64 --explain --verify
 	$(BIN)/trnplan plan 256x256 --kind r2c --batch 8 --verify
 
-test: setup  ## the whole test suite
-	$(BIN)/python -m pytest -q
+test: setup  ## the whole test suite, with trnplan/'s branch coverage (fails under pyproject's fail_under)
+	$(BIN)/python -m coverage run -m pytest -q
+	$(BIN)/python -m coverage report
+
+test-fast: setup  ## for development: the suite without the tests marked slow, no coverage
+	$(BIN)/python -m pytest -q -m "not slow"
 
 lint: setup  ## ruff, the import-layer contract (pyproject.toml), no cycles, function length
 	$(BIN)/ruff check trnplan
@@ -46,4 +50,4 @@ accuracy: setup  ## measured error vs the accuracy model, per solver and size
 	$(BIN)/python bench/accuracy.py
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache bench/out
+	rm -rf $(VENV) build *.egg-info .pytest_cache bench/out .coverage

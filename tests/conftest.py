@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-#: the engine's accuracy bar (relative L2 vs numpy.fft complex128): fp32 ≤ 1e-6 is ~17 u32
-#: (u = 6.0e-8) — room for O(√log n) growth and twiddle rounding, far below bf16's 3.9e-3 —
-#: and fp64 ≤ 1e-12 is ~9000 u64, the same bar scaled to double (see docs/precision.md)
-BAR = {"fp32": 1e-6, "fp64": 1e-12}
+from trnplan.planner.accuracy import DEFAULT_TOL
+
+#: the engine's accuracy bar (relative L2 vs numpy.fft complex128), imported, never restated:
+#: fp32 5e-7 (~8 u32), fp64 1e-13 (~900 u64); see trnplan/planner/accuracy.py and docs/precision.md
+BAR = {"fp32": DEFAULT_TOL["fp32"], "fp64": DEFAULT_TOL["fp64"]}
 DTYPES = {"fp32": torch.complex64, "fp64": torch.complex128}
 
 

@@ -16,9 +16,6 @@ from trnplan.core.problem import device_kind
 from trnplan.kernels import hostlib
 
 ALL_SOLVERS = ", ".join(trnplan.solver_names())
-#: the host FFT libraries installed here: each also applies wherever native does (CPU)
-HOSTS = [name for name, lib in (("scipy", "scipy"), ("pyfftw", "pyfftw"), ("mkl-fft", "mkl_fft"))
-         if hostlib.available()[lib]]
 
 
 def esc(text: str) -> str:
@@ -249,35 +246,6 @@ def test_cuda_index_out_of_range():
 def applying(message: str) -> list[str]:
     assert "Solvers that apply here: " in message, message
     return message.rsplit("Solvers that apply here: ", 1)[1].split(", ")
-
-
-MIB = r"(?:\.0+)? MiB"  # "128 MiB" or "128.0 MiB"
-
-
-@pytest.mark.parametrize("n,strategy,why,applies", [
-    (97, "stockham", esc("stockham: n=97 is not a power of two"), ["native", *HOSTS, "dft-gemm", "bluestein"]),
-    (97, "butterfly", esc("butterfly: n=97 is not a power of two"), ["native", *HOSTS, "dft-gemm", "bluestein"]),
-    (97, "four-step", esc("four-step: n=97 is not composite (1 or prime)"), ["native", *HOSTS, "dft-gemm", "bluestein"]),
-    (1, "four-step", esc("four-step: n=1 is not composite (1 or prime)"),
-     ["native", *HOSTS, "dft-gemm", "stockham", "butterfly", "bluestein"]),
-    (65536, "dft-gemm", r"dft-gemm: n=65536 needs a 65536" + MIB + r" DFT matrix, over the 64 MiB cap",
-     ["native", *HOSTS, "stockham", "butterfly", "four-step", "bluestein"]),
-], ids=["stockham-97", "butterfly-97", "four-step-97", "four-step-1", "dft-gemm-65536"])
-def test_forced_solver_that_does_not_apply(n, strategy, why, applies):
-    with pytest.raises(PlanningError, match=esc(f"strategy {strategy!r} does not apply to the sub-problem n={n} "
-                                                f"(forward, batch 1, fp32): ") + why
-                       + esc(". Solvers that apply here:")) as info:
-        plan_many(n, strategy=strategy)
-    assert applying(str(info.value)) == applies
-    for name in applies:  # the list is true: each one it names does plan this n
-        assert plan_many(n, strategy=name).tree.solver == name
-
-
-def test_forced_dft_gemm_over_the_fp64_matrix_cap():
-    with pytest.raises(PlanningError, match=r"dft-gemm: n=2048 needs a 128" + MIB + r" DFT matrix, over the 64 MiB cap") as info:
-        plan_many(2048, dtype=torch.complex128, strategy="dft-gemm")
-    assert "(forward, batch 1, fp64)" in str(info.value)
-    assert "dft-gemm" not in applying(str(info.value))
 
 
 def test_forced_solver_in_a_child_that_does_not_apply():
