@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import scipy.fft
 import torch
+from applicability import REDUCED, Case, expected_refusal
 from conftest import random_complex, reference, rel_l2
 
 import trnplan
@@ -21,13 +22,24 @@ from trnplan.backends.base import PrecisionProbe, clear_probe_cache
 from trnplan.backends.cpu import CPUBackend
 from trnplan.kernels import gemm
 from trnplan.planner import Planner
+from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.cost import BF16_MODES, CostProfile
 from trnplan.core.problem import Problem
+from trnplan.core.spec import parse_strategy
+from trnplan.planner.registry import solvers
 
-BARS = {"fp32": 5e-7, "fp64": 1e-13, "bf16": 4e-3, "bf16x3": 1e-5, "bf16x6": 5e-7}
-REDUCED = ["bf16", "bf16x3", "bf16x6"]
-GEMM_SOLVERS = ["dft-gemm", "stockham", "four-step", "bluestein", "(four-step _ dft-gemm dft-gemm)"]
+#: the engine's bars, imported (the precision issue's numbers, quoted in the docstring above)
+BARS = {mode: DEFAULT_TOL[mode] for mode in ("fp32", "fp64", *REDUCED)}
 SIZES = [16, 64, 97, 256, 1000, 1024, 4096, 4097, 16384]
+BY_NAME = {s.name: s for s in solvers()}
+#: the registry's solvers the applicability table (tests/applicability.py) says run some reduced
+#: mode on a 1-D c2c problem — the ones with GEMMs whose operands the mode rounds or splits
+GEMM_SOLVERS = [s.name for s in solvers()
+                if any(expected_refusal(s, Case((n,), precision=m)) is None for m in REDUCED for n in SIZES)]
+#: a forced tree of GEMM leaves; it applies where four-step does, except where the model predicts
+#: it over the mode's bar: bf16 at n=16 (4.4e-3 > 4e-3: two dense bf16 stages on 8 points)
+TREE = "(four-step _ dft-gemm dft-gemm)"
+TREE_OVER_BOUND = {("bf16", 16)}
 EXACT = PrecisionProbe(True, "fp32", "simulated")
 ROUNDED = PrecisionProbe(False, "fp32", "simulated: products rounded to bf16")
 
@@ -45,17 +57,30 @@ def fresh_probe():
 
 
 # ---------------------------------------------------------------------------- modes × solvers
+def test_gemm_solvers_come_from_the_registry():
+    assert {"dft-gemm", "stockham", "four-step", "bluestein"} <= set(GEMM_SOLVERS)
+    assert not {"native", "butterfly"} & set(GEMM_SOLVERS)  # no reduced mode: they say why below
+
+
 @pytest.mark.parametrize("n", SIZES)
-@pytest.mark.parametrize("solver", GEMM_SOLVERS)
+@pytest.mark.parametrize("solver", [*GEMM_SOLVERS, TREE])
 @pytest.mark.parametrize("mode", REDUCED)
 def test_forced_gemm_solver_meets_its_bar_and_its_prediction(mode, solver, n):
-    spec = solver.replace("_", str(n), 1) if solver.startswith("(") else solver
-    try:
-        plan = trnplan.plan_many(n, batch=2, precision=mode, strategy=spec)
-    except trnplan.PlanningError as exc:
-        # refused: the solver does not apply to n, or the model predicts it over the mode's bar
-        assert "not applicable" in str(exc) or "out of reach" in str(exc) or "does not apply" in str(exc), exc
+    """Where the table says the solver applies in ``mode``, the forced plan meets the mode's bar
+    and its own prediction; elsewhere it refuses with the table's reason (a size rule, or the
+    model's prediction over the bar)."""
+    spec = solver.replace("_", str(n), 1) if solver == TREE else solver
+    root = BY_NAME[spec.strip("(").split()[0]]
+    refusal = expected_refusal(root, Case((n,), precision=mode, batch=2))
+    if solver == TREE and refusal is None and (mode, n) in TREE_OVER_BOUND:
+        refusal = "predicted error"
+    if refusal is not None:  # the planner's own refusal (plan_many's "out of reach" advice, which
+        # plans every other mode, is test_tol_out_of_reach_for_an_explicit_precision_names_the_fix's)
+        with pytest.raises(trnplan.PlanningError) as info:
+            Planner(get_backend("cpu")).plan(Case((n,), precision=mode, batch=2).problem(), parse_strategy(spec, BY_NAME))
+        assert f"{root.name}: " in str(info.value) and refusal in str(info.value), info.value
         return
+    plan = trnplan.plan_many(n, batch=2, precision=mode, strategy=spec)
     assert plan.problem.precision == mode and plan.tree.error <= BARS[mode]
     x = random_complex((2, n), seed=n)
     err = rel_l2(plan(_c64(x)), reference(x, False))
