@@ -243,6 +243,7 @@ def test_fno_first_step_matches_torch_fft_fp32():
     assert rel_l2(grads_t[0], grads_r[0].numpy()) <= 2e-5
 
 
+@pytest.mark.slow
 def test_fno_under_torch_compile_matches_eager():
     """torch.compile (default Inductor backend, CPU): one graph with no breaks (each transform
     is one trnplan::execute node), and the compiled forward and backward equal eager's within

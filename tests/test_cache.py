@@ -235,6 +235,7 @@ def test_explain_candidates_after_wisdom_hit_match_planned_now(tmp_path):
 
 
 # ====================================================================== 2. cross-process
+@pytest.mark.slow
 def test_cross_process_wisdom_and_wisdom_only(tmp_path):
     cache_dir, out = tmp_path / "shared-cache", tmp_path / "out"
     # process A plans (eagerly) and exits
@@ -330,6 +331,7 @@ def _copy_cache(aot_cache, dest) -> pathlib.Path:
     return pathlib.Path(dest)
 
 
+@pytest.mark.slow
 def test_aot_cross_process_artifact_hit(aot_cache, tmp_path):
     a = aot_cache["a"]
     assert a["origin"] == "planned now" and a["artifact"] == "compiled now" and a["mode"] == "aot"
@@ -377,6 +379,7 @@ def test_aot_cross_process_artifact_hit(aot_cache, tmp_path):
         print("[aot] the artifact's batch is static: the batch-7 check was skipped")
 
 
+@pytest.mark.slow
 def test_aot_untrusted_dir_refuses_artifact(aot_cache, tmp_path, monkeypatch):
     """No compile: loads process A's artifact from a world-writable copy."""
     cache_dir = _copy_cache(aot_cache, tmp_path / "cache")
@@ -395,6 +398,7 @@ def test_aot_untrusted_dir_refuses_artifact(aot_cache, tmp_path, monkeypatch):
     assert_correct(plan, 64, 4)
 
 
+@pytest.mark.slow
 def test_aot_tampered_artifact_is_rejected_and_rebuilt(aot_cache, tmp_path):
     """AOT COMPILE #2 (~20 s): the rebuild after a tampered artifact."""
 
@@ -462,6 +466,7 @@ def _crash_at_load(monkeypatch):
     monkeypatch.setattr(artifacts, "load_check_command", crashing)
 
 
+@pytest.mark.slow
 def test_aot_load_check_reports_a_package_that_does_not_load(tmp_path):
     """The real child on bytes that are no package: an error at load, named, and no crash here."""
     from trnplan.backends import artifacts
@@ -478,6 +483,7 @@ def _stored_package(aot_cache, tmp_path) -> bytes:
     return cache.get_artifact(entry["key"], entry["sha256"])
 
 
+@pytest.mark.slow
 def test_aot_load_check_loads_a_real_package_in_a_child_once(aot_cache, tmp_path, monkeypatch):
     """No compile: process A's stored package is loaded and run by a child process first, then here."""
     cache_dir = _copy_cache(aot_cache, tmp_path / "cache")
@@ -499,6 +505,7 @@ def test_aot_load_check_loads_a_real_package_in_a_child_once(aot_cache, tmp_path
     assert_correct(again, 64, 4, seed=1)
 
 
+@pytest.mark.slow
 def test_aot_load_check_a_fresh_package_is_checked_before_it_is_stored(aot_cache, tmp_path, monkeypatch):
     """The build is stood in for by process A's real package: checked by a child, then stored with the mark."""
     from trnplan.backends import get_backend
@@ -530,6 +537,7 @@ def test_aot_load_check_a_fresh_package_is_checked_before_it_is_stored(aot_cache
     assert only_records(cache)[0]["artifacts"] == {} and cache.stats()["artifact_entries"] == 0
 
 
+@pytest.mark.slow
 def test_aot_load_check_a_crash_is_remembered_per_fingerprint(aot_cache, tmp_path, monkeypatch):
     """No compile. A stored artifact whose child crashes: eager, and later aot plans build nothing."""
     from trnplan.backends import get_backend
@@ -978,6 +986,7 @@ done(origins=origins)
 """
 
 
+@pytest.mark.slow
 def test_concurrent_processes_share_one_cache(tmp_path):
     cache_dir, out = tmp_path / "cache", tmp_path / "out"
     out.mkdir()

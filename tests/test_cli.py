@@ -271,6 +271,7 @@ def _env():
     return env
 
 
+@pytest.mark.slow
 def test_python_dash_m_trnplan(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "trnplan", "plan", "64", "--verify", "--repeats", "2"],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path, env=_env())
@@ -278,6 +279,7 @@ def test_python_dash_m_trnplan(tmp_path):
     assert VERIFY.search(proc.stdout).group(4) == "OK"
 
 
+@pytest.mark.slow
 def test_console_script(tmp_path):
     script = Path(sys.executable).with_name("trnplan")
     if not script.exists():

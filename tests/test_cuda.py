@@ -128,6 +128,7 @@ def test_cuda_fingerprint_names_the_gpu():
     assert fp["driver"] != "unknown", fp  # the driver release (or libcuda's driver API version)
 
 
+@pytest.mark.slow
 def test_aot_artifact_on_cuda_loads_in_a_fresh_process(tmp_path):
     """AOT COMPILE on the GPU (~30–60 s): process 1 compiles and stores; process 2 loads with
     effort='wisdom_only' (never compiles) and gets the same numbers."""

@@ -3,7 +3,7 @@
 Each spawned job runs many checks in one process group (a spawn costs several seconds on this
 2-core machine: every rank imports torch and trnplan). Every rank builds its block from the same
 seeded global array, runs the distributed plan, and the blocks are gathered (all_gather_object)
-and compared with numpy.fft in complex128 at the precision's bar (fp32 1e-6, fp64 1e-12). A hung
+and compared with numpy.fft in complex128 at the engine's bar for the precision (trnplan's DEFAULT_TOL: fp32 5e-7, fp64 1e-13). A hung
 collective fails the test: the process group has a 60 s timeout and the parent kills the ranks
 after ``_JOB_TIMEOUT`` seconds.
 """
@@ -21,11 +21,15 @@ import pytest
 import torch
 import torch.distributed as dist
 
+from trnplan.planner.accuracy import DEFAULT_TOL
+
 pytestmark = pytest.mark.skipif(
     not dist.is_available() or not dist.is_gloo_available(),
     reason="torch.distributed with the gloo backend is not available in this torch build")
+slow = pytest.mark.slow  # spawned ranks: each imports torch and trnplan
 
-BAR = {torch.complex64: 1e-6, torch.complex128: 1e-12}
+#: the engine's bar (imported): the ranks' gathered result is one transform of the global array
+BAR = {torch.complex64: DEFAULT_TOL["fp32"], torch.complex128: DEFAULT_TOL["fp64"]}
 _JOB_TIMEOUT = 150.0
 
 
@@ -124,7 +128,7 @@ def _grad_case(shape, *, kind="c2c", layout="slab", norm="backward", transposed_
                                                [(slice(None), *plan.local_out_slices)]))
     (y * wl.conj()).real.sum().backward()  # every rank's loss is its share; the adjoint combines them
     err = _rel(xl.grad.numpy(), grad_ref)
-    assert err <= 1e-12, (shape, kind, layout, norm, err)
+    assert err <= BAR[torch.complex128], (shape, kind, layout, norm, err)
 
 
 def _expect_everywhere(exc_type, match, fn):
@@ -290,11 +294,13 @@ def _spawn(job: str, world: int, tmp_path) -> None:
             pytest.fail(f"distributed job {job} on {world} ranks did not finish in {_JOB_TIMEOUT:.0f} s (a hang)")
 
 
+@slow
 def test_two_ranks(tmp_path):
     """Slab fft2/fftn, r2c/c2r, norms, transposed layouts, 1-D six-step, autograd, explain, mismatches."""
     _spawn("_job_two", 2, tmp_path)
 
 
+@slow
 def test_four_ranks(tmp_path):
     """Slab and 2×2 pencil, uneven and empty blocks, 1-D uneven, autograd, mismatches."""
     _spawn("_job_four", 4, tmp_path)

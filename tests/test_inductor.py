@@ -18,6 +18,7 @@ from trnplan.cache import PlanCache
 from trnplan.precompile import ManifestError, validate_entry
 
 
+@pytest.mark.slow
 def test_a_compiled_gemm_tree_matches_numpy_and_says_how_it_runs(tmp_path):
     cache = PlanCache(tmp_path / "c")
     strategy = "(four-step 4096=64x64 (dft-gemm) (dft-gemm))"
@@ -42,6 +43,7 @@ def test_a_compiled_gemm_tree_matches_numpy_and_says_how_it_runs(tmp_path):
     assert cache.get_wisdom(plan.provenance.wisdom_key)["artifacts"] == {}
 
 
+@pytest.mark.slow
 def test_a_compiled_bf16x3_real_plan_meets_its_bar_and_keeps_autograd():
     plan = trnplan.plan_many(256, batch=2, kind="r2c", precision="bf16x3", compile="inductor", cache=None)
     assert isinstance(plan._runner, artifacts.InductorRunner)
@@ -107,6 +109,7 @@ def test_the_inductor_mode_setting_is_checked(monkeypatch):
         config.inductor_mode()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["bf16", "bf16x3"])
 def test_compiled_bf16_modes_round_as_eager_does(precision):
     """Inductor keeps a fused kernel's values in fp32 across .to(bfloat16) unless told to emulate
@@ -124,6 +127,7 @@ def test_compiled_bf16_modes_round_as_eager_does(precision):
     assert errs["eager"] > {"bf16": 1e-3, "bf16x3": 1e-6}[precision]  # the mode's own rounding, not fp32's
 
 
+@pytest.mark.slow
 def test_each_plan_compiles_apart_past_dynamos_recompile_limit():
     """Dynamo allows a code object `recompile_limit` compiled graphs; every plan gets its own code
     object, so a process may hold more compiled plans than that (here the limit is lowered to 2).

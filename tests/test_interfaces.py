@@ -381,6 +381,7 @@ for k, v in sorted(c.outcomes.items()):
 """
 
 
+@pytest.mark.slow
 def test_scipys_own_fft_tests_pass_under_the_backend(tmp_path):
     """scipy/fft/tests/test_basic.py, run with this backend as scipy.fft's only global backend."""
     if importlib.util.find_spec("scipy.fft.tests.test_basic") is None:

@@ -56,6 +56,7 @@ USER_SETUPS = {
 }
 
 
+@pytest.mark.slow
 @needs_new_api
 @pytest.mark.parametrize("setup", USER_SETUPS.values(), ids=USER_SETUPS.keys())
 def test_tf32_and_fp32_scopes_hold_and_restore_whatever_api_the_user_set(setup):

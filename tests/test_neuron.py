@@ -110,6 +110,7 @@ TEST_SIZES = (("64", {"shape": 64}), ("256", {"shape": 256}), ("1000", {"shape":
               ("nd 32x32", {"shape": (32, 32)}))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("solver", solver_names())
 def test_audit_every_solver_precision_and_size_passes(solver):
     audited = host = 0
@@ -367,6 +368,7 @@ def test_a_warm_process_loads_its_artifact_with_one_core(standin, standin_host, 
     assert rel_l2(got["y"], reference(x64, False)) <= BAR["fp32"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["fp32", "bf16x3"])
 def test_plan_trace_cache_fresh_process_load_sharded_execute(standin, standin_host, tmp_path, precision):
     cache = PlanCache(tmp_path / "c")

@@ -103,6 +103,7 @@ def test_leaf_with_child_specs_is_rejected():
         trnplan.plan_many(64, strategy="(dft-gemm (stockham))")
 
 
+@pytest.mark.slow
 def test_digest_is_stable_across_processes():
     here = Problem.create(4096, 64).digest()
     code = "import trnplan; print(trnplan.Problem.create(4096, 64).digest())"

@@ -81,6 +81,7 @@ def test_missing_manifest_is_a_clear_error(tmp_path):
         load_manifest(tmp_path / "absent.toml")
 
 
+@pytest.mark.slow
 def test_precompile_then_wisdom_only_in_a_fresh_process(tmp_path):
     cache_dir = tmp_path / "cache"
     results = precompile(write(tmp_path, MANIFEST), cache=PlanCache(cache_dir), progress=False)
@@ -129,6 +130,7 @@ def test_precompile_reports_an_artifact_asked_for_and_not_had(tmp_path, monkeypa
     assert "FAILED: compile='aot' asked for" in summary_table(results)
 
 
+@pytest.mark.slow
 def test_precompile_with_two_jobs(tmp_path):
     entries = [{"shape": [n], "batch": 2} for n in (16, 32, 64, 128)]
     results = precompile(entries, cache=PlanCache(tmp_path / "c"), jobs=2, progress=False)
@@ -201,6 +203,7 @@ def test_precompile_python_api_validates_entries(tmp_path):
         precompile([{"shape": [64]}], cache=PlanCache(tmp_path / "c"), jobs=0, progress=False)
 
 
+@pytest.mark.slow
 def test_three_processes_precompiling_one_manifest_at_once(tmp_path):
     manifest = write(tmp_path, MANIFEST)
     cache_dir = tmp_path / "shared"
@@ -255,6 +258,7 @@ def test_cache_that_cannot_be_opened_for_writing_is_read_directly(tmp_path, monk
     assert len(cache.records()) == 1
 
 
+@pytest.mark.slow
 def test_real_read_only_mount(tmp_path):
     """The same on a read-only bind mount, where the kernel refuses every write (needs root)."""
     src = _precompiled(tmp_path)

@@ -184,6 +184,7 @@ def test_gradients_match_torch_fft():
     assert rel_l2(ours, x.grad.numpy()) <= BAR["fp64"]
 
 
+@pytest.mark.slow
 def test_aot_artifact_of_a_real_nd_plan(tmp_path):
     """AOT COMPILE (~20 s): an r2c 2-D row-column plan exports with a dynamic batch, compiles,
     runs as the artifact, and a second process-free lookup loads it from the cache."""
