@@ -15,12 +15,12 @@ import math
 import attrs
 import torch
 
+from trnplan.core.problem import Problem
 from trnplan.kernels import hostlib
 from trnplan.planner.dft_gemm import MAX_MATRIX_BYTES
 from trnplan.planner.library import HostLibrary
 from trnplan.planner.registry import solvers
 from trnplan.planner.solver import Solver, is_power_of_two, prime_factors
-from trnplan.problem import Problem
 
 #: the modes that keep complex64 data and round or split only the GEMM operands (docs/precision.md)
 REDUCED = ("bf16", "bf16x3", "bf16x6")
@@ -97,10 +97,17 @@ ROWS = {
 #: the host FFT libraries (scipy, pyFFTW, mkl_fft): whole-shape CPU leaves of every kind and rank,
 #: where installed
 HOSTS = {s.name: s for s in solvers() if isinstance(s, HostLibrary)}
-for _name, _lib in HOSTS.items():
-    ROWS[_name] = (lambda lib: lambda c: (
-        f"{lib.title} computes in fp32 or fp64 only" if c.precision in REDUCED else
-        None if hostlib._module(lib.library) is not None else f"{lib.title} is not installed"))(_lib)
+
+
+def _host_row(lib):
+    def row(c):
+        if c.precision in REDUCED:
+            return f"{lib.title} computes in fp32 or fp64 only"
+        return None if hostlib._module(lib.library) is not None else f"{lib.title} is not installed"
+    return row
+
+
+ROWS.update({name: _host_row(lib) for name, lib in HOSTS.items()})
 
 
 def _declares_kinds(solver) -> bool:

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from trnplan.planner.accuracy import DEFAULT_TOL
+from trnplan.core.accuracy import DEFAULT_TOL
 
 #: the engine's accuracy bar (relative L2 vs numpy.fft complex128), imported, never restated:
-#: fp32 5e-7 (~8 u32), fp64 1e-13 (~900 u64); see trnplan/planner/accuracy.py and docs/precision.md
+#: fp32 5e-7 (~8 u32), fp64 1e-13 (~900 u64); see trnplan/core/accuracy.py and docs/precision.md
 BAR = {"fp32": DEFAULT_TOL["fp32"], "fp64": DEFAULT_TOL["fp64"]}
 DTYPES = {"fp32": torch.complex64, "fp64": torch.complex128}
 

@@ -21,7 +21,7 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from trnplan.planner.accuracy import DEFAULT_TOL
+from trnplan.core.accuracy import DEFAULT_TOL
 
 pytestmark = pytest.mark.skipif(
     not dist.is_available() or not dist.is_gloo_available(),

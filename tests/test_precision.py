@@ -20,12 +20,12 @@ import trnplan
 from trnplan.backends import get_backend
 from trnplan.backends.base import PrecisionProbe, clear_probe_cache
 from trnplan.backends.cpu import CPUBackend
-from trnplan.kernels import gemm
-from trnplan.planner import Planner
 from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.cost import BF16_MODES, CostProfile
 from trnplan.core.problem import Problem
 from trnplan.core.spec import parse_strategy
+from trnplan.kernels import gemm
+from trnplan.planner import Planner
 from trnplan.planner.registry import solvers
 
 #: the engine's bars, imported (the precision issue's numbers, quoted in the docstring above)

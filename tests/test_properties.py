@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import trnplan
-from trnplan.planner.accuracy import DEFAULT_TOL
+from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.planner.registry import SOLVERS as REGISTRY
 
 # The engine's accuracy bar (relative L2 error vs numpy.fft in complex128, on random input),

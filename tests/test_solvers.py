@@ -23,9 +23,9 @@ from conftest import BAR, DTYPES, random_complex, reference, rel_l2
 
 import trnplan
 from trnplan.backends import get_backend
+from trnplan.core.spec import Spec
 from trnplan.planner import Planner
 from trnplan.planner.registry import solvers
-from trnplan.planner.spec import Spec
 
 BATCH = 3
 #: 1, 2, 3, small primes, powers of two (65536: the large one), mixed radices (12 = 2²·3,
