@@ -18,7 +18,6 @@ import torch
 from trnplan.core.problem import Problem
 from trnplan.kernels import hostlib
 from trnplan.planner.dft_gemm import MAX_MATRIX_BYTES
-from trnplan.planner.library import HostLibrary
 from trnplan.planner.registry import solvers
 from trnplan.planner.solver import Solver, is_power_of_two, prime_factors
 
@@ -94,9 +93,10 @@ ROWS = {
     "multicore": lambda c: None if c.cores > 1 else "cores=1: nothing to split over",
     "precision": lambda c: None if c.precision == "auto" else "plans precision='auto' only",
 }
-#: the host FFT libraries (scipy, pyFFTW, mkl_fft): whole-shape CPU leaves of every kind and rank,
+#: the host-only solvers (declared ``host_only``: the FFT libraries scipy, pyFFTW, mkl_fft): whole-shape
+#: CPU leaves of every kind and rank,
 #: where installed
-HOSTS = {s.name: s for s in solvers() if isinstance(s, HostLibrary)}
+HOSTS = {s.name: s for s in solvers() if s.host_only}
 
 
 def _host_row(lib):
