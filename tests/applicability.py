@@ -1,11 +1,11 @@
 """The applicability table of the solver registry, shared by the tests that force solvers.
 
 :func:`expected_refusal` answers, for a registered solver and a problem (:class:`Case`), ``None``
-where the solver applies, else (a substring of) the reason it must refuse with. Which kinds and
-ranks a solver is offered is read from what it declares (``Solver.kinds`` / ``Solver.ranks``);
-the rest of each row — sizes, cores, precision="auto", whether a host library is installed — is
-written here, from each solver's documented rule, so that the tests check the engine against it
-rather than against itself.
+where the solver applies, else (a substring of) the reason it must refuse with. Which kinds,
+ranks and precision modes a solver is offered is read from what it declares (``Solver.kinds``,
+``ranks``, ``precisions``); the rest of each row — sizes, cores, precision="auto", whether a host
+library is installed, the few accuracy-model refusals — is written here, from each solver's
+documented rule, so that the tests check the engine against it rather than against itself.
 """
 
 from __future__ import annotations
@@ -73,19 +73,19 @@ def _cap_n(precision: str) -> int:
     return math.isqrt(MAX_MATRIX_BYTES // (4 * itemsize))
 
 
-def _no_reduced(reason):
-    """A row for a solver that computes in fp32/fp64 only: ``reason`` in the reduced modes."""
-    return lambda c: reason if c.precision in REDUCED else None
+#: the reason given where the accuracy model refuses (the refusal is an OverBoundError):
+#: "<solver>: predicted error 5.1e-07 exceeds the bound 5e-07"
+OVER = "predicted error"
 
 
 #: each solver's own row: (problem) -> None where it applies, else the reason it gives (a substring).
-#: Kind, rank and precision="auto" are checked first, from the solvers' declarations (below).
+#: Kind, rank, precision mode and precision="auto" are checked first, from the solvers'
+#: declarations (below).
 ROWS = {
-    "native": _no_reduced("has no {} mode"),
+    "native": lambda c: None,
     "dft-gemm": lambda c: "DFT matrix, over the 64 MiB cap" if c.n > _cap_n(c.precision) else None,
     "stockham": lambda c: None if is_power_of_two(c.n) else f"n={c.n} is not a power of two",
-    "butterfly": lambda c: _no_reduced("butterfly has no GEMM for precision")(c) or (
-        None if is_power_of_two(c.n) else f"n={c.n} is not a power of two"),
+    "butterfly": lambda c: None if is_power_of_two(c.n) else f"n={c.n} is not a power of two",
     "four-step": lambda c: None if len(prime_factors(c.n)) >= 2 else f"n={c.n} is not composite (1 or prime)",
     "bluestein": lambda c: None,  # forced, it applies to every n (unforced, only to large prime factors)
     "real": lambda c: None,
@@ -129,10 +129,13 @@ def expected_refusal(solver, case: Case) -> str | None:
             return f"{solver.name} plans transforms of rank ≥ 2; shape {case.shape} has rank 1"
         if case.kind not in solver.kinds:
             return f"{solver.name} plans {'/'.join(solver.kinds)} transforms, not {case.kind}"
+        if solver.precisions is not None and case.precision not in solver.precisions:
+            return solver.precision_refusal.format(name=solver.name, precision=case.precision,
+                                                   modes="/".join(solver.precisions))
     reason = ROWS[solver.name](case)
     if reason is None and (solver.name, case.n, case.precision) in OVER_BOUND:
-        return "predicted error"  # "<solver>: predicted error 5.1e-07 exceeds the bound 5e-07"
-    return reason.format(case.precision) if reason else None
+        return OVER
+    return reason
 
 
 def applying(case: Case) -> list[str]:

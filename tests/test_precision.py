@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import scipy.fft
 import torch
-from applicability import REDUCED, Case, expected_refusal
+from applicability import OVER, REDUCED, Case, expected_refusal
 from conftest import random_complex, reference, rel_l2
 
 import trnplan
@@ -22,6 +22,7 @@ from trnplan.backends.base import PrecisionProbe, clear_probe_cache
 from trnplan.backends.cpu import CPUBackend
 from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.cost import BF16_MODES, CostProfile
+from trnplan.core.errors import OverBoundError
 from trnplan.core.problem import Problem
 from trnplan.core.spec import parse_strategy
 from trnplan.kernels import gemm
@@ -73,12 +74,13 @@ def test_forced_gemm_solver_meets_its_bar_and_its_prediction(mode, solver, n):
     root = BY_NAME[spec.strip("(").split()[0]]
     refusal = expected_refusal(root, Case((n,), precision=mode, batch=2))
     if solver == TREE and refusal is None and (mode, n) in TREE_OVER_BOUND:
-        refusal = "predicted error"
+        refusal = OVER
     if refusal is not None:  # the planner's own refusal (plan_many's "out of reach" advice, which
         # plans every other mode, is test_tol_out_of_reach_for_an_explicit_precision_names_the_fix's)
         with pytest.raises(trnplan.PlanningError) as info:
             Planner(get_backend("cpu")).plan(Case((n,), precision=mode, batch=2).problem(), parse_strategy(spec, BY_NAME))
         assert f"{root.name}: " in str(info.value) and refusal in str(info.value), info.value
+        assert isinstance(info.value, OverBoundError) == (refusal == OVER), repr(info.value)
         return
     plan = trnplan.plan_many(n, batch=2, precision=mode, strategy=spec)
     assert plan.problem.precision == mode and plan.tree.error <= BARS[mode]

@@ -18,11 +18,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from applicability import HOSTS, ROWS, Case, applying, expected_refusal
+from applicability import HOSTS, OVER, ROWS, Case, applying, expected_refusal
 from conftest import BAR, DTYPES, random_complex, reference, rel_l2
 
 import trnplan
 from trnplan.backends import get_backend
+from trnplan.core.errors import OverBoundError
 from trnplan.core.spec import Spec
 from trnplan.planner import Planner
 from trnplan.planner.registry import solvers
@@ -75,6 +76,8 @@ def test_each_solver_applies_exactly_where_the_table_says(case):
             message = str(exc)
             if want is None or f"{solver.name}: " not in message or want not in message:
                 wrong.append(f"{solver.name} refused ({message}); the table says {want or 'it applies'}")
+            elif isinstance(exc, OverBoundError) != (want == OVER):
+                wrong.append(f"{solver.name} refused with {type(exc).__name__} ({message}); the table says {want}")
             continue
         if want is not None:
             wrong.append(f"{solver.name} planned {node}; the table says it refuses: {want}")
@@ -170,10 +173,17 @@ REFUSALS = [
 
 @pytest.mark.parametrize("solver,case,reason", REFUSALS, ids=[f"{s}-{c}" for s, c, _ in REFUSALS])
 def test_forced_solver_refuses_with_its_reason(solver, case, reason):
-    assert expected_refusal(next(s for s in solvers() if s.name == solver), case) is not None  # the table agrees
+    want = expected_refusal(next(s for s in solvers() if s.name == solver), case)
+    assert want is not None and want in reason  # the table agrees
     with pytest.raises(trnplan.PlanningError) as info:
         trnplan.plan_many(case.shape, batch=case.batch, kind=case.kind, dtype=case.dtype, precision=case.precision,
                           cores=case.cores, strategy=solver)
+    # which refusal: over the bound is an OverBoundError, every other refusal a plain PlanningError;
+    # the forced solver's candidate carries the verdict and the reason
+    assert type(info.value) is (OverBoundError if want == OVER else trnplan.PlanningError), repr(info.value)
+    (candidate,) = [c for c in info.value.candidates if c.solver == solver]
+    assert candidate.verdict == ("over the accuracy bound" if want == OVER else "not applicable"), candidate
+    assert reason.split(": ", 1)[1] in candidate.reason, candidate
     message, p = str(info.value), case.problem()
     assert (f"strategy {solver!r} does not apply to the sub-problem n={p.n} ({'inverse' if p.inverse else 'forward'}, "
             f"batch {p.batch}, {p.precision}): ") in message, message
