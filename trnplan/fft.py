@@ -39,7 +39,7 @@ import warnings
 
 import torch
 
-from trnplan.core.errors import TrnplanError
+from trnplan.core.errors import UnsupportedDtypeError
 from trnplan.core.problem import COMPLEX_OF, REAL_OF
 from trnplan.plan.api import cached_plan
 
@@ -68,14 +68,6 @@ __all__ = [
     "rfftfreq",
     "rfftn",
 ]
-
-
-class UnsupportedDtypeError(TrnplanError, TypeError, RuntimeError):
-    """An input dtype trnplan plans do not compute in (float16, bfloat16, complex32, ...).
-
-    It is a ``TypeError`` (a wrong type of argument) and a ``RuntimeError`` (what torch.fft
-    raises for the same inputs on the CPU), so existing ``except RuntimeError`` code still works.
-    """
 
 
 # ---------------------------------------------------------------------------- argument checks

@@ -35,6 +35,7 @@ import torch.nn.functional as F
 
 # trnplan.fft's plan lookup: a dict hit on the raw arguments (~1 µs) in front of plan_many's LRU
 # (~70-90 µs per hit for Problem validation and digest on this CPU), kept in step with the LRU
+from trnplan.core.errors import InvalidArgument, InvalidArgumentType, UnsupportedDtypeError, UnsupportedPadMode
 from trnplan.core.problem import COMPLEX_OF, REAL_OF
 from trnplan.plan.api import cached_plan
 
@@ -47,16 +48,16 @@ _NOLA_EPS = 1e-11
 
 def _check_int(name: str, value, lo: int = 1):
     if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-        raise ValueError(f"{name} must be an int ≥ {lo}, got {value!r}")
+        raise InvalidArgument(f"{name} must be an int ≥ {lo}, got {value!r}")
 
 
 def _check_dtype(t: torch.Tensor, what: str) -> None:
     if t.dtype in (torch.float32, torch.float64, torch.complex64, torch.complex128):
         return
     if t.dtype in (torch.float16, torch.bfloat16, torch.complex32):
-        raise TypeError(f"{what} is {str(t.dtype).removeprefix('torch.')}: trnplan plans compute in float32 or "
+        raise UnsupportedDtypeError(f"{what} is {str(t.dtype).removeprefix('torch.')}: trnplan plans compute in float32 or "
                         f"float64; convert with .float() (or .to(torch.complex64) for complex32)")
-    raise TypeError(f"{what} must hold floating-point or complex values, got {str(t.dtype).removeprefix('torch.')}; "
+    raise InvalidArgumentType(f"{what} must hold floating-point or complex values, got {str(t.dtype).removeprefix('torch.')}; "
                     f"convert with .to(torch.float32) or .to(torch.float64)")
 
 
@@ -88,18 +89,32 @@ def _build_frame_index(n_frames: int, hop: int, length: int, offset: int, device
     return (starts[:, None] + torch.arange(length, device=device)[None, :]).reshape(-1)
 
 
+#: torch.stft's and torch.istft's warnings when no window is given (aten SpectralOps.cpp, torch 2.13;
+#: torch warns once per process, Python's default filter once per calling line)
+_NO_WINDOW = {
+    "stft()": "A window was not provided. A rectangular window will be applied, which is known to cause spectral "
+              "leakage. Other windows such as torch.hann_window or torch.hamming_window are recommended to reduce "
+              "spectral leakage. To suppress this warning and use a rectangular window, explicitly set "
+              "`window=torch.ones(n_fft, device=<device>)`.",
+    "istft()": "A window was not provided. A rectangular window will be applied. Please provide the same window "
+               "used by stft to make the inversion lossless. To suppress this warning and use a rectangular "
+               "window, explicitly set `window=torch.ones(n_fft, device=<device>)`.",
+}
+
+
 def _window_for(window, win_length: int, device, what: str):
-    """The user's window (validated) or ``None`` for the rectangular default."""
+    """The user's window (validated) or ``None`` for the rectangular default (with torch's warning)."""
     if window is None:
+        warnings.warn(_NO_WINDOW[what], UserWarning, stacklevel=4)
         return None
     if not isinstance(window, torch.Tensor):
         raise TypeError(f"window must be a 1-D torch.Tensor of win_length={win_length} samples "
                         f"(e.g. torch.hann_window({win_length})), got {type(window).__name__}")
     if window.dim() != 1 or window.shape[0] != win_length:
-        raise ValueError(f"{what}: window has shape {tuple(window.shape)} but must be 1-D with win_length="
+        raise InvalidArgument(f"{what}: window has shape {tuple(window.shape)} but must be 1-D with win_length="
                          f"{win_length} samples; pass win_length=window.numel() or a window of that length")
     if window.device != device:
-        raise ValueError(f"{what}: window is on {window.device} but the input is on {device}; "
+        raise InvalidArgument(f"{what}: window is on {window.device} but the input is on {device}; "
                          f"move it with window.to({str(device)!r})")
     if window.is_floating_point() or window.is_complex():
         _check_dtype(window, f"{what}: window")
@@ -160,12 +175,22 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     Raises
     ------
     TypeError
-        ``input`` is not a tensor or is not float32/float64/complex; ``window`` is not a tensor.
-    ValueError
-        ``return_complex`` missing for real input; ``onesided=True`` with complex data; a
+        ``input`` or ``window`` is not a tensor.
+    trnplan.core.errors.UnsupportedDtypeError
+        ``input`` is float16/bfloat16/complex32 (a ``TypeError`` and, as torch's, a ``RuntimeError``);
+        an integer input raises :class:`~trnplan.core.errors.InvalidArgumentType` (the same two bases).
+    trnplan.core.errors.InvalidArgument
+        A ``ValueError`` and, as torch.stft's errors, a ``RuntimeError``: ``return_complex`` missing for real input; ``onesided=True`` with complex data; a
         non-positive ``n_fft``/``hop_length``; ``win_length`` outside ``1..n_fft``; a window of the
         wrong shape or device; ``n_fft`` longer than the (padded) signal; an unknown ``pad_mode``;
-        ``align_to_window`` with ``center=True``.
+        ``align_to_window`` with ``center=True``. An unknown ``pad_mode`` raises
+        :class:`~trnplan.core.errors.UnsupportedPadMode` (``ValueError`` and, as torch's,
+        ``NotImplementedError``).
+
+    Warns
+    -----
+    UserWarning
+        No ``window`` given (torch.stft's warning: a rectangular window leaks spectrally).
 
     Notes
     -----
@@ -216,23 +241,23 @@ def _stft_args(input, n_fft, hop_length, win_length, window, center, pad_mode, a
     if not isinstance(input, torch.Tensor):
         raise TypeError(f"stft() takes a torch.Tensor of shape (L,) or (B, L), got {type(input).__name__}")
     if input.dim() not in (1, 2):
-        raise ValueError(f"stft() takes a 1-D signal (L,) or a 2-D batch (B, L); got shape {tuple(input.shape)}: "
+        raise InvalidArgument(f"stft() takes a 1-D signal (L,) or a 2-D batch (B, L); got shape {tuple(input.shape)}: "
                          f"reshape to (-1, L) and back")
     _check_dtype(input, "stft() input")
     _check_int("n_fft", n_fft)
     hop = n_fft // 4 if hop_length is None else hop_length
     win = n_fft if win_length is None else win_length
     if hop_length is None and hop < 1:
-        raise ValueError(f"the default hop_length n_fft // 4 is 0 for n_fft={n_fft}; pass hop_length ≥ 1")
+        raise InvalidArgument(f"the default hop_length n_fft // 4 is 0 for n_fft={n_fft}; pass hop_length ≥ 1")
     _check_int("hop_length", hop)
     _check_int("win_length", win)
     if win > n_fft:
-        raise ValueError(f"win_length={win} exceeds n_fft={n_fft}: the window must fit in the frame "
+        raise InvalidArgument(f"win_length={win} exceeds n_fft={n_fft}: the window must fit in the frame "
                          f"(0 < win_length ≤ n_fft); raise n_fft or shorten the window")
     if pad_mode not in _PAD_MODES:
-        raise ValueError(f"pad_mode must be one of {', '.join(map(repr, _PAD_MODES))}; got {pad_mode!r}")
+        raise UnsupportedPadMode(f"pad_mode must be one of {', '.join(map(repr, _PAD_MODES))}; got {pad_mode!r}")
     if center and align_to_window is not None:
-        raise ValueError("align_to_window only applies with center=False (centred frames are already aligned "
+        raise InvalidArgument("align_to_window only applies with center=False (centred frames are already aligned "
                          "to their windows); drop align_to_window or pass center=False")
     return hop, win, _window_for(window, win, input.device, "stft()")
 
@@ -243,11 +268,11 @@ def _stft_sides(input, window, onesided, return_complex) -> tuple[bool, bool]:
     if onesided is None:
         onesided = not complex_data
     elif onesided and complex_data:
-        raise ValueError("onesided=True needs real input and a real window (a complex signal's spectrum has no "
+        raise InvalidArgument("onesided=True needs real input and a real window (a complex signal's spectrum has no "
                          "conjugate symmetry); pass onesided=False or leave it None")
     if return_complex is None:
         if not complex_data:
-            raise ValueError("stft() requires return_complex for real input, as torch.stft does: pass "
+            raise InvalidArgument("stft() requires return_complex for real input, as torch.stft does: pass "
                              "return_complex=True (or False for the deprecated (..., 2) real layout)")
         return_complex = True
     if not return_complex:
@@ -263,7 +288,7 @@ def _centered(x, n_fft: int, center: bool, pad_mode: str):
         return x
     pad = n_fft // 2
     if pad_mode == "reflect" and pad >= x.shape[-1]:
-        raise ValueError(f"center=True with pad_mode='reflect' pads n_fft // 2 = {pad} samples on each side, "
+        raise InvalidArgument(f"center=True with pad_mode='reflect' pads n_fft // 2 = {pad} samples on each side, "
                          f"which needs a signal longer than {pad} samples (got {x.shape[-1]}); use a smaller "
                          f"n_fft, pad_mode='constant', or center=False")
     # F.pad's non-constant modes want a (N, C, L) tensor: view the batch as channels
@@ -274,7 +299,7 @@ def _frame_count(length: int, n_fft: int, win: int, hop: int, center: bool, alig
     span = win if align_to_window else n_fft
     if span > length:
         what = f"win_length={win}" if align_to_window else f"n_fft={n_fft}"
-        raise ValueError(f"{what} is longer than the {'padded ' if center else ''}signal ({length} samples): no "
+        raise InvalidArgument(f"{what} is longer than the {'padded ' if center else ''}signal ({length} samples): no "
                          f"frame fits; use {what.split('=')[0]} ≤ {length} or a longer signal"
                          + ("" if center else ", or center=True (which pads n_fft // 2 on each side)"))
     return 1 + (length - span) // hop
@@ -340,13 +365,21 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
     Raises
     ------
     TypeError
-        ``input`` is not a complex tensor of complex64/complex128.
-    ValueError
-        Wrong rank or an empty input; ``N`` does not match ``n_fft`` and ``onesided``;
+        ``input`` is not a tensor.
+    trnplan.core.errors.InvalidArgumentType
+        ``input`` is real (a ``TypeError`` and, as torch's, a ``RuntimeError``); complex32 raises
+        :class:`~trnplan.core.errors.UnsupportedDtypeError` (the same two bases).
+    trnplan.core.errors.InvalidArgument
+        A ``ValueError`` and, as torch.istft's errors, a ``RuntimeError``: wrong rank or an empty input; ``N`` does not match ``n_fft`` and ``onesided``;
         ``hop_length`` outside ``1..win_length``; ``win_length`` outside ``1..n_fft``; a window of
         the wrong shape or device; ``return_complex=True`` with onesided input; a complex window
         with a real output; a window whose overlap-added square vanishes somewhere in the output
         (the NOLA condition fails, so the signal cannot be recovered there).
+
+    Warns
+    -----
+    UserWarning
+        No ``window`` given (torch.istft's warning: pass the window the STFT used).
 
     Notes
     -----
@@ -400,22 +433,25 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
 def _istft_args(input, n_fft, hop_length, win_length, window, onesided, length, return_complex):
     """istft()'s argument checks; (hop, win_length, onesided resolved, the window checked or None)."""
     if not isinstance(input, torch.Tensor) or not input.is_complex():
-        got = type(input).__name__ if not isinstance(input, torch.Tensor) else f"a real {input.dtype} tensor"
-        raise TypeError(f"istft() takes the complex output of stft(..., return_complex=True), got {got}; "
-                        f"for the old (..., 2) real layout pass torch.view_as_complex(x)")
+        tensor = isinstance(input, torch.Tensor)
+        got = f"a real {input.dtype} tensor" if tensor else type(input).__name__
+        # a real tensor: torch raises RuntimeError ("istft requires a complex-valued input tensor")
+        raise (InvalidArgumentType if tensor else TypeError)(
+            f"istft() takes the complex output of stft(..., return_complex=True), got {got}; "
+            f"for the old (..., 2) real layout pass torch.view_as_complex(x)")
     _check_dtype(input, "istft() input")
     if input.dim() not in (2, 3):
-        raise ValueError(f"istft() takes a complex (N, T) or (B, N, T) tensor, got shape {tuple(input.shape)}")
+        raise InvalidArgument(f"istft() takes a complex (N, T) or (B, N, T) tensor, got shape {tuple(input.shape)}")
     if input.numel() == 0:
-        raise ValueError(f"istft() input has shape {tuple(input.shape)} and holds no frames; it cannot be empty")
+        raise InvalidArgument(f"istft() input has shape {tuple(input.shape)} and holds no frames; it cannot be empty")
     _check_int("n_fft", n_fft)
     hop = n_fft // 4 if hop_length is None else hop_length
     win = n_fft if win_length is None else win_length
     _check_int("win_length", win)
     if win > n_fft:
-        raise ValueError(f"win_length={win} exceeds n_fft={n_fft}: expected 0 < win_length ≤ n_fft")
+        raise InvalidArgument(f"win_length={win} exceeds n_fft={n_fft}: expected 0 < win_length ≤ n_fft")
     if isinstance(hop, bool) or not isinstance(hop, int) or not 0 < hop <= win:
-        raise ValueError(f"hop_length must be an int with 0 < hop_length ≤ win_length={win} (frames must overlap "
+        raise InvalidArgument(f"hop_length must be an int with 0 < hop_length ≤ win_length={win} (frames must overlap "
                          f"or touch for the signal to be recoverable), got {hop!r}")
     if length is not None:
         _check_int("length", length, lo=0)
@@ -424,14 +460,14 @@ def _istft_args(input, n_fft, hop_length, win_length, window, onesided, length, 
         onesided = n_rows != n_fft
     expected_rows = n_fft // 2 + 1 if onesided else n_fft
     if n_rows != expected_rows:
-        raise ValueError(f"istft() input has {n_rows} frequency rows (dimension -2) but n_fft={n_fft} with "
+        raise InvalidArgument(f"istft() input has {n_rows} frequency rows (dimension -2) but n_fft={n_fft} with "
                          f"onesided={onesided} needs {expected_rows}; pass the n_fft and onesided the STFT used")
     window = _window_for(window, win, input.device, "istft()")
     if return_complex and onesided:
-        raise ValueError("return_complex=True needs the full spectrum (onesided=False): a one-sided STFT can only "
+        raise InvalidArgument("return_complex=True needs the full spectrum (onesided=False): a one-sided STFT can only "
                          "come from a real signal; pass return_complex=False")
     if not return_complex and window is not None and window.is_complex():
-        raise ValueError("a complex window cannot give a real signal: pass return_complex=True (with onesided=False)")
+        raise InvalidArgument("a complex window cannot give a real signal: pass return_complex=True (with onesided=False)")
     return hop, win, onesided, window
 
 
@@ -452,7 +488,7 @@ def _check_nola(envelope, hop: int) -> None:
     if envelope.numel():
         low = envelope.abs().min()
         if bool(low < _NOLA_EPS):
-            raise ValueError(
+            raise InvalidArgument(
                 f"istft(): the window's overlap-added square falls to {float(low):.3g} (< {_NOLA_EPS:g}) inside the "
                 f"output, so the signal cannot be recovered there (the NOLA condition fails); use a smaller "
                 f"hop_length (now {hop}), a window that is not zero at its ends (a Hann window is 0 at sample 0), "

@@ -42,3 +42,32 @@ class WisdomMiss(TrnplanError, LookupError):
 class CompileError(TrnplanError, RuntimeError):
     """An artifact for the device asked for could not be built, and no host fallback was asked for
     (``device="neuron"``: the message names the compiler's working directory and its log)."""
+
+
+# ---------------------------------------------------------------------------- torch's error contract
+# trnplan.fft, trnplan.stft and trnplan.istft are drop-ins for torch.fft, torch.stft and torch.istft,
+# so a caller's ``except RuntimeError`` (what ATen's TORCH_CHECK raises, SpectralOps.cpp) must still
+# catch trnplan's refusals of the same input. These classes keep trnplan's own, clearer messages and
+# the Python class that says what went wrong (ValueError, TypeError), and add torch's class.
+class InvalidArgument(TrnplanError, ValueError, RuntimeError):
+    """A bad argument value where torch raises ``RuntimeError`` for the same call (e.g. stft's
+    ``onesided=True`` with complex input, a window of the wrong shape, istft's NOLA check)."""
+
+
+class InvalidArgumentType(TrnplanError, TypeError, RuntimeError):
+    """An argument of the wrong kind where torch raises ``RuntimeError`` (e.g. istft of a real tensor,
+    stft of an integer tensor)."""
+
+
+class UnsupportedDtypeError(InvalidArgumentType):
+    """An input dtype trnplan plans do not compute in (float16, bfloat16, complex32, ...).
+
+    It is a ``TypeError`` (a wrong type of argument) and a ``RuntimeError`` (what torch.fft
+    raises for the same inputs on the CPU: "Unsupported dtype Half"), so existing
+    ``except RuntimeError`` code still works.
+    """
+
+
+class UnsupportedPadMode(TrnplanError, ValueError, NotImplementedError):
+    """stft's ``pad_mode`` is not one torch.nn.functional.pad knows (torch raises ``NotImplementedError``,
+    itself a ``RuntimeError``)."""

@@ -80,7 +80,10 @@ def _finish(result: np.ndarray, out):
     """numpy's ``out=``: same shape, same-kind casting."""
     if out is None:
         return result
-    if getattr(out, "shape", None) != result.shape:
+    if not isinstance(out, np.ndarray):  # numpy's own words (its ufunc machinery raises TypeError)
+        raise TypeError(f"return arrays must be of ArrayType: out= takes a numpy array of shape {result.shape}, "
+                        f"got {type(out).__name__}")
+    if out.shape != result.shape:
         raise ValueError("output array has wrong shape.")
     np.copyto(out, result, casting="same_kind")
     return out
