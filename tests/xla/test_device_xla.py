@@ -296,3 +296,20 @@ def test_compiled_model_calling_trnplan_on_xla_has_no_graph_break():
     compiled = torch.compile(model, backend="openxla", fullgraph=True, dynamic=False)
     got = compiled(x).cpu()
     assert rel(got, expected.double().numpy()) <= DEFAULT_TOL["fp32"]
+
+
+def test_precompile_then_wisdom_only(tmp_path):
+    """`trnplan precompile` with device="xla" entries fills the plan cache; a TRNPLAN_WISDOM_ONLY
+    process then plans from wisdom (batch 5 finds the entry of its bucket, 6) and compiles the graph
+    in the process (on XLA:CPU there is no persistent compile cache to fill)."""
+    from trnplan.cache import PlanCache
+
+    results = trnplan.precompile([{"shape": [1024], "batch": 6, "device": "xla"},
+                                  {"shape": [256], "batch": 4, "kind": "r2c", "device": "xla"}],
+                                 cache=tmp_path, progress=False)
+    assert [(r.ok, r.error) for r in results] == [(True, None), (True, None)]
+    trnplan.clear_plan_cache()
+    plan = trnplan.plan_many(1024, 5, device="xla", cache=PlanCache(tmp_path), effort="wisdom_only")
+    assert (plan.provenance.origin, plan.provenance.compile_mode) == ("wisdom hit", "dynamo")
+    x = host_complex((5, 1024), 9)
+    assert rel(plan.execute(x.to(DEV)), np.fft.fft(x.to(torch.complex128).numpy())) <= DEFAULT_TOL["fp32"]
