@@ -15,6 +15,7 @@ asserting trnplan's documented behaviour, so that closing a difference fails a t
 from __future__ import annotations
 
 import ast
+import io
 import subprocess
 import sys
 import warnings
@@ -417,3 +418,104 @@ def test_scipy_backend_raises_scipys_class(call):
             call()
 
     _same_class(ours, theirs)
+
+
+# ============================================================================ torch operators
+class SpectralLayer(torch.nn.Module):
+    """An FNO-style spectral layer: rfft, keep ``modes`` frequencies times a complex weight, irfft."""
+
+    def __init__(self, fft_module, modes: int = 5):
+        super().__init__()
+        self.fft = fft_module
+        self.weight = torch.nn.Parameter(torch.randn(modes, dtype=C, generator=torch.Generator().manual_seed(1)))
+        self.modes = modes
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        spectrum = self.fft.rfft(x)
+        return self.fft.irfft(spectrum[..., : self.modes] * self.weight, n=x.shape[-1])
+
+
+class TorchLayer(SpectralLayer):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        spectrum = torch.fft.rfft(x)
+        return torch.fft.irfft(spectrum[..., : self.modes] * self.weight, n=x.shape[-1])
+
+
+class TrnplanLayer(SpectralLayer):  # TorchScript compiles a module's methods, not a module attribute
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        spectrum = tfft.rfft(x)
+        return tfft.irfft(spectrum[..., : self.modes] * self.weight, n=x.shape[-1])
+
+
+def _layer_reference(layer, x):
+    """The layer in float64/complex128 through torch.fft: the reference for the fp32 bar."""
+    ref = TorchLayer(torch.fft)
+    ref.weight = torch.nn.Parameter(layer.weight.detach().to(torch.complex128))
+    return ref(x.double()).detach()
+
+
+def _compiled(how, layer, x):
+    if how == "script":
+        return torch.jit.script(layer)
+    if how == "trace":
+        return torch.jit.trace(layer, x)
+    if how == "export":
+        return torch.export.export(layer, (x,)).module()
+    return torch.compile(layer, fullgraph=True)  # a graph break is an error with fullgraph=True
+
+
+@pytest.mark.parametrize("how", ["script", "trace", "export", "compile"])
+def test_spectral_layer_under_script_trace_export_compile(how):
+    layer = TrnplanLayer(tfft)
+    x = _rand((4, 32), seed=2)
+    run = _compiled(how, layer, x)
+    x2 = _rand((4, 32), seed=3)  # not the example input: the program runs on new data
+    y = run(x2)
+    assert (y.shape, y.dtype) == ((4, 32), torch.float32)
+    assert _rel_l2(y, _layer_reference(layer, x2)) <= DEFAULT_TOL["fp32"]
+    y.square().sum().backward()  # gradients reach the weight through the operators
+    want = TorchLayer(torch.fft)
+    want.weight = torch.nn.Parameter(layer.weight.detach().to(torch.complex128))
+    want(x2.double()).square().sum().backward()
+    assert _rel_l2(layer.weight.grad, want.weight.grad) <= DEFAULT_TOL["fp32"]
+
+
+def test_script_of_the_issues_function_calls_trnplans_operator():
+    def g(x: torch.Tensor) -> torch.Tensor:
+        return tfft.fft2(x)
+
+    scripted = torch.jit.script(g)
+    assert "trnplan::fft_fft2" in str(scripted.graph)
+    x = _rand((4, 6))
+    assert _rel_l2(scripted(x), torch.fft.fft2(x.double())) <= DEFAULT_TOL["fp32"]
+
+    def with_args(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
+        return tfft.rfftn(x, s=[4, 8], dim=[0, 1], norm="ortho", out=out)
+
+    out = torch.empty(0, dtype=C)
+    got = torch.jit.script(with_args)(x, out)
+    assert got.data_ptr() == out.data_ptr()
+    assert _rel_l2(out, torch.fft.rfftn(x.double(), s=[4, 8], dim=[0, 1], norm="ortho")) <= DEFAULT_TOL["fp32"]
+
+
+def test_trace_records_one_operator_per_transform_and_saves():
+    traced = torch.jit.trace(lambda t: tfft.fft2(t), torch.randn(4, 6))
+    kinds = [node.kind() for node in traced.graph.nodes()]
+    assert kinds.count("trnplan::fft_fft2") == 1 and not any(k.startswith("aten::") for k in kinds)
+    layer = TrnplanLayer(tfft)
+    module = torch.jit.trace(layer, _rand((4, 32)))
+    kinds = [node.kind() for node in module.graph.nodes()]
+    assert kinds.count("trnplan::fft_rfft") == kinds.count("trnplan::fft_irfft") == 1
+    buffer = io.BytesIO()
+    torch.jit.save(module, buffer)
+    buffer.seek(0)
+    loaded = torch.jit.load(buffer)  # resolves trnplan::fft_* because trnplan is imported
+    x = _rand((4, 32), seed=5)
+    assert _rel_l2(loaded(x), _layer_reference(layer, x)) <= DEFAULT_TOL["fp32"]
+
+
+def test_export_holds_trnplans_operator():
+    program = torch.export.export(TrnplanLayer(tfft), (_rand((4, 32)),))
+    targets = [str(node.target) for node in program.graph.nodes if node.op == "call_function"]
+    assert sum("trnplan.execute" in t for t in targets) == 2  # rfft and irfft: one plan each
+    assert not any("fft_r2c" in t or "fft_c2r" in t for t in targets)  # not torch's own FFT

@@ -8,6 +8,11 @@ dimensions are moved back. A second call with the same shape, dtype, norm and de
 same plan without planning again. Results are differentiable (the plan's backward pass runs the
 adjoint transform as another cached plan).
 
+Each transform is also a torch operator, ``trnplan::fft_<name>`` with torch.fft's schema, so that
+``torch.jit.script`` compiles calls to these functions and ``torch.jit.trace`` records one node per
+transform; ``torch.compile(fullgraph=True)`` and ``torch.export`` trace them into one opaque
+``trnplan::execute`` node per plan (see "torch operators" below).
+
 Argument handling follows ATen's ``SpectralOps.cpp`` (``canonicalize_fft_shape_and_dim_args``,
 ``resize_fft_input``, ``promote_tensor_fft``) so that errors come with the same exception
 classes as torch.fft; the messages also say how to fix the call.
@@ -382,6 +387,70 @@ def _c2r(name, x, s, dim, norm, out, nd, conj):
     return _finish(name, y, out)
 
 
+# ---------------------------------------------------------------------------- torch operators
+# Each transform is also a torch operator, trnplan::fft_<name>, with torch.fft's schema (aten's
+# fft_<name> and fft_<name>.out), so that TorchScript and the JIT tracer see one node per transform:
+#
+# - torch.jit.trace records the operator (the public function calls it while tracing) instead of
+#   the plan's internal ops, and reads shapes as ints inside it (while tracing, x.shape[d] is a
+#   0-d tensor, which no plan can be made for);
+# - torch.jit.script compiles calls to trnplan.fft.<name> as calls to the operator: TorchScript
+#   resolves a Python function through its builtin table before trying to compile it
+#   (torch/jit/_builtins.py: _find_builtin, filled by _register_builtin; a private table, the same
+#   one that maps torch.fft.fft to aten::fft_fft). A scripted or traced module saved with
+#   torch.jit.save loads wherever trnplan is imported (that import registers the operators).
+#
+# The kernels are CompositeImplicitAutograd: they run this module's Python code (planning once
+# per shape in Python, then the cached plan), so autograd, every device and meta tensors behave
+# as in eager calls. torch.compile and torch.export trace the public functions themselves (which
+# put one trnplan::execute node per transform in the graph, with its fake kernel and autograd).
+_FAMILY = {"fft": (_c2c, {"inverse": False}), "ifft": (_c2c, {"inverse": True}),
+           "rfft": (_r2c, {"conj": False}), "ihfft": (_r2c, {"conj": True}),
+           "irfft": (_c2r, {"conj": False}), "hfft": (_c2r, {"conj": True})}
+_SCHEMA_ARGS = {1: "SymInt? n=None, int dim=-1", "2": "SymInt[1]? s=None, int[1] dim=[-2, -1]",
+                "n": "SymInt[1]? s=None, int[1]? dim=None"}
+
+
+def _impl(name: str):
+    """The eager implementation of transform ``name``: (input, n|s, dim, norm, out) -> Tensor."""
+    base = name.removesuffix("2").removesuffix("n") if name[-1] in "2n" else name
+    family, kw = _FAMILY[base]
+    nd = base != name
+    default_dim = (-2, -1) if name.endswith("2") else (None if nd else -1)
+
+    # the dispatcher leaves out trailing arguments that equal the schema's defaults
+    def run(input, s=None, dim=default_dim, norm=None, out=None):
+        return family(name, input, s, dim, norm, out, nd=nd, **kw)
+
+    return run
+
+
+_IMPLS = {name: _impl(name) for name in (*_FAMILY, *(b + "2" for b in _FAMILY), *(b + "n" for b in _FAMILY))}
+
+
+def _call(name: str, input, s, dim, norm, out):
+    if torch.jit.is_tracing():  # record one trnplan::fft_<name> node; its kernel runs untraced
+        return _finish(name, getattr(torch.ops.trnplan, f"fft_{name}")(input, s, dim, norm), out)
+    return _IMPLS[name](input, s, dim, norm, out)
+
+
+def _register_ops() -> None:
+    """Define trnplan::fft_<name> (and .out) for every transform; make them TorchScript builtins."""
+    lib = torch.library.Library("trnplan", "FRAGMENT")  # kept alive in _LIBRARY: dropping it unregisters
+    for name, run in _IMPLS.items():
+        args = _SCHEMA_ARGS[1 if name in _FAMILY else name[-1]]
+        lib.define(f"fft_{name}(Tensor self, {args}, str? norm=None) -> Tensor")
+        lib.define(f"fft_{name}.out(Tensor self, {args}, str? norm=None, *, Tensor(a!) out) -> Tensor(a!)")
+        lib.impl(f"fft_{name}", run, "CompositeImplicitAutograd")
+        lib.impl(f"fft_{name}.out", run, "CompositeImplicitAutograd")
+        if hasattr(torch.jit, "_builtins"):
+            torch.jit._builtins._register_builtin(globals()[name], f"trnplan::fft_{name}")
+    _LIBRARY.append(lib)
+
+
+_LIBRARY: list = []
+
+
 # ---------------------------------------------------------------------------- docstrings
 _PARAMS_1D = """\
     input : torch.Tensor
@@ -486,76 +555,76 @@ _S_C = ("Length per transformed dimension: the input is zero-padded or cropped t
 
 # ---------------------------------------------------------------------------- 1-D transforms
 def fft(input, n=None, dim=-1, norm=None, *, out=None):
-    return _c2c("fft", input, n, dim, norm, out, inverse=False, nd=False)
+    return _call("fft", input, n, dim, norm, out)
 
 
 def ifft(input, n=None, dim=-1, norm=None, *, out=None):
-    return _c2c("ifft", input, n, dim, norm, out, inverse=True, nd=False)
+    return _call("ifft", input, n, dim, norm, out)
 
 
 def rfft(input, n=None, dim=-1, norm=None, *, out=None):
-    return _r2c("rfft", input, n, dim, norm, out, nd=False, conj=False)
+    return _call("rfft", input, n, dim, norm, out)
 
 
 def irfft(input, n=None, dim=-1, norm=None, *, out=None):
-    return _c2r("irfft", input, n, dim, norm, out, nd=False, conj=False)
+    return _call("irfft", input, n, dim, norm, out)
 
 
 def hfft(input, n=None, dim=-1, norm=None, *, out=None):
-    return _c2r("hfft", input, n, dim, norm, out, nd=False, conj=True)
+    return _call("hfft", input, n, dim, norm, out)
 
 
 def ihfft(input, n=None, dim=-1, norm=None, *, out=None):
-    return _r2c("ihfft", input, n, dim, norm, out, nd=False, conj=True)
+    return _call("ihfft", input, n, dim, norm, out)
 
 
 # ---------------------------------------------------------------------------- N-D transforms
 def fft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
-    return _c2c("fft2", input, s, dim, norm, out, inverse=False, nd=True)
+    return _call("fft2", input, s, dim, norm, out)
 
 
 def ifft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
-    return _c2c("ifft2", input, s, dim, norm, out, inverse=True, nd=True)
+    return _call("ifft2", input, s, dim, norm, out)
 
 
 def fftn(input, s=None, dim=None, norm=None, *, out=None):
-    return _c2c("fftn", input, s, dim, norm, out, inverse=False, nd=True)
+    return _call("fftn", input, s, dim, norm, out)
 
 
 def ifftn(input, s=None, dim=None, norm=None, *, out=None):
-    return _c2c("ifftn", input, s, dim, norm, out, inverse=True, nd=True)
+    return _call("ifftn", input, s, dim, norm, out)
 
 
 def rfft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
-    return _r2c("rfft2", input, s, dim, norm, out, nd=True, conj=False)
+    return _call("rfft2", input, s, dim, norm, out)
 
 
 def irfft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
-    return _c2r("irfft2", input, s, dim, norm, out, nd=True, conj=False)
+    return _call("irfft2", input, s, dim, norm, out)
 
 
 def rfftn(input, s=None, dim=None, norm=None, *, out=None):
-    return _r2c("rfftn", input, s, dim, norm, out, nd=True, conj=False)
+    return _call("rfftn", input, s, dim, norm, out)
 
 
 def irfftn(input, s=None, dim=None, norm=None, *, out=None):
-    return _c2r("irfftn", input, s, dim, norm, out, nd=True, conj=False)
+    return _call("irfftn", input, s, dim, norm, out)
 
 
 def hfft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
-    return _c2r("hfft2", input, s, dim, norm, out, nd=True, conj=True)
+    return _call("hfft2", input, s, dim, norm, out)
 
 
 def ihfft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
-    return _r2c("ihfft2", input, s, dim, norm, out, nd=True, conj=True)
+    return _call("ihfft2", input, s, dim, norm, out)
 
 
 def hfftn(input, s=None, dim=None, norm=None, *, out=None):
-    return _c2r("hfftn", input, s, dim, norm, out, nd=True, conj=True)
+    return _call("hfftn", input, s, dim, norm, out)
 
 
 def ihfftn(input, s=None, dim=None, norm=None, *, out=None):
-    return _r2c("ihfftn", input, s, dim, norm, out, nd=True, conj=True)
+    return _call("ihfftn", input, s, dim, norm, out)
 
 
 # ---------------------------------------------------------------------------- helpers (torch's own)
@@ -835,3 +904,5 @@ for _f, _summary, _body, _kw in (
 ):
     _f.__doc__ = _doc(_f.__name__, _summary, _body, nd=True, **_kw)
 del _f, _summary, _body, _kw
+
+_register_ops()
