@@ -26,10 +26,11 @@ test: setup  ## the whole test suite, with trnplan/'s branch coverage (fails und
 test-fast: setup  ## for development: the suite without the tests marked slow, no coverage
 	$(BIN)/python -m pytest -q -m "not slow"
 
-lint: setup  ## ruff, the import-layer contract (pyproject.toml), no cycles, function length
+lint: setup  ## ruff, the import-layer contract (pyproject.toml), no cycles, function length, mypy of the public API
 	$(BIN)/ruff check trnplan
 	PYTHONPATH=. $(BIN)/lint-imports
 	PYTHONPATH=. $(BIN)/python tools/check_code.py
+	PYTHONPATH=. $(BIN)/mypy --strict --follow-imports=silent tools/typecheck/usage.py  # the public API's annotations
 
 wheel-check:  ## build the wheel, install it in a fresh venv, plan and run from outside the checkout
 	PYTHON=$(PYTHON) TORCH="$(TORCH)" bash tools/wheel_check.sh

@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 import operator
 import warnings
+from collections.abc import Sequence
 
 import torch
 
@@ -554,81 +555,101 @@ _S_C = ("Length per transformed dimension: the input is zero-padded or cropped t
 
 
 # ---------------------------------------------------------------------------- 1-D transforms
-def fft(input, n=None, dim=-1, norm=None, *, out=None):
+def fft(input: torch.Tensor, n: int | None = None, dim: int = -1, norm: str | None = None, *,
+        out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("fft", input, n, dim, norm, out)
 
 
-def ifft(input, n=None, dim=-1, norm=None, *, out=None):
+def ifft(input: torch.Tensor, n: int | None = None, dim: int = -1, norm: str | None = None, *,
+        out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("ifft", input, n, dim, norm, out)
 
 
-def rfft(input, n=None, dim=-1, norm=None, *, out=None):
+def rfft(input: torch.Tensor, n: int | None = None, dim: int = -1, norm: str | None = None, *,
+        out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("rfft", input, n, dim, norm, out)
 
 
-def irfft(input, n=None, dim=-1, norm=None, *, out=None):
+def irfft(input: torch.Tensor, n: int | None = None, dim: int = -1, norm: str | None = None, *,
+        out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("irfft", input, n, dim, norm, out)
 
 
-def hfft(input, n=None, dim=-1, norm=None, *, out=None):
+def hfft(input: torch.Tensor, n: int | None = None, dim: int = -1, norm: str | None = None, *,
+        out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("hfft", input, n, dim, norm, out)
 
 
-def ihfft(input, n=None, dim=-1, norm=None, *, out=None):
+def ihfft(input: torch.Tensor, n: int | None = None, dim: int = -1, norm: str | None = None, *,
+        out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("ihfft", input, n, dim, norm, out)
 
 
 # ---------------------------------------------------------------------------- N-D transforms
-def fft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
+def fft2(input: torch.Tensor, s: Sequence[int] | None = None, dim: Sequence[int] = (-2, -1),
+        norm: str | None = None, *, out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("fft2", input, s, dim, norm, out)
 
 
-def ifft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
+def ifft2(input: torch.Tensor, s: Sequence[int] | None = None, dim: Sequence[int] = (-2, -1),
+        norm: str | None = None, *, out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("ifft2", input, s, dim, norm, out)
 
 
-def fftn(input, s=None, dim=None, norm=None, *, out=None):
+def fftn(input: torch.Tensor, s: Sequence[int] | None = None, dim: int | Sequence[int] | None = None,
+        norm: str | None = None, *, out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("fftn", input, s, dim, norm, out)
 
 
-def ifftn(input, s=None, dim=None, norm=None, *, out=None):
+def ifftn(input: torch.Tensor, s: Sequence[int] | None = None, dim: int | Sequence[int] | None = None,
+        norm: str | None = None, *, out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("ifftn", input, s, dim, norm, out)
 
 
-def rfft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
+def rfft2(input: torch.Tensor, s: Sequence[int] | None = None, dim: Sequence[int] = (-2, -1),
+        norm: str | None = None, *, out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("rfft2", input, s, dim, norm, out)
 
 
-def irfft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
+def irfft2(input: torch.Tensor, s: Sequence[int] | None = None, dim: Sequence[int] = (-2, -1),
+        norm: str | None = None, *, out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("irfft2", input, s, dim, norm, out)
 
 
-def rfftn(input, s=None, dim=None, norm=None, *, out=None):
+def rfftn(input: torch.Tensor, s: Sequence[int] | None = None, dim: int | Sequence[int] | None = None,
+        norm: str | None = None, *, out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("rfftn", input, s, dim, norm, out)
 
 
-def irfftn(input, s=None, dim=None, norm=None, *, out=None):
+def irfftn(input: torch.Tensor, s: Sequence[int] | None = None, dim: int | Sequence[int] | None = None,
+        norm: str | None = None, *, out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("irfftn", input, s, dim, norm, out)
 
 
-def hfft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
+def hfft2(input: torch.Tensor, s: Sequence[int] | None = None, dim: Sequence[int] = (-2, -1),
+        norm: str | None = None, *, out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("hfft2", input, s, dim, norm, out)
 
 
-def ihfft2(input, s=None, dim=(-2, -1), norm=None, *, out=None):
+def ihfft2(input: torch.Tensor, s: Sequence[int] | None = None, dim: Sequence[int] = (-2, -1),
+        norm: str | None = None, *, out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("ihfft2", input, s, dim, norm, out)
 
 
-def hfftn(input, s=None, dim=None, norm=None, *, out=None):
+def hfftn(input: torch.Tensor, s: Sequence[int] | None = None, dim: int | Sequence[int] | None = None,
+        norm: str | None = None, *, out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("hfftn", input, s, dim, norm, out)
 
 
-def ihfftn(input, s=None, dim=None, norm=None, *, out=None):
+def ihfftn(input: torch.Tensor, s: Sequence[int] | None = None, dim: int | Sequence[int] | None = None,
+        norm: str | None = None, *, out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("ihfftn", input, s, dim, norm, out)
 
 
 # ---------------------------------------------------------------------------- helpers (torch's own)
-def fftfreq(n, d=1.0, *, out=None, dtype=None, layout=torch.strided, device=None, requires_grad=False):
+def fftfreq(n: int, d: float = 1.0, *, out: torch.Tensor | None = None, dtype: torch.dtype | None = None,
+        layout: torch.layout = torch.strided, device: str | torch.device | None = None,
+        requires_grad: bool = False) -> torch.Tensor:
     """The sample frequencies of an ``n``-point FFT: ``[0, 1, …, ⌈n/2⌉−1, −⌊n/2⌋, …, −1] / (d·n)``.
 
     Delegates to ``torch.fft.fftfreq`` (no transform is involved, so no plan is made).
@@ -670,7 +691,9 @@ def fftfreq(n, d=1.0, *, out=None, dtype=None, layout=torch.strided, device=None
     return torch.fft.fftfreq(n, d, out=out, dtype=dtype, layout=layout, device=device, requires_grad=requires_grad)
 
 
-def rfftfreq(n, d=1.0, *, out=None, dtype=None, layout=torch.strided, device=None, requires_grad=False):
+def rfftfreq(n: int, d: float = 1.0, *, out: torch.Tensor | None = None, dtype: torch.dtype | None = None,
+        layout: torch.layout = torch.strided, device: str | torch.device | None = None,
+        requires_grad: bool = False) -> torch.Tensor:
     """The sample frequencies of :func:`rfft`'s output: ``[0, 1, …, ⌊n/2⌋] / (d·n)``.
 
     Delegates to ``torch.fft.rfftfreq`` (no transform is involved, so no plan is made).
@@ -710,7 +733,7 @@ def rfftfreq(n, d=1.0, *, out=None, dtype=None, layout=torch.strided, device=Non
     return torch.fft.rfftfreq(n, d, out=out, dtype=dtype, layout=layout, device=device, requires_grad=requires_grad)
 
 
-def fftshift(input, dim=None):
+def fftshift(input: torch.Tensor, dim: int | Sequence[int] | None = None) -> torch.Tensor:
     """Move the zero-frequency term to the centre (a roll by ``n // 2`` along each dim).
 
     Delegates to ``torch.fft.fftshift`` (a roll, not a transform).
@@ -745,7 +768,7 @@ def fftshift(input, dim=None):
     return torch.fft.fftshift(input, dim)
 
 
-def ifftshift(input, dim=None):
+def ifftshift(input: torch.Tensor, dim: int | Sequence[int] | None = None) -> torch.Tensor:
     """The inverse of :func:`fftshift` (a roll by ``-(n // 2)``; they differ for odd n).
 
     Delegates to ``torch.fft.ifftshift``.

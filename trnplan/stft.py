@@ -121,8 +121,10 @@ def _window_for(window, win_length: int, device, what: str):
     return window
 
 
-def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=True, pad_mode="reflect",
-         normalized=False, onesided=None, return_complex=None, align_to_window=None):
+def stft(input: torch.Tensor, n_fft: int, hop_length: int | None = None, win_length: int | None = None,
+         window: torch.Tensor | None = None, center: bool = True, pad_mode: str = "reflect",
+         normalized: bool = False, onesided: bool | None = None, return_complex: bool | None = None,
+         align_to_window: bool | None = None) -> torch.Tensor:
     r"""Short-time Fourier transform, with :func:`torch.stft`'s arguments and results.
 
     Computes, for each frame ``m`` and frequency ``ω``,
@@ -322,8 +324,9 @@ def _windowed_frames(x, window, n_fft: int, win: int, hop: int, n_frames: int, a
     return frames
 
 
-def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=True, normalized=False,
-          onesided=None, length=None, return_complex=False):
+def istft(input: torch.Tensor, n_fft: int, hop_length: int | None = None, win_length: int | None = None,
+          window: torch.Tensor | None = None, center: bool = True, normalized: bool = False,
+          onesided: bool | None = None, length: int | None = None, return_complex: bool = False) -> torch.Tensor:
     r"""Inverse short-time Fourier transform, with :func:`torch.istft`'s arguments and results.
 
     Inverts each frame with one batched trnplan plan (c2r, or c2c for ``return_complex=True``),

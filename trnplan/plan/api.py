@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import inspect
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import attrs
 import torch
@@ -28,6 +30,9 @@ from trnplan.plan.provide import provide
 from trnplan.plan.validation import check_cache_and_compile, check_supported, check_tol, resolve_device
 from trnplan.plan.verify import verify_plan
 from trnplan.planner.registry import solver_names
+
+if TYPE_CHECKING:  # annotations only (from __future__ import annotations): no import at run time
+    from trnplan.cache.store import PlanCache
 
 #: the default of plan_many's ``cache``: the process-wide default plan cache (a sentinel, since
 #: ``None`` means no cache)
@@ -56,20 +61,20 @@ def cached_plan(kind: str, shape: tuple, batch: int, dtype, norm: str, inverse: 
 
 
 def plan_many(
-    shape,
+    shape: int | Sequence[int],
     batch: int = 1,
     *,
     kind: str = "c2c",
     inverse: bool | None = None,
-    dtype=torch.complex64,
+    dtype: torch.dtype = torch.complex64,
     precision: str | None = None,
     norm: str | None = "backward",
-    device="cpu",
+    device: str | torch.device = "cpu",
     cores: int = 1,
     strategy: str | None = None,
     effort: str = "estimate",
     tol: float | None = None,
-    cache=DEFAULT_CACHE,
+    cache: PlanCache | object | None = DEFAULT_CACHE,
     compile: str = "auto",
     verify: bool = False,
 ) -> Plan:

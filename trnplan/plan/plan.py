@@ -94,7 +94,7 @@ class Plan:
         self._replan = replan
 
     # ------------------------------------------------------------------ running
-    def execute(self, x):
+    def execute(self, x: torch.Tensor) -> torch.Tensor:
         """Run the transform.
 
         Parameters
