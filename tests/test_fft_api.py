@@ -518,7 +518,10 @@ def test_signatures_match_torch_fft():
             continue
         torch_sig = getattr(torch.fft, name).__doc__.strip().splitlines()[0]
         torch_params = torch_sig[torch_sig.index("(") : torch_sig.rindex(")") + 1]
-        assert str(inspect.signature(getattr(tfft, name))) == torch_params, name
+        sig = inspect.signature(getattr(tfft, name))  # compared without trnplan's type annotations
+        bare = sig.replace(parameters=[p.replace(annotation=p.empty) for p in sig.parameters.values()],
+                           return_annotation=sig.empty)
+        assert str(bare) == torch_params, name
         doc = inspect.getdoc(getattr(tfft, name))
         for section in ("Parameters", "Returns", "Raises", "Examples"):
             assert f"{section}\n--" in doc, f"{name}: no {section} section"
