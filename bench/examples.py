@@ -45,6 +45,14 @@ def load(name):
     return mod
 
 
+def synced(fns: dict, device) -> dict:
+    """Each callable followed by a wait for the device (CUDA and XLA queue work asynchronously)."""
+    if str(device) == "cpu":
+        return fns
+    sync = load("spectrogram").sync
+    return {k: (lambda f=f: (f(), sync(device))) for k, f in fns.items()}
+
+
 def rel(a, b) -> float:
     a, b = (t.detach().cpu().to(torch.complex128 if t.is_complex() else torch.float64) for t in (a, b))
     return float((a - b).abs().norm() / b.abs().norm())
@@ -57,7 +65,7 @@ def bench_taylor_green(n, cell_seconds, device):
                for c in (tg.TrnplanFFT, tg.TorchFFT)}
     states = {k: s.step(s.initial()) for k, s in solvers.items()}
     diff = rel(solvers["trnplan"].step(states["trnplan"]), solvers["torch.fft"].step(states["torch.fft"]))
-    cells = time_cells({k: (lambda s=s, u=states[k]: s.step(u)) for k, s in solvers.items()}, cell_seconds, 5)
+    cells = time_cells(synced({k: (lambda s=s, u=states[k]: s.step(u)) for k, s in solvers.items()}, device), cell_seconds, 5)
     return [{"example": "taylor_green", "case": f"RK3 step, {n}³", "variant": "eager", "cells": cells, "diff": diff,
              "trnplan_plans": solvers["trnplan"].fft.describe()}]
 
@@ -84,7 +92,7 @@ def bench_fno(dims, n, width, modes, batch, cell_seconds, device, compiled):
 
         step()  # compiles here when compiled
         fns[name] = step
-    cells = time_cells(fns, cell_seconds, 5)
+    cells = time_cells(synced(fns, device), cell_seconds, 5)
     size = f"n={n}" if dims == 1 else f"{n}²"
     return [{"example": f"fno {dims}-D", "case": f"train step, {size}, width {width}, {modes} modes, batch {batch}",
              "variant": "torch.compile" if compiled else "eager", "cells": cells,
@@ -99,8 +107,8 @@ def bench_spectrogram(batch, seconds, n_fft, hop, cell_seconds, device):
     npow = 0.09 * float((sp.hann(n_fft) ** 2).sum())
     pairs = {"trnplan": (trnplan.stft, trnplan.istft), "torch.fft": (torch.stft, torch.istft)}
     outs = {k: sp.pipeline(x, n_fft, hop, window, npow, f, g)[0] for k, (f, g) in pairs.items()}
-    cells = time_cells({k: (lambda f=f, g=g: sp.pipeline(x, n_fft, hop, window, npow, f, g))
-                        for k, (f, g) in pairs.items()}, cell_seconds, 5)
+    cells = time_cells(synced({k: (lambda f=f, g=g: sp.pipeline(x, n_fft, hop, window, npow, f, g))
+                               for k, (f, g) in pairs.items()}, device), cell_seconds, 5)
     return [{"example": "spectrogram", "case": f"STFT→mask→ISTFT, {batch}×{seconds:g} s at 16 kHz, n_fft {n_fft}, hop {hop}",
              "variant": "eager", "cells": cells, "diff": rel(outs["trnplan"], outs["torch.fft"])}]
 

@@ -275,17 +275,13 @@ def train(dims, data, args, fft, label, steps, compile, log=print, schedule=None
         sched.step()
         return loss.detach()
 
-    def sync():
-        if str(args.device).startswith("cuda"):
-            torch.cuda.synchronize()
-
     g = torch.Generator().manual_seed(args.seed)
     losses, times = [], []
     for s in range(steps):
         idx = torch.randint(0, a_tr.shape[0], (args.batch,), generator=g)
         t0 = time.perf_counter()
         loss = step(a_tr[idx], u_tr[idx], fwd)
-        sync()
+        sync(args.device)
         times.append(time.perf_counter() - t0)
         losses.append(float(loss))
         if log and (s % max(1, steps // 6) == 0 or s == steps - 1):
@@ -300,7 +296,7 @@ def train(dims, data, args, fft, label, steps, compile, log=print, schedule=None
             idx = torch.randint(0, a_tr.shape[0], (args.batch,), generator=g)
             t0 = time.perf_counter()
             step(a_tr[idx], u_tr[idx], model)
-            sync()
+            sync(args.device)
             eager.append(time.perf_counter() - t0)
         out["eager_step_s"] = float(np.median(eager[1:] or eager))
     return out
@@ -345,6 +341,29 @@ def plot(path, results):
     return str(path)
 
 
+def sync(device) -> None:
+    """Wait for the device's queued work, so a timer measures it (CUDA and XLA run asynchronously;
+    XLA tensors are lazy until a step is cut)."""
+    device = str(device)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+    elif device.startswith("xla"):
+        import torch_xla.core.xla_model as xm
+
+        xm.mark_step()
+        xm.wait_device_ops()
+
+
+def use_device(name: str) -> str:
+    """Make ``--device`` usable: the ``xla`` device exists only once torch_xla is imported."""
+    if name.startswith("xla"):
+        try:
+            import torch_xla  # noqa: F401  (registers the xla device with torch)
+        except ImportError as e:
+            raise SystemExit(f"--device {name} needs torch_xla (pip install torch-xla matching your torch): {e}")
+    return name
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps1", type=int, default=300, help="training steps, 1-D Burgers (default 300)")
@@ -371,6 +390,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--out", default="examples/out/fno.png", help="PNG path for the loss curves")
     ap.add_argument("--json", default=None, help="also write the checks and timings here")
     args = ap.parse_args(argv)
+    args.device = use_device(args.device)
     if args.small:
         args.steps1, args.steps2, args.n1, args.n2, args.train, args.test = 80, 60, 64, 16, 64, 16
         args.width1, args.modes1, args.width2, args.modes2 = 16, 8, 8, 4

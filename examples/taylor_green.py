@@ -157,7 +157,7 @@ class TaylorGreen:
         w[..., 0] = 1.0
         if n % 2 == 0:
             w[..., -1] = 1.0
-        self.w, self.k2 = w.to(device), k2.to(device)  # diagnostics stay float64
+        self.w, self.k2 = w, k2  # the diagnostics' float64 weights, on the host
         rdt = dtype
         self.kx, self.ky, self.kz = (t.to(device=device, dtype=rdt) for t in (kx, ky, kz))
         self.k2r = k2.to(device=device, dtype=rdt)
@@ -208,21 +208,24 @@ class TaylorGreen:
             v = v + RK3_B[s] * q
         return v * self.decay_step
 
-    # -- diagnostics (float64 sums whatever the run's dtype)
-    def _sum(self, a):
-        return float((self.w * a.to(torch.complex128).abs() ** 2).sum().item())
+    # -- diagnostics: float64 sums on the host whatever the run's dtype and device (XLA and Neuron
+    # devices have no float64, and torch-xla 2.9's abs() of a complex128 tensor returned complex)
+    @staticmethod
+    def _host(a):
+        return a.detach().cpu().to(torch.complex128)
 
     def energy(self, uh) -> float:
-        return 0.5 * self._sum(uh) / self.norm
+        a = self._host(uh)
+        return 0.5 * float((self.w * (a.real**2 + a.imag**2)).sum()) / self.norm
 
     def enstrophy(self, uh) -> float:
-        a = uh.to(torch.complex128)
-        return 0.5 * float((self.w * self.k2 * (a.abs() ** 2)).sum().item()) / self.norm
+        a = self._host(uh)
+        return 0.5 * float((self.w * self.k2 * (a.real**2 + a.imag**2)).sum()) / self.norm
 
     def transfer(self, uh, nh) -> float:
         """T = ⟨u · N(u)⟩, the energy the nonlinear term adds (zero in exact arithmetic)."""
-        a, b = uh.to(torch.complex128), nh.to(torch.complex128)
-        return float((self.w * (a.conj() * b).real).sum().item()) / self.norm
+        a, b = self._host(uh), self._host(nh)
+        return float((self.w * (a.real * b.real + a.imag * b.imag)).sum()) / self.norm
 
 
 def transfer_bound(u, w, cross, tol: float = FP32_TOL, u_round: float = U32) -> float:
@@ -283,8 +286,7 @@ def run(fft_cls, args, dtype, label, log=print, t_end=None):
             break
         t0 = time.perf_counter()
         uh = solver.step(uh, first_rhs=nh)
-        if args.device != "cpu" and torch.cuda.is_available():
-            torch.cuda.synchronize()
+        sync(args.device)
         hist["step_s"].append(time.perf_counter() - t0)
     if snapshot is None:
         snapshot = (steps, uh.to(torch.complex128).cpu())
@@ -296,12 +298,12 @@ def time_steps(fft_cls, args, steps: int) -> float:
     fft = fft_cls(args.n, args.device, torch.float32)
     solver = TaylorGreen(fft, args.n, args.dt, dtype=torch.float32, device=args.device)
     uh = solver.step(solver.initial())
+    sync(args.device)
     times = []
     for _ in range(steps):
         t0 = time.perf_counter()
         uh = solver.step(uh)
-        if str(args.device).startswith("cuda"):
-            torch.cuda.synchronize()
+        sync(args.device)
         times.append(time.perf_counter() - t0)
     return float(np.median(times))
 
@@ -346,6 +348,29 @@ def rel(a, b) -> float:
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
+def sync(device) -> None:
+    """Wait for the device's queued work, so a timer measures it (CUDA and XLA run asynchronously;
+    XLA tensors are lazy until a step is cut)."""
+    device = str(device)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+    elif device.startswith("xla"):
+        import torch_xla.core.xla_model as xm
+
+        xm.mark_step()
+        xm.wait_device_ops()
+
+
+def use_device(name: str) -> str:
+    """Make ``--device`` usable: the ``xla`` device exists only once torch_xla is imported."""
+    if name.startswith("xla"):
+        try:
+            import torch_xla  # noqa: F401  (registers the xla device with torch)
+        except ImportError as e:
+            raise SystemExit(f"--device {name} needs torch_xla (pip install torch-xla matching your torch): {e}")
+    return name
+
+
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=32, help="grid points per axis (default 32)")
@@ -364,6 +389,7 @@ def main(argv=None) -> dict:
     ap.add_argument("--overlay", action="append", default=[],
                     help="another run's --json file whose dissipation curve is added to the plot (repeatable)")
     args = ap.parse_args(argv)
+    args.device = use_device(args.device)
     if args.small:
         args.n, args.t_end, args.compare_until = 16, 1.0, 1.0
     if args.dt is None:
