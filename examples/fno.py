@@ -36,9 +36,13 @@ It prints and plots the loss curves, trains the same model on torch.fft with the
 batches beside it (eagerly by default, to stay within a minute: ``--compile-baseline`` compiles it
 too; bench/examples.py times both compiled and eager), and times a training step of each.
 
-Run: ``python examples/fno.py`` (~1 min on a 2-core CPU, most of it compiling); ``--small`` for
-tests; ``--no-compile`` for eager; ``--device cuda`` on a GPU (same code; accelerator tensors
-once trnplan supports them: not run there yet).
+Run: ``python examples/fno.py`` (most of its time is the two compiles); ``--small`` for tests;
+``--no-compile`` for eager.
+
+Devices: ``--device cuda`` runs the same code on a GPU (not run on one yet); ``--device xla``
+runs it on torch-xla tensors (docs/examples.md says what ran on XLA:CPU). A NeuronCore has no
+complex dtype and this example keeps complex spectra between its transforms, so on ``neuron`` it
+would need the ``(re, im)`` pair form of ``Plan.execute`` and split-complex arithmetic: not done.
 
 References
 ----------
@@ -348,9 +352,10 @@ def sync(device) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize(device)
     elif device.startswith("xla"):
+        import torch_xla
         import torch_xla.core.xla_model as xm
 
-        xm.mark_step()
+        torch_xla.sync()  # cut the lazy graph and run it (xm.mark_step() in torch-xla < 2.6)
         xm.wait_device_ops()
 
 

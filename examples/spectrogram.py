@@ -20,9 +20,12 @@ with numpy.fft (complex128), to bars derived from trnplan's fp32 plan bar (see :
 It writes a PNG of the noisy and masked spectrograms of one signal and times the pipeline on
 trnplan against torch.stft/istft.
 
-Run: ``python examples/spectrogram.py`` (a few seconds on a 2-core CPU); ``--small`` for tests;
-``--device cuda`` on a GPU (same code; accelerator tensors once trnplan supports them: not run
-there yet).
+Run: ``python examples/spectrogram.py`` (a few seconds on a 2-core CPU); ``--small`` for tests.
+
+Devices: ``--device cuda`` runs the same code on a GPU (not run on one yet); ``--device xla``
+runs it on torch-xla tensors (docs/examples.md says what ran on XLA:CPU). A NeuronCore has no
+complex dtype and this example keeps complex spectra between its transforms, so on ``neuron`` it
+would need the ``(re, im)`` pair form of ``Plan.execute`` and split-complex arithmetic: not done.
 
 References
 ----------
@@ -210,9 +213,10 @@ def sync(device) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize(device)
     elif device.startswith("xla"):
+        import torch_xla
         import torch_xla.core.xla_model as xm
 
-        xm.mark_step()
+        torch_xla.sync()  # cut the lazy graph and run it (xm.mark_step() in torch-xla < 2.6)
         xm.wait_device_ops()
 
 

@@ -36,9 +36,13 @@ It also prints -ΔE/Δt against the trapezoid mean of 2νΩ over each step (the 
 time, which holds to O(Δt²): reported, not checked), plots ε(t) with the published 512³ peak
 (≈ 0.0128 near t ≈ 9), and times a step on trnplan plans against the same solver on torch.fft.
 
-Run: ``python examples/taylor_green.py`` (32³ to t = 10 in ~1 min on a 2-core CPU);
-``--n 64`` for a curve near the published one (~8 min here), ``--small`` for tests, ``--device cuda`` on a GPU (the
-same code; accelerator tensors once trnplan supports them: not run there yet).
+Run: ``python examples/taylor_green.py`` (32³ to t = 10: ~50 s of CPU time here); ``--n 64`` for
+a curve near the published one (8× the work per step, twice the steps); ``--small`` for tests.
+
+Devices: ``--device cuda`` runs the same code on a GPU (not run on one yet); ``--device xla``
+runs it on torch-xla tensors (docs/examples.md says what ran on XLA:CPU). A NeuronCore has no
+complex dtype and this example keeps complex spectra between its transforms, so on ``neuron`` it
+would need the ``(re, im)`` pair form of ``Plan.execute`` and split-complex arithmetic: not done.
 
 References
 ----------
@@ -278,7 +282,7 @@ def run(fft_cls, args, dtype, label, log=print, t_end=None):
         hist["t"].append(t), hist["E"].append(E), hist["eps"].append(2 * NU * Om)
         hist["T"].append(T), hist["T_bound"].append(transfer_bound(u, w, cross))
         if args.compare_until is not None and snapshot is None and t >= args.compare_until - 1e-9:
-            snapshot = (n, uh.to(torch.complex128).cpu())
+            snapshot = (n, solver._host(uh))
         if log and (n % args.print_every == 0 or n == steps):
             log(f"  {label:>8s} step {n:4d}  t={t:6.3f}  E={E:.6f}  eps=2nu*Omega={2 * NU * Om:.6e}  "
                 f"|T|/eps={abs(T) / (2 * NU * Om):.1e}")
@@ -289,7 +293,7 @@ def run(fft_cls, args, dtype, label, log=print, t_end=None):
         sync(args.device)
         hist["step_s"].append(time.perf_counter() - t0)
     if snapshot is None:
-        snapshot = (steps, uh.to(torch.complex128).cpu())
+        snapshot = (steps, solver._host(uh))
     return solver, fft, hist, snapshot
 
 
@@ -355,9 +359,10 @@ def sync(device) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize(device)
     elif device.startswith("xla"):
+        import torch_xla
         import torch_xla.core.xla_model as xm
 
-        xm.mark_step()
+        torch_xla.sync()  # cut the lazy graph and run it (xm.mark_step() in torch-xla < 2.6)
         xm.wait_device_ops()
 
 
