@@ -376,8 +376,8 @@ def use_device(name: str) -> str:
 
 def main(argv=None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--steps1", type=int, default=300, help="training steps, 1-D Burgers (default 300)")
-    ap.add_argument("--steps2", type=int, default=200, help="training steps, 2-D vorticity (default 200)")
+    ap.add_argument("--steps1", type=int, default=250, help="training steps, 1-D Burgers (default 250)")
+    ap.add_argument("--steps2", type=int, default=150, help="training steps, 2-D vorticity (default 150)")
     ap.add_argument("--n1", type=int, default=128, help="1-D grid (default 128)")
     ap.add_argument("--n2", type=int, default=32, help="2-D grid per axis (default 32)")
     ap.add_argument("--width1", type=int, default=32)
