@@ -93,17 +93,16 @@ class TrnplanFFT:
     def __init__(self, n: int, device, dtype=torch.float32):
         shape = (n, n, n)
         self.forward = trnplan.plan_many(shape, batch=3, kind="r2c", dtype=dtype, device=device)
-        self.inverse6 = trnplan.plan_many(shape, batch=6, kind="c2r", dtype=dtype, device=device)
-        self.inverse3 = trnplan.plan_many(shape, batch=3, kind="c2r", dtype=dtype, device=device)
+        self.inverse = trnplan.plan_many(shape, batch=6, kind="c2r", dtype=dtype, device=device)
 
     def r2c(self, x):
         return self.forward.execute(x)
 
     def c2r(self, xh):
-        return (self.inverse6 if xh.shape[0] == 6 else self.inverse3).execute(xh)
+        return self.inverse.execute(xh)
 
     def describe(self) -> str:
-        return f"r2c {self.forward.tree}\n      c2r {self.inverse6.tree}"
+        return f"r2c {self.forward.tree}\n      c2r {self.inverse.tree}"
 
 
 class TorchFFT:
