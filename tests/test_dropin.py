@@ -519,3 +519,31 @@ def test_export_holds_trnplans_operator():
     targets = [str(node.target) for node in program.graph.nodes if node.op == "call_function"]
     assert sum("trnplan.execute" in t for t in targets) == 2  # rfft and irfft: one plan each
     assert not any("fft_r2c" in t or "fft_c2r" in t for t in targets)  # not torch's own FFT
+
+
+class StftLayer(torch.nn.Module):
+    """stft -> a learnable per-bin gain -> istft (a spectral mask, as in speech enhancement)."""
+
+    def __init__(self):
+        super().__init__()
+        self.window = torch.hann_window(16)
+        self.gain = torch.nn.Parameter(torch.linspace(0.5, 1.5, 9))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        spec = trnplan.stft(x, 16, 4, window=self.window, return_complex=True)
+        return trnplan.istft(spec * self.gain[:, None], 16, 4, window=self.window, length=x.shape[-1])
+
+
+@pytest.mark.parametrize("how", ["script", "trace", "export", "compile"])
+def test_stft_layer_under_script_trace_export_compile(how):
+    layer = StftLayer()
+    run = _compiled(how, layer, _rand((2, 200), seed=4))
+    x = _rand((2, 200), seed=6)
+    y = run(x)
+    w64, g64 = layer.window.double(), layer.gain.detach().double()
+    spec = torch.stft(x.double(), 16, 4, window=w64, return_complex=True)
+    want = torch.istft(spec * g64[:, None], 16, 4, window=w64, length=200)
+    assert (y.shape, y.dtype) == (want.shape, torch.float32)
+    assert _rel_l2(y, want) <= DEFAULT_TOL["fp32"]
+    if how == "script":
+        assert "trnplan::stft" in str(run.graph) and "trnplan::istft" in str(run.graph)

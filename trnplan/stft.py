@@ -214,6 +214,9 @@ def stft(input: torch.Tensor, n_fft: int, hop_length: int | None = None, win_len
     ...                     atol=1e-4))
     True
     """
+    if torch.jit.is_tracing():  # one trnplan::stft node in the trace; its kernel runs untraced (sizes as ints)
+        return torch.ops.trnplan.stft(input, n_fft, hop_length, win_length, window, center, pad_mode, normalized,
+                                      onesided, return_complex, align_to_window)
     hop, win, window = _stft_args(input, n_fft, hop_length, win_length, window, center, pad_mode, align_to_window)
     onesided, return_complex = _stft_sides(input, window, onesided, return_complex)
     batched = input.dim() == 2
@@ -229,13 +232,20 @@ def stft(input: torch.Tensor, n_fft: int, hop_length: int | None = None, win_len
         frames = _windowed_frames(x, window, n_fft, win, hop, n_frames, align_to_window)
         if not onesided:
             frames = frames.to(out_dtype)
-        plan = cached_plan("r2c" if onesided else "c2c", (n_fft,), x.shape[0] * n_frames, out_dtype,
-                           "ortho" if normalized else "backward", False, x.device)
-        y = plan.execute(frames)
+        y = _run_plan(frames, "r2c" if onesided else "c2c", n_fft, out_dtype, normalized, False)
     y = y.transpose(-1, -2)  # (B, frames, bins) -> (B, bins, frames), torch.stft's layout
     if not batched:
         y = y.squeeze(0)
     return y if return_complex else torch.view_as_real(y)
+
+
+def _run_plan(x, kind: str, n_fft: int, dtype, normalized: bool, inverse: bool):
+    """One plan over the last dim of ``x`` (B, frames, ·): every frame of every signal at once."""
+    norm = "ortho" if normalized else "backward"
+    if torch.compiler.is_compiling():  # Dynamo cannot trace planning: trnplan.fft's opaque operator
+        return torch.ops.trnplan.execute(x, kind, [n_fft], inverse, norm)
+    batch = x.shape[0] * x.shape[1]
+    return cached_plan(kind, (n_fft,), batch, dtype, norm, inverse, x.device).execute(x)
 
 
 def _stft_args(input, n_fft, hop_length, win_length, window, center, pad_mode, align_to_window):
@@ -400,6 +410,9 @@ def istft(input: torch.Tensor, n_fft: int, hop_length: int | None = None, win_le
     >>> bool(torch.allclose(x, y))
     True
     """
+    if torch.jit.is_tracing():  # one trnplan::istft node in the trace (see stft)
+        return torch.ops.trnplan.istft(input, n_fft, hop_length, win_length, window, center, normalized, onesided,
+                                       length, return_complex)
     hop, win, onesided, window = _istft_args(input, n_fft, hop_length, win_length, window, onesided, length,
                                              return_complex)
     batched = input.dim() == 3
@@ -407,10 +420,8 @@ def istft(input: torch.Tensor, n_fft: int, hop_length: int | None = None, win_le
     batch, n_frames = z.shape[0], z.shape[1]
     if not return_complex and not onesided:  # a real signal's spectrum is Hermitian: c2r reads the first half
         z = z[..., : n_fft // 2 + 1]
-    plan = cached_plan("c2c" if return_complex else "c2r", (n_fft,), batch * n_frames, input.dtype,
-                       "ortho" if normalized else "backward", True, input.device)
     w = _synthesis_window(window, win, n_fft, REAL_OF[input.dtype], input.device)
-    frames = plan.execute(z) * w  # (B, frames, n_fft)
+    frames = _run_plan(z, "c2c" if return_complex else "c2r", n_fft, input.dtype, normalized, True) * w
 
     # overlap-add by index arithmetic: sample t * hop + k of the output receives frame t's k-th value
     full = n_fft + hop * (n_frames - 1)
@@ -490,9 +501,33 @@ def _check_nola(envelope, hop: int) -> None:
     """The overlap-added squared window must stay above _NOLA_EPS where the output is (NOLA)."""
     if envelope.numel():
         low = envelope.abs().min()
+        if torch.compiler.is_compiling():  # no data-dependent branch in a graph: a check the graph runs
+            torch._assert_async(low >= _NOLA_EPS, "istft(): the NOLA condition fails (the window's overlap-added "
+                                "square vanishes inside the output); use a smaller hop_length or another window")
+            return
         if bool(low < _NOLA_EPS):
             raise InvalidArgument(
                 f"istft(): the window's overlap-added square falls to {float(low):.3g} (< {_NOLA_EPS:g}) inside the "
                 f"output, so the signal cannot be recovered there (the NOLA condition fails); use a smaller "
                 f"hop_length (now {hop}), a window that is not zero at its ends (a Hann window is 0 at sample 0), "
                 f"win_length=n_fft, or center=True (which trims the edge samples)")
+
+
+# torch.jit.script compiles calls to trnplan.stft / trnplan.istft as calls to these operators
+# (aten's stft.center and istft schemas; see trnplan.fft's "torch operators" for the mechanism):
+# their kernels run the Python functions above, so planning, autograd and the checks are the same.
+_SCHEMAS = {
+    "stft": "stft(Tensor self, int n_fft, int? hop_length=None, int? win_length=None, Tensor? window=None, "
+            "bool center=True, str pad_mode=\"reflect\", bool normalized=False, bool? onesided=None, "
+            "bool? return_complex=None, bool? align_to_window=None) -> Tensor",
+    "istft": "istft(Tensor self, int n_fft, int? hop_length=None, int? win_length=None, Tensor? window=None, "
+             "bool center=True, bool normalized=False, bool? onesided=None, int? length=None, "
+             "bool return_complex=False) -> Tensor",
+}
+_LIBRARY = torch.library.Library("trnplan", "FRAGMENT")  # module-level: dropping it unregisters the ops
+for _name, _fn in (("stft", stft), ("istft", istft)):
+    _LIBRARY.define(_SCHEMAS[_name])
+    _LIBRARY.impl(_name, _fn, "CompositeImplicitAutograd")
+    if hasattr(torch.jit, "_builtins"):
+        torch.jit._builtins._register_builtin(_fn, f"trnplan::{_name}")
+del _name, _fn
