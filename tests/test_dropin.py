@@ -547,3 +547,12 @@ def test_stft_layer_under_script_trace_export_compile(how):
     assert _rel_l2(y, want) <= DEFAULT_TOL["fp32"]
     if how == "script":
         assert "trnplan::stft" in str(run.graph) and "trnplan::istft" in str(run.graph)
+
+
+def test_export_with_a_dynamic_batch_runs_at_another_batch():
+    from torch.export import Dim
+
+    layer = TrnplanLayer(tfft)
+    program = torch.export.export(layer, (_rand((4, 32)),), dynamic_shapes={"x": {0: Dim("batch", min=2)}})
+    x = _rand((7, 32), seed=8)
+    assert _rel_l2(program.module()(x), _layer_reference(layer, x)) <= DEFAULT_TOL["fp32"]
