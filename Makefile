@@ -19,9 +19,12 @@ demo: setup  ## plan, run, explain and verify a real transform
 	$(BIN)/trnplan plan 4096 --batch 64 --explain --verify
 	$(BIN)/trnplan plan 256x256 --kind r2c --batch 8 --verify
 
-test: setup  ## the whole test suite, with trnplan/'s branch coverage (fails under pyproject's fail_under)
-	$(BIN)/python -m coverage run -m pytest -q
-	$(BIN)/python -m coverage report
+# pytest-xdist workers for `make test`: 2 fits this project's 2-core machines (3 min 24 s there with
+# coverage, against 4 min 31 s for the old suite in one process without it); more on a bigger machine
+TEST_WORKERS ?= 2
+
+test: setup  ## the whole test suite in TEST_WORKERS processes, with trnplan/'s branch coverage (fails under pyproject's fail_under)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup --cov --cov-report=term
 
 test-fast: setup  ## for development: the suite without the tests marked slow, no coverage
 	$(BIN)/python -m pytest -q -m "not slow"
