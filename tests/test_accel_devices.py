@@ -6,8 +6,8 @@ What runs where (docs/trainium.md):
   placed on meta, Plan.execute and trnplan.fft returning meta tensors of the right shape and dtype;
 * a PrivateUse1 backend renamed ``"neuron"`` (``torch.utils.rename_privateuse1_backend``, in a
   child process: the rename cannot be undone): trnplan resolves ``device="neuron"`` to the
-  accelerator backend with TorchNeuron's compile backend. Stock torch has no kernels for that
-  device, so no tensor can live on it: running a plan there is not exercised;
+  accelerator backend with TorchNeuron's compile backend. Plans running on tensors of that
+  device are tested with a stand-in device in tests/test_neuron_device_standin.py;
 * ``xla``: everything, on torch-xla 2.9 (XLA:CPU) in the lane (tests/xla/, .ci/xla_lane.sh).
 """
 
