@@ -100,8 +100,10 @@ CHILD = textwrap.dedent("""
 
 
 @pytest.fixture(scope="module")
-def child():
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [str(ROOT), os.environ.get("PYTHONPATH")] if p)}
+def child(tmp_path_factory):
+    # module scope runs before conftest's per-test cache directory: give the child its own
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [str(ROOT), os.environ.get("PYTHONPATH")] if p),
+           "TRNPLAN_CACHE_DIR": str(tmp_path_factory.mktemp("trnplan-cache"))}
     run = subprocess.run([sys.executable, "-c", CHILD, str(ROOT / "tests")], capture_output=True, text=True,
                          env=env, timeout=300, check=False)
     assert run.returncode == 0, run.stderr[-4000:]
