@@ -24,6 +24,7 @@ import time
 import numpy as np
 import scipy.fft
 import torch
+from _docs import replace_section  # bench/ is on sys.path when a bench script runs
 
 import trnplan
 
@@ -156,23 +157,15 @@ def main():
     table = markdown(result)
     print(table)
     if args.markdown:
-        replace_section(args.markdown, "solvers", table, result)
+        replace_section(args.markdown, "solvers", section_body(table, result))
 
 
-def replace_section(path, name, table, result):
-    """Replace the text between ``<!-- bench:NAME -->`` markers (or append the section)."""
-    begin, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
+def section_body(table, result) -> str:
+    """The solvers section: the machine line, then the table."""
     m = result["machine"]
     versions = ", ".join(f"{k} {m[k]}" for k in ("torch", "numpy", "scipy", "trnplan") if k in m)
-    body = (f"{begin}\nMeasured {result['when']} on {m['cores']} cores ({m['torch_threads']} torch threads), "
-            f"{versions}; complex64, medians.\n\n{table}\n{end}")
-    text = open(path).read() if os.path.exists(path) else ""
-    if begin in text and end in text:
-        text = text[: text.index(begin)] + body + text[text.index(end) + len(end):]
-    else:
-        text = text.rstrip() + "\n\n" + body + "\n"
-    with open(path, "w") as f:
-        f.write(text)
+    return (f"Measured {result['when']} on {m['cores']} cores ({m['torch_threads']} torch threads), "
+            f"{versions}; complex64, medians.\n\n{table}")
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ import platform
 import warnings
 
 import torch
+from _docs import replace_section  # bench/ is on sys.path when a bench script runs
 
 import trnplan
 from trnplan.benchsuite import time_cells
@@ -122,17 +123,6 @@ def markdown(rows) -> str:
     return "\n".join(lines)
 
 
-def replace(path: str, body: str) -> None:
-    begin, end = "<!-- bench:examples -->", "<!-- /bench:examples -->"
-    text = pathlib.Path(path).read_text(encoding="utf-8") if os.path.exists(path) else ""
-    block = f"{begin}\n{body}\n{end}"
-    if begin in text and end in text:
-        text = text[: text.index(begin)] + block + text[text.index(end) + len(end):]
-    else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-
 
 def main(argv=None) -> list:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -163,7 +153,7 @@ def main(argv=None) -> list:
     out.write_text(json.dumps({"header": head.strip(), "rows": rows}, indent=1, default=str))
     print(f"wrote {out}")
     if args.markdown:
-        replace(args.markdown, text)
+        replace_section(args.markdown, "examples", text)
     return rows
 
 

@@ -26,6 +26,7 @@ import platform
 
 import numpy as np
 import torch
+from _docs import replace_section  # bench/ is on sys.path when a bench script runs
 
 import trnplan
 from trnplan.benchsuite import _cpu_model, time_cells
@@ -83,18 +84,6 @@ def markdown(rows: list) -> str:
     return "\n".join(lines)
 
 
-def replace(path: str, body: str) -> None:
-    begin, end = "<!-- bench:multicore -->", "<!-- /bench:multicore -->"
-    text = open(path, encoding="utf-8").read() if os.path.exists(path) else ""
-    block = f"{begin}\n{body}\n{end}"
-    if begin in text and end in text:
-        text = text[: text.index(begin)] + block + text[text.index(end) + len(end):]
-    else:
-        text = text.rstrip() + "\n\n" + block + "\n"
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(text)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--markdown", default=None, help="rewrite the bench:multicore section of this file")
@@ -106,7 +95,7 @@ def main() -> None:
     text = head + markdown(rows)
     print(text)
     if args.markdown:
-        replace(args.markdown, text)
+        replace_section(args.markdown, "multicore", text)
 
 
 if __name__ == "__main__":
