@@ -186,3 +186,20 @@ def test_cuda_profile_prices_cufft_at_the_root_as_the_h200_measured_it(n):
         tf32 = Planner(CUDABackend(), probe=exact).plan(Problem.create(n, b, device="cuda", precision="tf32"),
                                                         Spec(name="dft-gemm"))
         assert 1 / 1.5 <= tf32.time_us / H200_TF32_DFT_GEMM_64_US <= 1.5
+
+
+@pytest.mark.parametrize("problem, expected", [
+    (Problem((1024,), 4), "(native 1024)"),
+    (Problem((1024,), 4, kind="r2c"), "(real 1024 method=lib)"),
+    (Problem((64, 64), 2, kind="c2r", inverse=True), "(nd 4096=64x64 kind=c2r method=lib inv)"),
+    (Problem((8, 8, 8), 1, dtype="complex128", precision="fp64"), "(nd 512=8x8x8 method=lib)"),
+])
+def test_default_node_is_the_devices_own_fft(problem, expected):
+    """The default every measured plan is timed against: torch.fft's own call for the problem."""
+    assert str(Planner(get_backend("cpu")).default_node(problem)) == expected
+
+
+@pytest.mark.parametrize("problem", [Problem((997,), 1, precision="bf16"), Problem((1024,), 4, device="meta")])
+def test_default_node_is_none_where_the_device_has_no_fft(problem):
+    """bf16 has no torch.fft mode; a meta/xla/neuron tensor has no FFT at all (GEMM trees only)."""
+    assert Planner(get_backend(problem.device)).default_node(problem) is None

@@ -18,7 +18,7 @@ from trnplan.backends import get_backend
 from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.errors import OverBoundError, PlanningError
 from trnplan.core.node import PlanNode
-from trnplan.core.spec import Spec
+from trnplan.core.spec import Spec, parse_strategy
 from trnplan.planner import registry
 from trnplan.planner.solver import VARIANTS, BuildContext
 
@@ -26,6 +26,12 @@ CHOSEN = "chosen"
 MORE_EXPENSIVE = "more expensive"
 NOT_APPLICABLE = "not applicable"
 OVER_BOUND = "over the accuracy bound"
+
+#: the device's own FFT as trees, tried in order: the 1-D complex leaf, the 1-D real transform
+#: through the library, the N-D transform through the library (torch.fft on the CPU, cuFFT on
+#: CUDA). What a user of torch.fft would otherwise call; measured planning always times it and
+#: only a candidate measured faster beyond the noise replaces it
+DEFAULT_STRATEGIES = ("(native)", "(real method=lib)", "(nd method=lib)")
 
 
 @attrs.frozen
@@ -217,6 +223,21 @@ class Planner:
         finally:
             self._active.pop()
         return sorted(seen.values(), key=lambda c: c.time_us)
+
+    def default_node(self, problem) -> PlanNode | None:
+        """The device's own FFT for ``problem`` as a tree (:data:`DEFAULT_STRATEGIES`: torch.fft
+        on the CPU, cuFFT on CUDA), within the bound; None where the backend has none that
+        applies (Neuron, xla, a precision the library lacks) or it is over the bound."""
+        names = tuple(s.name for s in self.solvers)
+        for text in DEFAULT_STRATEGIES:
+            spec = parse_strategy(text, names) if text.strip("()").split()[0] in names else None
+            if spec is None:
+                continue
+            try:
+                return self.plan(problem, spec)
+            except PlanningError:
+                continue
+        return None
 
     def _why_not(self, solver, problem, spec) -> str | None:
         """Why ``solver`` does not apply to ``problem`` under ``spec`` (kind/rank, its own reason,
