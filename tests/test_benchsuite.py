@@ -16,17 +16,19 @@ import pytest
 import trnplan
 from trnplan import benchsuite
 
-ROWS = ("fft-1x256", "rfft-1x1024")
+ROWS = ("fft-1x256", "rfft-1x1024", "rfftn-3x64x64x64")
 CELL_KEYS = {"us", "min_us", "repeats", "status"}
 DERIVED_KEYS = {"best_library", "best_library_us", "measure_vs_best", "estimate_vs_best", "regret",
-                "overhead_us", "measure_overhead_us", "flagged"}
+                "overhead_us", "measure_overhead_us", "flagged", "measure_goal", "estimate_goal",
+                "estimate_vs_torch", "measure_vs_torch"}
 
 
 @pytest.fixture(scope="module")
 def suite_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("suite")
     docs = out / "doc.md"
-    docs.write_text("# Title\n\nbefore\n\n<!-- bench-suite:start -->\nOLD\n<!-- bench-suite:end -->\n\nafter\n")
+    docs.write_text("# Title\n\n<!-- bench-summary:start -->\nOLD SUMMARY\n<!-- bench-summary:end -->\n\nbefore\n\n"
+                    "<!-- bench-suite:start -->\nOLD\n<!-- bench-suite:end -->\n\nafter\n")
     args = benchsuite._standalone_parser().parse_args(
         ["--rows", ",".join(ROWS), "--threads", "1", "--cell-seconds", "0", "--min-repeats", "1",
          "--out", str(out), "--docs", str(docs)])
@@ -44,7 +46,7 @@ def test_json_schema(suite_run):
     assert [t["threads"] for t in result["tables"]] == [1]
     table = result["tables"][0]
     assert [r["id"] for r in table["rows"]] == list(ROWS)
-    expected_cols = {benchsuite.EST, benchsuite.MEAS, *benchsuite.LIBRARIES,
+    expected_cols = {benchsuite.EST, benchsuite.MEAS, *benchsuite.LIBRARIES, benchsuite.PYFFTW_EXECUTE,
                      *(f"forced {n}" for n in trnplan.solver_names())}
     for row in table["rows"]:
         assert set(row["cells"]) == expected_cols
@@ -83,11 +85,13 @@ def test_markdown_table_shape(suite_run):
     body = [ln for ln in rest[: len(ROWS)]]
     ncols = header.count("|")
     assert sep.count("|") == ncols and all(ln.count("|") == ncols for ln in body)
-    for name in ("best library", "measure / best", "estimate / measure", "overhead µs", "torch.fft"):
+    for name in ("best library", "measure / best", "estimate / torch.fft", "estimate / measure", "overhead µs",
+                 "torch.fft", "pyfftw w1", "pyfftw w2"):
         assert f"| {name} |" in header
     assert [ln.split("|")[1].strip() for ln in body] == [benchsuite.ROWS_BY_ID[r].label for r in ROWS]
     assert "forced precision" not in header  # a column with no timed cell is left out of the table
-    for goal in ("≤ 1.05× best library", "regret estimate / measure ≤ 1.5", "≤ 1.1", "overhead ≤ 5 µs"):
+    for goal in ("within 1.05× the best library (≥ 50 µs) or 3 µs of it", "within 1.05× torch.fft",
+                 "regret estimate / measure ≤ 1.5", "≤ 1.1", "overhead ≤ 2 µs", "cost model"):
         assert goal in text
     assert ("time_per_size.png" in text)
 
@@ -95,9 +99,12 @@ def test_markdown_table_shape(suite_run):
 def test_docs_section_replaced_rest_kept(suite_run):
     out, docs = suite_run
     text = docs.read_text()
-    assert text.startswith("# Title\n\nbefore\n\n<!-- bench-suite:start -->\n")
+    assert text.startswith("# Title\n\n<!-- bench-summary:start -->\n`trnplan bench` of ")
+    assert "<!-- bench-summary:end -->\n\nbefore\n\n<!-- bench-suite:start -->\n" in text
     assert text.endswith("<!-- bench-suite:end -->\n\nafter\n")
     assert "OLD" not in text and (out / "results.md").read_text().rstrip() in text
+    summary = text[: text.index("<!-- bench-summary:end -->")]
+    assert "1 thread(s):" in summary and "trnplan (measure) within 1.05×" in summary
 
 
 def test_docs_section_appended_when_absent(tmp_path):
@@ -125,11 +132,25 @@ def test_add_parser_wires_bench_subcommand():
     assert args.command == "bench" and args.quick and args.out == "x" and args.docs is None
     with pytest.raises(SystemExit):
         ap.parse_args(["bench", "--rows", "no-such-row"])
+    assert ap.parse_args(["bench", "--rows", "planner"]).rows == list(benchsuite.ROW_SETS["planner"])
+    assert ap.parse_args(["bench", "--rows", "seed,fft-512x192"]).rows == [*benchsuite.ROW_SETS["seed"], "fft-512x192"]
 
 
 def test_derive_handles_missing_columns():
     cells = {benchsuite.EST: {"us": 10.0, "overhead_us": 2.0}, benchsuite.MEAS: {"us": None},
-             "torch.fft": {"us": 8.0}, "pyfftw": {"us": None}}
+             "torch.fft": {"us": 8.0}, "pyfftw w1": {"us": None}, benchsuite.PYFFTW_EXECUTE: {"us": 0.5}}
     d = benchsuite.derive(cells)
+    # FFTW's execute-only floor is not a competitor: torch.fft is the best library here
     assert d["best_library"] == "torch.fft" and d["estimate_vs_best"] == pytest.approx(1.25)
+    assert d["estimate_vs_torch"] == pytest.approx(1.25) and d["estimate_goal"] is True  # 10 ≤ 8 + 3 µs
     assert d["measure_vs_best"] is None and d["regret"] is None and d["overhead_us"] == 2.0
+    assert d["measure_goal"] is None
+
+
+@pytest.mark.parametrize("us, best, met", [
+    (52.4, 50.0, True), (52.6, 50.0, False),  # ≥ 50 µs: within 5 %
+    (12.9, 10.0, True), (13.1, 10.0, False),  # below: within 3 µs
+    (None, 10.0, None), (10.0, None, None),
+])
+def test_best_goal_is_the_issues(us, best, met):
+    assert benchsuite.meets_best_goal(us, best) is met
