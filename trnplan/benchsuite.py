@@ -3,33 +3,43 @@
     trnplan bench [--quick] [--out DIR] [--docs PATH] [--threads 1,2] [--rows ID,ID] ...
     python bench/suite.py --quick
 
-Rows are the seed project's grid (complex64 unless noted): 1-D c2c fft of 256 … 65536 points,
-batched 32×1024 and 128×1024, the Bluestein lengths 127, 997 and 4097, fft2 256² and 1024²,
-fftn 32×64×64, the STFT of 16 000 real samples (n_fft 256, hop 64, Hann window) and rfft of
-1024, 4096 and 65536 real points (float32). Columns:
+Two row sets (``--rows seed``, ``--rows planner``, or row ids). ``seed`` is the seed project's
+grid (complex64 unless noted): 1-D c2c fft of 256 … 65536 points, batched 32×1024 and 128×1024,
+the Bluestein lengths 127, 997 and 4097, fft2 256² and 1024², fftn 32×64×64, the STFT of 16 000
+real samples (n_fft 256, hop 64, Hann window) and rfft of 1024, 4096 and 65536 real points
+(float32). ``planner`` (issue 19) holds the sizes the planner was seen losing on (512×192,
+2048×512, 64×6000, 1×262144, 8×16385), batched short and mid lengths (256×64, 16×1000, 64×4096)
+and the Taylor–Green example's rfftn of 3 × 64³. Columns:
 
-* ``trnplan (estimate)``: ``plan_many(shape, batch, kind, cache=None)``, then ``plan.execute(x)``;
-* ``trnplan (measure)``: the same with ``effort="measure"`` (recorded as not available, with the
-  reason, where plan_many raises NotSupportedYet for it: a trnplan without measured planning);
-* ``forced NAME``: ``plan_many(..., strategy=NAME, cache=None)`` for every registered solver
-  (n/a when the solver does not apply);
-* the libraries, called directly: torch.fft, numpy.fft, scipy.fft (workers 1 and 2), pyFFTW
-  (builders, FFTW_MEASURE, threads = the table's thread count, planned outside the timed loop)
-  and mkl_fft; a library that does not import is recorded as absent.
+* ``trnplan (estimate)``: ``plan_many(shape, batch, kind)`` through the table's fresh plan
+  cache, then ``plan.execute(x)``;
+* ``trnplan (measure)``: the same with ``effort="measure"``;
+* ``forced NAME``: ``plan_many(..., strategy=NAME)`` for every registered solver (n/a when the
+  solver does not apply);
+* the libraries, each called the way a PyTorch user calls it on the row's tensor, returning a
+  result: torch.fft, numpy.fft, scipy.fft (workers 1 and 2) and mkl_fft as
+  ``torch.from_numpy(f(x.numpy()))``; pyFFTW (builders, FFTW_MEASURE, 1 and 2 threads, planned
+  outside the timed loop) called on the tensor's data; a library that does not import is
+  recorded as absent. ``pyfftw execute-only`` (the prebuilt object executed on its own buffers:
+  FFTW's floor, transforming nothing new) is shown but is not a competitor.
 
-Each table (threads 1, threads 2) runs in its own process, so every ratio of a table comes from
-one process. Within a row all columns are timed in round-robin rounds after a warm-up, so drift
-on a noisy machine hits them alike; each cell gets enough calls for ``--cell-seconds`` (0.2 s,
-at least ``--min-repeats`` = 5) and reports the median. Derived per row: the best library (the
-fastest library column), measure / best library (goal ≤ 1.05), estimate / measure (the
-estimate's regret), and the execute overhead: ``plan.execute(x)`` minus the plan's library leaf
-called directly (``plan.module.root.library_call(norm)(x)``), for plans whose root has one
-(goal ≤ 5 µs). Every trnplan column is checked once against numpy.fft in complex128 (relative
-L2); a cell over 1e-5 is flagged.
+Each table (threads 1, threads 2) runs in its own process with a fresh plan cache, so every ratio
+of a table comes from one process. Within a row all columns are timed in round-robin rounds after
+a warm-up, so drift on a noisy machine hits them alike; each cell gets enough calls for
+``--cell-seconds`` (0.2 s, at least ``--min-repeats`` = 5) and reports the median. Derived per
+row: the best library (the fastest library column); measure / best against issue 19's goal
+(≤ 1.05× where the best takes ≥ 50 µs, ≤ best + 3 µs below); estimate / torch.fft (goal ≤ 1.05:
+never slower than the call it replaces); estimate / measure (the estimate's regret); and the
+execute overhead: ``plan.execute(x)`` minus the plan's library leaf called directly
+(``plan.module.root.library_call(norm)(x)``), for plans whose root has one (goal ≤ 2 µs). Every
+trnplan column is checked once against numpy.fft in complex128 (relative L2); a cell over 1e-5 is
+flagged.
 
 Writes ``results.json``, ``results.md`` and (with matplotlib) ``time_per_size.png`` to ``--out``;
 ``--docs PATH`` puts results.md between the ``<!-- bench-suite:start -->`` and
-``<!-- bench-suite:end -->`` markers of that file.
+``<!-- bench-suite:end -->`` markers of that file, and the goal lines of every table between its
+``<!-- bench-summary:start -->`` and ``<!-- bench-summary:end -->`` markers (the top of
+docs/benchmarks.md).
 """
 
 from __future__ import annotations
