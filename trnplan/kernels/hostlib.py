@@ -140,7 +140,9 @@ def transform(library: str, shape: tuple, kind: str, inverse: bool,
     if library_module(library) is None:
         raise RuntimeError(f"{library} is not installed")
     shape = tuple(shape)
-    make = {"scipy": _scipy_call, "pyfftw": _pyfftw_call, "mkl_fft": _mkl_call}[library]
+    if library == "pyfftw":
+        return _pyfftw_call(shape, kind, inverse, norm)
+    make = {"scipy": _scipy_call, "mkl_fft": _mkl_call}[library]
     run = make(shape, kind, inverse, norm)
 
     want = _REAL if kind == "c2r" else _COMPLEX
@@ -246,61 +248,108 @@ def _scoped(scoped, fn, a, **kwargs):
 
 # ---------------------------------------------------------------------- pyFFTW
 class _FFTWCall:
-    """One FFTW plan (a pyfftw.FFTW object) with its scratch arrays and a lock.
+    """One FFTW plan (a pyfftw.FFTW object) with its scratch arrays, used by one thread.
 
-    A call points the plan at the caller's input (when its strides and alignment match the
-    plan's, else it is copied into the scratch input) and at a fresh output array, executes, and
-    points the plan back at its scratch arrays when the input is large (:data:`RELEASE_BYTES`), so
-    that it keeps no large caller memory alive. c2r
-    always copies: FFTW's c2r overwrites its input. The lock makes one plan safe to share
-    between threads (FFTW's execute on the same plan object is not).
+    A call executes FFTW's new-array interface from the caller's input (no copy when its
+    strides and alignment are the plan's, as for a contiguous CPU tensor: torch allocates on
+    64-byte boundaries) into a fresh output array that becomes the returned tensor's memory
+    (``torch.from_numpy``, no copy). A mismatched input is copied into the scratch input, and
+    c2r always copies: FFTW's c2r overwrites its input. After a call whose input is large
+    (:data:`RELEASE_BYTES`) the plan is pointed back at its scratch arrays, so that it keeps no
+    large caller memory alive.
+
+    No lock: :func:`_fftw_plan` gives each calling thread its own object (FFTW's execute on one
+    plan object is not thread-safe), so one object never runs in two threads at once.
     """
 
     def __init__(self, fftw, copy_input: bool):
         self.fftw, self.copy_input = fftw, copy_input
         self.scratch_in, self.scratch_out = fftw.input_array, fftw.output_array
-        self.in_align, self.out_align = fftw.input_alignment, fftw.output_alignment
         self.out_shape, self.out_dtype = fftw.output_array.shape, fftw.output_array.dtype
-        self.lock = threading.Lock()
-        pyfftw = library_module("pyfftw")
-        self.is_aligned, self.empty_aligned = pyfftw.is_byte_aligned, pyfftw.empty_aligned
+        self.update, self.execute = fftw.update_arrays, fftw.execute  # bound once: 0.1 µs a call
 
     def __call__(self, a: np.ndarray) -> np.ndarray:
-        # pyfftw.is_byte_aligned: 0.1 µs where ndarray.ctypes.data costs 2.7 µs (at n=16 the
-        # whole call is ~8 µs)
+        # np.empty + torch.from_numpy (0.17 + 0.5 µs) is the cheapest output tensor: torch.empty
+        # alone costs 1.1 µs and its .numpy() view 0.5 more (n=256, measured here)
         out = np.empty(self.out_shape, self.out_dtype)
-        if not self.is_aligned(out, self.out_align):
-            out = self.empty_aligned(self.out_shape, self.out_dtype, n=self.out_align)
-        direct = (not self.copy_input and a.strides == self.scratch_in.strides
-                  and self.is_aligned(a, self.in_align))
-        with self.lock:
-            if not direct:
-                np.copyto(self.scratch_in, a)
-                a = self.scratch_in
-            self.fftw.update_arrays(a, out)
-            try:
-                self.fftw.execute()
-            finally:
-                if a.nbytes > RELEASE_BYTES:  # small arrays stay referenced until the next call:
-                    self.fftw.update_arrays(self.scratch_in, self.scratch_out)  # 1 µs saved per call
+        if self.copy_input:
+            np.copyto(self.scratch_in, a)
+            a = self.scratch_in
+        try:  # pyFFTW checks shape, strides, dtype and alignment itself (0.25 µs)
+            self.update(a, out)
+        except ValueError:  # the rare path: strides or alignment unlike the plan's
+            a, out = self._fit(a, out)
+            self.update(a, out)
+        self.execute()
+        if a.nbytes > RELEASE_BYTES:  # small arrays stay referenced until the next call
+            self.update(self.scratch_in, self.scratch_out)
         return out
+
+    def _fit(self, a: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``a`` and ``out`` made acceptable to the plan: an aligned output, the input copied into
+        the scratch input unless its strides and alignment already match."""
+        fftw = self.fftw
+        pyfftw = library_module("pyfftw")
+        if not pyfftw.is_byte_aligned(out, fftw.output_alignment):
+            out = pyfftw.empty_aligned(self.out_shape, self.out_dtype, n=fftw.output_alignment)
+        if a.strides != self.scratch_in.strides or not pyfftw.is_byte_aligned(a, fftw.input_alignment):
+            np.copyto(self.scratch_in, a)
+            a = self.scratch_in
+        return a, out
 
 
 #: after a call, a plan is pointed back at its scratch arrays when the caller's input is larger
 #: than this, so it keeps no large caller memory alive; smaller ones stay referenced until the
-#: next call (re-pointing costs ~1 µs, a fifth of a small transform's whole call)
+#: next call (re-pointing costs ~0.25 µs, a tenth of a small transform's whole call)
 RELEASE_BYTES = 1 << 20
 
 _FFTW: OrderedDict = OrderedDict()
 _FFTW_LOCK = threading.Lock()
 
+#: FFTW plans made in this process: ``from_wisdom`` were read from FFTW's wisdom
+#: (``FFTW_WISDOM_ONLY`` succeeded: the same algorithm as the process that stored it),
+#: ``measured`` were timed by FFTW itself (its wisdom had no answer, so the algorithm it picks
+#: may differ from another process's). The build pipeline compares ``measured`` before and after
+#: lowering a cached plan, and stores the new wisdom when it moved.
+FFTW_PLANS = {"from_wisdom": 0, "measured": 0}
+
+
+def _out_shape(shape: tuple, kind: str, batch_shape: tuple) -> tuple:
+    """The output array's shape for an input of ``batch_shape``."""
+    if kind == "r2c":
+        return (*batch_shape[:-1], shape[-1] // 2 + 1)
+    if kind == "c2r":
+        return (*batch_shape[:-1], shape[-1])
+    return batch_shape
+
+
+def _new_fftw(shape: tuple, dtype: np.dtype, kind: str, inverse: bool, threads: int, batch_shape: tuple):
+    """A pyfftw.FFTW object for ``batch_shape`` inputs: from FFTW's wisdom when it knows the
+    problem, else FFTW_MEASURE (counted in :data:`FFTW_PLANS`).
+
+    The flags and aligned arrays are those pyfftw.builders used before (FFTW_MEASURE, input
+    preserved where FFTW can, simd-aligned arrays), so wisdom stored by earlier versions stays valid.
+    """
+    pyfftw = library_module("pyfftw")
+    out_dtype = (_REAL if kind == "c2r" else _COMPLEX)[dtype]
+    template = pyfftw.empty_aligned(batch_shape, dtype)
+    output = pyfftw.empty_aligned(_out_shape(shape, kind, batch_shape), out_dtype)
+    args = (template, output, tuple(range(-len(shape), 0)), "FFTW_BACKWARD" if inverse else "FFTW_FORWARD")
+    try:
+        fftw = pyfftw.FFTW(*args, flags=("FFTW_MEASURE", "FFTW_WISDOM_ONLY"), threads=threads)
+        FFTW_PLANS["from_wisdom"] += 1
+    except RuntimeError:  # "No FFTW wisdom is known for this plan."
+        fftw = pyfftw.FFTW(*args, flags=("FFTW_MEASURE",), threads=threads)
+        FFTW_PLANS["measured"] += 1
+    return fftw
+
 
 def _fftw_plan(shape: tuple, dtype: np.dtype, kind: str, inverse: bool, threads: int, batch_shape: tuple):
-    """The cached :class:`_FFTWCall` for an input of ``batch_shape`` (FFTW_MEASURE on first use).
+    """The cached :class:`_FFTWCall` for an input of ``batch_shape`` (made on first use).
 
-    One per calling thread: a plan object is re-pointed at each call's arrays under its lock, so
-    threads sharing one would run one at a time (the multicore solver's shards of equal size
-    did, at half speed); FFTW's wisdom makes the second thread's plan cheap.
+    One per calling thread: a plan object is re-pointed at each call's arrays, so threads sharing
+    one would have to run one at a time (the multicore solver's shards of equal size did, at half
+    speed); FFTW's wisdom makes the second thread's plan cheap, and the same algorithm.
     """
     # the transform shape too: a c2r input of (…, 8, 5) is the half spectrum of both 8×8 and 8×9
     key = (tuple(shape), batch_shape, dtype, kind, inverse, threads, threading.get_ident())
@@ -309,19 +358,7 @@ def _fftw_plan(shape: tuple, dtype: np.dtype, kind: str, inverse: bool, threads:
         if hit is not None:
             _FFTW.move_to_end(key)
             return hit
-    pyfftw = library_module("pyfftw")
-    builders = importlib.import_module("pyfftw.builders")
-    rank = len(shape)
-    axes = tuple(range(-rank, 0))
-    template = pyfftw.empty_aligned(batch_shape, dtype)
-    opts = {"planner_effort": "FFTW_MEASURE", "threads": threads, "avoid_copy": False}
-    if kind == "c2c":
-        fftw = (builders.ifftn if inverse else builders.fftn)(template, axes=axes, **opts)
-    elif kind == "r2c":
-        fftw = builders.rfftn(template, axes=axes, **opts)
-    else:
-        fftw = builders.irfftn(template, s=shape, axes=axes, **opts)
-    call = _FFTWCall(fftw, copy_input=kind == "c2r")
+    call = _FFTWCall(_new_fftw(shape, dtype, kind, inverse, threads, batch_shape), copy_input=kind == "c2r")
     with _FFTW_LOCK:  # built outside the lock (MEASURE takes ms to s), re-checked after
         hit = _FFTW.get(key)
         if hit is not None:
@@ -332,27 +369,68 @@ def _fftw_plan(shape: tuple, dtype: np.dtype, kind: str, inverse: bool, threads:
     return call
 
 
+def _fftw_threads() -> int:
+    """FFTW's thread count: one (see :func:`_pyfftw_call`)."""
+    return 1
+
+
 def _pyfftw_call(shape, kind, inverse, norm):
+    """The pyFFTW transform on torch tensors (the other libraries' calls take numpy arrays and
+    :func:`transform` wraps them; this one is the whole call, to keep the per-call work small)."""
     n = math.prod(shape)
     scale = _scale(norm, inverse, n)
     # one FFTW thread: FFTW's own thread pool competes with torch's OpenMP threads, which spin
     # after every parallel region; in `trnplan bench` at torch threads 2, pyFFTW plans with 2
     # threads stalled ~8 ms per call at 1×256 and 1×4096 (timeslice-sized waits), and on this
     # 2-vCPU box 2 threads gained little anyway (1×65536: 263 µs vs 227 µs at 1 thread)
-    threads = 1
-    plans: dict = {}  # this callable's plans by input (shape, dtype): skips the shared lock
+    threads = _fftw_threads()
+    plans: dict = {}  # this callable's plans by input (shape, dtype, thread): skips the shared lock
+    get_ident, from_numpy = threading.get_ident, torch.from_numpy
 
-    def run(a: np.ndarray) -> np.ndarray:
-        key = (a.shape, a.dtype, threading.get_ident())
+    def call(x: torch.Tensor) -> torch.Tensor:
+        try:
+            a = x.numpy()
+        except RuntimeError:  # grad-tracking, conj or neg views: resolved (the rare path)
+            a = _as_numpy(x)
+        key = (a.shape, a.dtype, get_ident())
         plan = plans.get(key)
         if plan is None:
             plan = plans[key] = _fftw_plan(shape, a.dtype, kind, inverse, threads, a.shape)
         out = plan(a)
         if scale != 1.0:
             np.multiply(out, scale, out=out)  # a Python float keeps float32/complex64
-        return out
+        return from_numpy(out)
 
-    return run
+    return call
+
+
+def prepare(library: str, shape: tuple, kind: str, inverse: bool, batch: int, dtype: torch.dtype) -> None:
+    """Make the library's plan for inputs of ``(batch, *in_shape)`` now rather than at the first call.
+
+    For pyFFTW this is where FFTW decides its algorithm (from wisdom, or by measuring), so that
+    what it decided is in :func:`export_wisdom` when a trnplan plan's record is stored, and a
+    process that loads the record reads the same decision back. The other libraries decide
+    nothing per process: a no-op for them.
+
+    Parameters
+    ----------
+    library : {"scipy", "pyfftw", "mkl_fft"}
+    shape : tuple of int
+        The transform shape (real lengths for r2c/c2r).
+    kind : {"c2c", "r2c", "c2r"}
+    inverse : bool
+    batch : int
+        The leading dimension the transform will be called with.
+    dtype : torch.dtype
+        The real dtype of the computation (torch.float32 or torch.float64).
+    """
+    if library != "pyfftw" or library_module("pyfftw") is None:
+        return
+    shape = tuple(shape)
+    in_shape = (*shape[:-1], shape[-1] // 2 + 1) if kind == "c2r" else shape
+    real = np.dtype(np.float64 if dtype == torch.float64 else np.float32)
+    np_dtype = real if kind == "r2c" else np.dtype(_COMPLEX[real])
+    _fftw_plan(shape, np_dtype, kind, inverse, _fftw_threads(), (batch, *in_shape))
 
 
 def export_wisdom() -> dict | None:

@@ -77,6 +77,9 @@ class Plan:
         self._lib_in = (problem.batch, *problem.in_shape)
         # (shape, dtype, device) signatures already validated: repeated calls skip the checks
         self._accepted: set = set()
+        # of those, the ones a root library call takes as they are ((batch, *in_shape)), mapped to
+        # that call: execute's fast path, no run() and no reshape (0.2 µs of its ~0.6 µs at n=256)
+        self._direct: dict = {}
         # torch.complex has no lowering on torch-xla (it runs on the host: aten::complex.out in
         # executed_fallback_ops()), and inside torch-xla's dynamo bridge the view ops real/imag and
         # view_as_complex have no xla kernel: on an accelerator the pair is split and packed by
@@ -130,9 +133,12 @@ class Plan:
         Differentiable: when ``x`` requires grad, the backward pass runs the adjoint transform
         (:meth:`adjoint`) as another cached plan.
         """
-        p = self.problem
         if isinstance(x, torch.Tensor):
             signature = (x.shape, x.dtype, x.device)
+            direct = self._direct.get(signature)
+            if direct is not None and not x.requires_grad:
+                return direct(x)
+            p = self.problem
             if signature not in self._accepted:
                 check_tensor(p, x)
                 check_layout(p, self.device, x, "x")
@@ -140,6 +146,7 @@ class Plan:
             if x.requires_grad and torch.is_grad_enabled():
                 return PlanFunction.apply(self, x)
             return self.run(x)
+        p = self.problem
         if isinstance(x, (tuple, list)):
             if p.real_input:
                 raise TypeError(f"this r2c plan takes one real {dtype_name(p.real_dtype)} tensor, not a pair")
@@ -226,6 +233,8 @@ class Plan:
     def _accept(self, signature) -> None:
         if len(self._accepted) < 64:  # bounded: a plan sees few distinct layouts
             self._accepted.add(signature)
+            if self._native is not None and signature[0] == self._lib_in:
+                self._direct[signature] = self._native
 
     # ------------------------------------------------------------------ explaining
     def explain(self) -> str:

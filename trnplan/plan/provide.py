@@ -316,7 +316,11 @@ def _trust(req: _Request, record: dict, key: str) -> _Decision | None:
         tree = _trusted_tree(record, problem, req.planner)
         if record.get("host_wisdom"):
             hostlib.import_wisdom(record["host_wisdom"])
+        measured = hostlib.FFTW_PLANS["measured"]
         module = req.planner.lower_plan(tree, problem, req.device)
+        if hostlib.FFTW_PLANS["measured"] != measured:  # FFTW had to measure: the record lacked its
+            record = {**record, "host_wisdom": hostlib.export_wisdom()}  # decision; keep this one
+            req.cache.update_wisdom(key, record)
         candidates = _candidates_from_json(record.get("candidates"))
         stored = record.get("measurement")
         measurement = Measurement.from_dict(stored) if stored is not None else None

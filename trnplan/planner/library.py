@@ -148,8 +148,13 @@ class HostLibrary(WholeShape, Solver):
         return True
 
     def build(self, node, ctx):
-        shape = tuple(node.param("factors") or (node.n,))
-        return HostFFT(self.library, shape, node.param("kind", "c2c"), node.inverse)
+        shape, kind = tuple(node.param("factors") or (node.n,)), node.param("kind", "c2c")
+        # FFTW decides its algorithm now (from the plan record's wisdom, or by measuring), not at
+        # the first call: the build pipeline stores FFTW's wisdom after lowering, and a decision
+        # made later was missing from it, so a new process re-measured and could pick another
+        # algorithm (bitwise different results: the 48×40×36 r2c differed by 1.4e-4)
+        hostlib.prepare(self.library, shape, kind, node.inverse, node.batch, ctx.dtype)
+        return HostFFT(self.library, shape, kind, node.inverse)
 
     # ------------------------------------------------------------------ Trainium host fallback
     # On device="neuron" a host library is the whole plan or nothing: a candidate at the root only

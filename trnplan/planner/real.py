@@ -94,7 +94,9 @@ class RealLibrary(torch.nn.Module):
         """The torch.fft function on the user-facing tensor (batch, in) → (batch, out), with ``norm``."""
         if self.inverse:
             return functools.partial(torch.fft.irfft, n=self.n, dim=-1, norm=norm or "forward")
-        return functools.partial(torch.fft.rfft, dim=-1, norm=norm or "backward")
+        if (norm or "backward") == "backward":
+            return torch.fft.rfft  # its defaults: no keywords to parse (as native's library_call)
+        return functools.partial(torch.fft.rfft, dim=-1, norm=norm)
 
     def forward(self, *inputs):
         if self.inverse:

@@ -1,0 +1,198 @@
+"""Library leaves on the hot path: reproducible across processes, zero-copy, and right.
+
+A plan loaded from the cache in a new process gives bitwise the result of the process that made
+it (issue 19 item 5): FFTW's decision travels with the plan's record (its wisdom, exported after
+FFTW planned the leaf) and is read back without measuring. pyFFTW runs into the output tensor's
+memory and reads an aligned contiguous input in place (item 6). Every numeric check is against
+numpy.fft in complex128 with the engine's own bar.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+from conftest import BAR, rel_l2
+
+import trnplan
+from trnplan.cache.store import PlanCache
+from trnplan.kernels import hostlib
+from trnplan.plan.api import clear_plan_cache
+
+#: (leaf label, strategy, effort, shape, batch, kind): the Taylor-Green solver's two plans (64³ r2c
+#: batch 3, c2r batch 6), a small odd 3-D pair, 1-D real pairs and a 1-D c2c, per leaf; "measure"
+#: lets measured planning choose (whatever it picks must reproduce); native is torch.fft's tree
+CASES = [
+    *[(lib, lib, "estimate", shape, b, kind) for lib in ("pyfftw", "mkl-fft", "scipy")
+      for shape, b, kind in (((64, 64, 64), 3, "r2c"), ((64, 64, 64), 6, "c2r"), ((12, 10, 9), 2, "r2c"),
+                             ((12, 10, 9), 2, "c2r"), ((4096,), 4, "r2c"), ((1000,), 3, "c2r"), ((1000,), 2, "c2c"))],
+    ("native", "(nd method=lib)", "estimate", (64, 64, 64), 3, "r2c"),
+    ("native", "(nd method=lib)", "estimate", (64, 64, 64), 6, "c2r"),
+    ("native", "(real method=lib)", "estimate", (4096,), 4, "r2c"),
+    ("native", "native", "estimate", (1000,), 2, "c2c"),
+    ("measure", None, "measure", (64, 64, 64), 3, "r2c"),
+    ("measure", None, "measure", (4096,), 4, "c2r"),
+]
+
+#: run twice in fresh interpreters over the same TRNPLAN_CACHE_DIR: "make" plans and stores,
+#: "load" must find every plan in the cache; both execute a seeded input and save the output
+CHILD = r"""
+import json, sys
+import numpy as np, torch, trnplan
+from trnplan.kernels import hostlib
+torch.set_num_threads(2)  # the same thread count in both processes: a condition of reproducibility
+mode, out, cases = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+result, meta = {}, {}
+for i, (label, strategy, effort, shape, batch, kind) in enumerate(cases):
+    if label in ("pyfftw", "mkl-fft") and hostlib.library_module(label.replace("-", "_")) is None:
+        continue
+    plan = trnplan.plan_many(tuple(shape), batch, kind=kind, strategy=strategy, effort=effort)
+    g = torch.Generator().manual_seed(i)
+    in_shape = (batch, *shape[:-1], shape[-1] // 2 + 1) if kind == "c2r" else (batch, *shape)
+    x = torch.randn(in_shape, generator=g, dtype=torch.float32 if kind == "r2c" else torch.complex64)
+    result[f"x{i}"], result[f"y{i}"] = x.numpy(), plan.execute(x).numpy()
+    meta[i] = [str(plan.tree), plan.provenance.origin]
+np.savez(out, **result)
+print(json.dumps({"meta": meta, "fftw": hostlib.FFTW_PLANS}))
+"""
+
+
+def _child(mode: str, out, cases) -> dict:
+    proc = subprocess.run([sys.executable, "-c", CHILD, mode, str(out), json.dumps(cases)], check=False,
+                          env=dict(os.environ), capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _reference(x: np.ndarray, shape: tuple, kind: str) -> np.ndarray:
+    axes = tuple(range(-len(shape), 0))
+    if kind == "r2c":
+        return np.fft.rfftn(x.astype(np.float64), axes=axes)
+    if kind == "c2r":
+        return np.fft.irfftn(x.astype(np.complex128), s=shape, axes=axes)
+    return np.fft.fftn(x.astype(np.complex128), axes=axes)
+
+
+@pytest.mark.slow
+def test_cached_plans_reproduce_bitwise_in_a_new_process(tmp_path):
+    made = _child("make", tmp_path / "made.npz", CASES)
+    loaded = _child("load", tmp_path / "loaded.npz", CASES)
+    a, b = np.load(tmp_path / "made.npz"), np.load(tmp_path / "loaded.npz")
+    assert made["meta"] and made["meta"].keys() == loaded["meta"].keys()
+    for i, (tree, origin) in loaded["meta"].items():
+        label, _strategy, _effort, shape, _batch, kind = CASES[int(i)]
+        where = f"case {i} {label} {shape} {kind} {tree}"
+        assert made["meta"][i] == [tree, "planned now"] and origin == "wisdom hit", where
+        assert np.array_equal(a[f"x{i}"], b[f"x{i}"]), where  # the same seeded input
+        assert np.array_equal(a[f"y{i}"], b[f"y{i}"]), f"{where}: not bitwise the made process's result"
+        assert rel_l2(b[f"y{i}"], _reference(b[f"x{i}"], tuple(shape), kind)) < BAR["fp32"], where
+    # FFTW planned nothing by measuring in the loading process: every decision came from the records
+    if hostlib.library_module("pyfftw") is not None:
+        assert loaded["fftw"]["measured"] == 0 and loaded["fftw"]["from_wisdom"] > 0, loaded["fftw"]
+
+
+def _forget_fftw(pyfftw) -> None:
+    """This process as a new one, for FFTW: no wisdom, no FFTW objects, no live trnplan plans."""
+    pyfftw.forget_wisdom()
+    hostlib._FFTW.clear()
+    clear_plan_cache()
+
+
+def test_record_without_fftw_wisdom_is_given_it_on_load(tmp_path):
+    """A record stored without FFTW's decision (as before the fix) makes FFTW measure on load;
+    the record then keeps that decision, and the next load reads it back without measuring."""
+    pyfftw = pytest.importorskip("pyfftw")
+    cache = PlanCache(tmp_path / "c")
+    _forget_fftw(pyfftw)
+    plan = trnplan.plan_many((10, 12), 3, kind="r2c", strategy="pyfftw", cache=cache)
+    key = plan.provenance.wisdom_key
+    assert cache.get_wisdom(key)["host_wisdom"]["pyfftw"][1]  # single-precision wisdom, stored
+    record = cache.get_wisdom(key)
+    del record["host_wisdom"]
+    cache.update_wisdom(key, record)
+    for measures, origin_has_wisdom in ((1, True), (0, True)):
+        _forget_fftw(pyfftw)
+        before = dict(hostlib.FFTW_PLANS)
+        plan = trnplan.plan_many((10, 12), 3, kind="r2c", strategy="pyfftw", cache=cache)
+        assert plan.provenance.origin == "wisdom hit"
+        assert hostlib.FFTW_PLANS["measured"] - before["measured"] == measures
+        assert ("host_wisdom" in cache.get_wisdom(key)) is origin_has_wisdom
+
+
+def _fftw_call(x: torch.Tensor):
+    """The pyFFTW leaf's FFTW object for ``x`` (built by the call below) and the leaf."""
+    leaf = hostlib.transform("pyfftw", tuple(x.shape[1:]), "c2c", False)
+    leaf(x)
+    calls = [c for k, c in hostlib._FFTW.items() if k[1] == tuple(x.shape) and k[2] == np.dtype(np.complex64)]
+    return leaf, calls[-1]
+
+
+def test_pyfftw_runs_in_place_of_the_tensors(monkeypatch):
+    """An aligned contiguous input is read where it lies and the output tensor is FFTW's target."""
+    pytest.importorskip("pyfftw")
+    hostlib._FFTW.clear()
+    x = torch.randn(2, 256, dtype=torch.complex64)
+    leaf, call = _fftw_call(x)
+    copies = []
+    monkeypatch.setattr(hostlib.np, "copyto", lambda *a, **k: copies.append(a))
+    y = leaf(x)
+    assert copies == []
+    assert call.fftw.input_array.ctypes.data == x.data_ptr()
+    assert call.fftw.output_array.ctypes.data == y.data_ptr()
+    assert rel_l2(y, np.fft.fft(x.numpy().astype(np.complex128))) < BAR["fp32"]
+
+
+@pytest.mark.parametrize("layout", ["strided", "misaligned"])
+def test_pyfftw_copies_only_what_it_must(layout, monkeypatch):
+    """A strided or misaligned input is copied once into FFTW's scratch input, and still right."""
+    pytest.importorskip("pyfftw")
+    base = torch.randn(2, 513, dtype=torch.complex64)
+    x = base[:, :512:2] if layout == "strided" else base[:, 1:257]  # 8 bytes off FFTW's 32-byte alignment
+    assert x.shape == (2, 256) and (layout == "strided" or x.data_ptr() % 32)
+    leaf, call = _fftw_call(x)
+    real_copyto, copies = np.copyto, []
+    monkeypatch.setattr(hostlib.np, "copyto", lambda *a, **k: copies.append(1) or real_copyto(*a, **k))
+    y = leaf(x)
+    assert len(copies) == 1 and call.fftw.input_array.ctypes.data == call.scratch_in.ctypes.data
+    assert call.fftw.output_array.ctypes.data == y.data_ptr()
+    assert rel_l2(y, np.fft.fft(x.numpy().astype(np.complex128))) < BAR["fp32"]
+
+
+def test_pyfftw_c2r_leaves_its_input_alone_and_large_inputs_are_let_go():
+    """FFTW's c2r destroys its input, so the leaf gives it a copy; after a call on an input over
+    RELEASE_BYTES the plan points at its own scratch arrays again, holding no caller memory."""
+    pytest.importorskip("pyfftw")
+    z = torch.randn(3, 33, dtype=torch.complex64)
+    z[:, 0] = z[:, 0].real  # a Hermitian half spectrum (numpy drops the imaginary DC as torch does)
+    kept = z.clone()
+    y = hostlib.transform("pyfftw", (64,), "c2r", True, "backward")(z)
+    assert torch.equal(z, kept)
+    assert rel_l2(y, np.fft.irfft(z.numpy().astype(np.complex128), n=64)) < BAR["fp32"]
+    n = hostlib.RELEASE_BYTES // 8 + 1024  # complex64: just over the limit
+    big = torch.randn(1, n, dtype=torch.complex64)
+    _leaf, call = _fftw_call(big)
+    assert call.fftw.input_array.ctypes.data == call.scratch_in.ctypes.data != big.data_ptr()
+    assert call.fftw.output_array.ctypes.data == call.scratch_out.ctypes.data
+
+
+@pytest.mark.parametrize("strategy", ["pyfftw", "mkl-fft", "scipy", "native"])
+def test_execute_fast_path_matches_numpy_and_refuses_what_it_must(strategy):
+    """The fast path (a signature seen before, taken as it is by the root library call) gives the
+    same result as the validated first call, and a wrong tensor is still refused."""
+    lib = {"pyfftw": "pyfftw", "mkl-fft": "mkl_fft", "scipy": "scipy"}.get(strategy)
+    if lib:
+        pytest.importorskip(lib)
+    plan = trnplan.plan_many(96, 2, strategy=strategy)
+    x = torch.randn(2, 96, dtype=torch.complex64)
+    first, second = plan.execute(x), plan.execute(x)
+    assert torch.equal(first, second)
+    assert rel_l2(second, np.fft.fft(x.numpy().astype(np.complex128))) < BAR["fp32"]
+    with pytest.raises(TypeError, match="complex64"):
+        plan.execute(x.to(torch.complex128))
+    xg = x.clone().requires_grad_(True)  # grad-tracking inputs leave the fast path for autograd
+    assert plan.execute(xg).grad_fn is not None
