@@ -103,7 +103,7 @@ def _host_row(lib):
     def row(c):
         if c.precision in REDUCED:
             return f"{lib.title} computes in fp32 or fp64 only"
-        return None if hostlib.library_module(lib.library) is not None else f"{lib.title} is not installed"
+        return None if hostlib.installed(lib.library) is not None else f"{lib.title} is not installed"
     return row
 
 

@@ -20,8 +20,12 @@ memory with numpy (``Tensor.numpy()`` / ``torch.from_numpy``, no copy where the 
 it). The solvers built on them (:mod:`trnplan.planner.library`) are CPU-only leaves and are never
 exported into artifacts (``compile='aot'``): an AOTInductor package runs torch ops only.
 
-Whether a library is present goes through one function, :func:`library_module`, so that tests can
-simulate its absence by monkeypatching it.
+Whether a library is installed is read from its distribution's metadata (:func:`installed`), with
+no import: planning, the plan cache's fingerprint and ``explain()`` ask only that, so a process
+that loads a cached plan without a library leaf never imports scipy, pyFFTW or mkl_fft (they took
+448 ms of a 463 ms warm start, issue 19). :func:`library_module` imports a library, only to build
+or run its leaf. Tests simulate a missing library by monkeypatching :func:`installed`, and a
+broken install (installed, import fails) by making ``_import_library`` raise.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ import binascii
 import contextlib
 import functools
 import importlib
+import importlib.metadata
+import importlib.util
 import math
 import threading
 import warnings
@@ -40,6 +46,8 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from trnplan.core.errors import PlanningError
+
 #: library key -> (module that holds the transforms, distribution whose version is reported)
 LIBRARIES = {"scipy": ("scipy.fft", "scipy"), "pyfftw": ("pyfftw", "pyfftw"), "mkl_fft": ("mkl_fft", "mkl_fft")}
 
@@ -47,41 +55,110 @@ LIBRARIES = {"scipy": ("scipy.fft", "scipy"), "pyfftw": ("pyfftw", "pyfftw"), "m
 #: used beyond this many are dropped and re-made (quickly, from FFTW's wisdom) if asked again
 FFTW_CACHE_SIZE = 64
 
+#: library key -> why importing it failed in this process (an installed but broken library:
+#: from then on this process treats it as absent, see :func:`installed`)
+_BROKEN: dict[str, str] = {}
+
 
 @functools.cache
-def library_module(name: str):
-    """The imported module of library ``name`` (a key of :data:`LIBRARIES`), or None if absent.
-
-    The one place that decides availability: tests monkeypatch it to simulate a missing library.
-    """
-    modname, _dist = LIBRARIES[name]
+def _distribution_version(name: str) -> str | None:
+    """The installed version of library ``name``'s distribution, read from its metadata, or None
+    where its top-level module cannot be found. Imports nothing of the library: importing
+    scipy.fft, pyFFTW and mkl_fft took 448 ms of a 463 ms warm ``plan_many`` (issue 19), where
+    this takes ~1 ms each (``importlib.metadata``, which torch has already imported)."""
+    modname, dist = LIBRARIES[name]
     try:
-        module = importlib.import_module(modname)
-        if name == "pyfftw":
-            importlib.import_module("pyfftw.builders")
-    except Exception:  # noqa: BLE001 - ImportError, or a broken install (a missing shared library: OSError)
+        # the top-level package only: find_spec of "scipy.fft" would import scipy to find it
+        if importlib.util.find_spec(modname.split(".")[0]) is None:
+            return None
+    except (ImportError, ValueError):  # a sys.modules entry set to None, or a spec-less module
         return None
+    try:
+        meta = importlib.metadata.distribution(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"  # importable without distribution metadata (a source tree on sys.path)
+    # the Version header only: Distribution.version parses the whole METADATA as email headers,
+    # 3 ms for scipy's (its license text is in there), three times the rest of the lookup
+    for line in (meta.read_text("METADATA") or meta.read_text("PKG-INFO") or "").splitlines():
+        if line.startswith("Version:"):
+            return line.partition(":")[2].strip()
+        if not line:  # end of the headers
+            break
+    return meta.version
+
+
+def installed(name: str) -> str | None:
+    """The version of host library ``name`` if it is installed and usable here, else None.
+
+    Cheap and import-free: it reads the distribution's metadata (``importlib.metadata``), so
+    planning, the plan cache's fingerprint and ``explain()`` ask it without importing the library.
+    A library whose import failed earlier in this process (:func:`library_module`) reads as
+    absent from then on.
+
+    The one place that decides presence: tests monkeypatch it to simulate a missing library
+    (and ``_import_library`` to simulate an installed one whose import fails).
+
+    Parameters
+    ----------
+    name : {"scipy", "pyfftw", "mkl_fft"}
+        A key of :data:`LIBRARIES`.
+
+    Returns
+    -------
+    str or None
+        The distribution's version (``"unknown"`` where the module is importable but has no
+        distribution metadata), or None.
+    """
+    if name in _BROKEN:
+        return None
+    return _distribution_version(name)
+
+
+@functools.cache
+def _import_library(name: str):
+    """Import library ``name``'s transform module (and pyFFTW's builders) — the only import of it."""
+    modname, _dist = LIBRARIES[name]
+    module = importlib.import_module(modname)
+    if name == "pyfftw":
+        importlib.import_module("pyfftw.builders")
     return module
 
 
+def library_module(name: str):
+    """The imported module of library ``name`` (a key of :data:`LIBRARIES`), or None if absent.
+
+    Imports the library on first use: called only to build or run a leaf of that library (or to
+    export and import FFTW's wisdom), never to plan. An installed library whose import fails (a
+    broken install, e.g. a missing shared library) warns once, is recorded so that
+    :func:`installed` reads it as absent in this process, and gives None.
+    """
+    if installed(name) is None:
+        return None
+    try:
+        return _import_library(name)
+    except Exception as exc:  # noqa: BLE001 - ImportError, or a broken install (a missing shared library: OSError)
+        _BROKEN[name] = f"{type(exc).__name__}: {exc}"
+        warnings.warn(f"{name} {_distribution_version(name)} is installed but importing it failed "
+                      f"({_BROKEN[name]}); trnplan plans without it in this process. Reinstall it "
+                      f"(pip install --force-reinstall {LIBRARIES[name][1]}) or uninstall it", stacklevel=2)
+        return None
+
+
+def broken_reason(name: str) -> str | None:
+    """Why library ``name`` failed to import in this process, or None (absent, or not tried)."""
+    return _BROKEN.get(name)
+
+
 def available() -> dict[str, str | None]:
-    """Which host FFT libraries are importable, and their versions.
+    """Which host FFT libraries are installed, and their versions (without importing them).
 
     Returns
     -------
     dict of str to (str or None)
         ``{"scipy": "1.17.1", "pyfftw": "0.15.1", "mkl_fft": None}``: library name to its
-        version string, or ``None`` where it is not installed.
+        distribution's version (:func:`installed`), or ``None`` where it is not installed.
     """
-    out = {}
-    for name, (_modname, dist) in LIBRARIES.items():
-        module = library_module(name)
-        if module is None:
-            out[name] = None
-            continue
-        top = importlib.import_module(dist)
-        out[name] = str(getattr(top, "__version__", "unknown"))
-    return out
+    return {name: installed(name) for name in LIBRARIES}
 
 
 def _scale(norm: str | None, inverse: bool, n: int) -> float:
@@ -134,11 +211,20 @@ def transform(library: str, shape: tuple, kind: str, inverse: bool,
 
     Raises
     ------
-    RuntimeError
-        The library is not installed.
+    PlanningError
+        The library is not installed, or it is installed but its import fails (a broken install):
+        the message says which, and the fix. A broken library then reads as absent in this
+        process (:func:`installed`), so planning again leaves it out.
     """
     if library_module(library) is None:
-        raise RuntimeError(f"{library} is not installed")
+        broken = broken_reason(library)
+        if broken is not None:
+            raise PlanningError(
+                f"the plan has a {library} leaf and {library} {_distribution_version(library)} is installed, but "
+                f"importing it failed ({broken}): reinstall it (pip install --force-reinstall "
+                f"{LIBRARIES[library][1]}) or uninstall it; planning again in this process leaves it out")
+        raise PlanningError(f"the plan has a {library} leaf and {library} is not installed: install it "
+                            f"(pip install {LIBRARIES[library][1]}) or plan again without it")
     shape = tuple(shape)
     if library == "pyfftw":
         return _pyfftw_call(shape, kind, inverse, norm)

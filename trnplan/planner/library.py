@@ -102,9 +102,16 @@ class HostLibrary(WholeShape, Solver):
                     f"rate), so a host library cannot be priced here")
         if planner.exportable:
             return "an artifact (compile='aot') cannot call a host library; it runs torch ops only"
-        if hostlib.library_module(self.library) is None:
-            return f"{self.title} is not installed ({self.install})"
+        if hostlib.installed(self.library) is None:  # metadata only: planning imports no library
+            return self.absent_reason()
         return None
+
+    def absent_reason(self) -> str:
+        """Why this library is not a candidate here: not installed, or installed but failing to import."""
+        broken = hostlib.broken_reason(self.library)
+        if broken is not None:
+            return f"{self.title} is installed but failed to import in this process ({broken}); reinstall it"
+        return f"{self.title} is not installed ({self.install})"
 
     def plan(self, problem, planner, spec):
         if problem.device == "neuron":
@@ -172,8 +179,8 @@ class HostLibrary(WholeShape, Solver):
         if problem.precision not in ("fp32", "bf16", "bf16x3", "bf16x6"):
             return (f"as Trainium's host fallback {self.title} stands in for the complex64 modes (fp32 and the "
                     f"bf16 modes, computing in fp32), not {problem.precision}")
-        if hostlib.library_module(self.library) is None:
-            return f"{self.title} is not installed ({self.install})"
+        if hostlib.installed(self.library) is None:  # metadata only: planning imports no library
+            return self.absent_reason()
         return None
 
     def plan_on_neuron(self, problem, planner, spec):
