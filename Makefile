@@ -50,6 +50,11 @@ bench-examples: setup  ## the three examples at a real size, trnplan vs torch.ff
 bench-distributed: setup  ## 1 vs 2 gloo ranks: strong and weak scaling; rewrites docs/distributed.md's table
 	$(BIN)/python bench/distributed.py --markdown docs/distributed.md
 
+.PHONY: bench-leaves
+bench-leaves: setup  ## library leaves: per-call overhead (plan.execute - leaf, leaf - library) and threads (pyFFTW/scipy/MKL 1 vs 2, torch pool hot/cold)
+	$(BIN)/python bench/overhead.py
+	$(BIN)/python bench/threads.py
+
 accuracy: setup  ## measured error vs the accuracy model, per solver and size
 	$(BIN)/python bench/accuracy.py
 

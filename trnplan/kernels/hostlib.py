@@ -9,11 +9,16 @@ Three libraries, each optional (``pip install 'trnplan[fftw]'`` / ``'trnplan[mkl
     FFTW 3 (Frigo & Johnson, "The design and implementation of FFTW3", Proc. IEEE 93(2), 2005).
     Plans are made once with ``FFTW_MEASURE`` per (shape, dtype, kind, direction, calling
     thread) and reused, single-threaded (FFTW's thread pool stalled against torch's OpenMP
-    threads: see :func:`_pyfftw_call`); what FFTW learns while measuring (its *wisdom*) can be exported and imported with
-    :func:`export_wisdom` / :func:`import_wisdom`, so a cached trnplan plan does not re-measure.
+    threads: see :func:`_fftw_threads`); what FFTW learns while measuring (its *wisdom*) is
+    exported and imported with :func:`export_wisdom` / :func:`import_wisdom`, and
+    :func:`prepare` has FFTW decide when a trnplan plan is built, so the decision is stored
+    with the plan and a new process reads it back instead of re-measuring (bitwise the same
+    results).
 ``mkl_fft`` — :mod:`mkl_fft`
-    Intel MKL's DFTI through Intel's NumPy-style wrapper (its own MKL, not torch's). Thread
-    count is MKL's (``MKL_NUM_THREADS``), or torch's when the ``mkl`` service module is present.
+    Intel MKL's DFTI through Intel's NumPy-style wrapper (its own MKL, not torch's). Its MKL is
+    ``libmkl_gnu_thread``, on the GNU OpenMP runtime torch loaded: one thread pool with torch's,
+    whose thread count (``torch.set_num_threads``) it follows; set explicitly per call where the
+    ``mkl`` service module is present.
 
 All three run on host memory: the callables here take and return CPU torch tensors, sharing
 memory with numpy (``Tensor.numpy()`` / ``torch.from_numpy``, no copy where the library allows
@@ -32,7 +37,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
 import functools
 import importlib
 import importlib.metadata
@@ -234,7 +238,10 @@ def transform(library: str, shape: tuple, kind: str, inverse: bool,
     want = _REAL if kind == "c2r" else _COMPLEX
 
     def call(x: torch.Tensor) -> torch.Tensor:
-        a = _as_numpy(x)
+        try:
+            a = x.numpy()
+        except RuntimeError:  # grad-tracking, conj or neg views: resolved (the rare path)
+            a = _as_numpy(x)
         r = run(a)
         if r.dtype != want[a.dtype]:  # a library that widened (none of the three does for these kinds)
             r = r.astype(want[a.dtype])
@@ -266,32 +273,35 @@ def _scipy_call(shape, kind, inverse, norm):
 @functools.cache
 def _mkl_thread_setter():
     """``mkl.set_num_threads_local`` of the ``mkl`` service module, or None where it is absent
-    (mkl_fft itself takes no thread argument; MKL then uses its own default, MKL_NUM_THREADS)."""
+    (mkl_fft itself takes no thread argument; MKL then follows the OpenMP thread count torch
+    sets: ``mkl_get_max_threads()`` read 1 after ``torch.set_num_threads(1)``, 2 after ``(2)``)."""
     try:
         return importlib.import_module("mkl").set_num_threads_local
     except (ImportError, AttributeError):
         return None
 
 
-@contextlib.contextmanager
-def _mkl_threads():
-    """MKL's thread count set to torch's for the duration of one call, where it can be set."""
+def _in_torch_threads(fn):
+    """``fn`` run with MKL's thread count set to torch's for the call, where the ``mkl`` service
+    module can set it; else ``fn`` itself (no per-call wrapper: MKL already follows torch's count)."""
     setter = _mkl_thread_setter()
     if setter is None:
-        yield
-        return
-    previous = setter(torch.get_num_threads())
-    try:
-        yield
-    finally:
-        setter(previous)
+        return fn
+
+    def scoped(*args, **kwargs):
+        previous = setter(torch.get_num_threads())
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            setter(previous)
+
+    return scoped
 
 
 def _mkl_call(shape, kind, inverse, norm):
     mfft = library_module("mkl_fft")
     rank, nrm = len(shape), _unscaled(norm, inverse)
     axes = tuple(range(-rank, 0))
-    scoped = _mkl_threads if _mkl_thread_setter() is not None else contextlib.nullcontext
     # mkl_fft 2.3.2 quirks: rfftn/irfftn/fftn without ``s`` take the norm's n from the *whole*
     # array shape (batch included), and irfft without ``n`` assumes an even length: always pass
     # the lengths. fftn over some axes of a batched array loops in Python over the other axes
@@ -302,22 +312,22 @@ def _mkl_call(shape, kind, inverse, norm):
         fn_n = mfft.ifftn if inverse else mfft.fftn
 
         def c2c(a):
-            with scoped():
-                if rank > 1 and a.shape[0] == 1:  # one transform: MKL's own N-D call (3.3× the
-                    # per-axis calls at 1024², 5× at 32×64×64 in `trnplan bench`)
-                    return fn_n(a[0], s=shape, axes=tuple(range(rank)), norm=nrm)[None]
-                for axis in reversed(axes):
-                    a = fn(a, n=a.shape[axis], axis=axis, norm=nrm)
+            if rank > 1 and a.shape[0] == 1:  # one transform: MKL's own N-D call (3.3× the
+                # per-axis calls at 1024², 5× at 32×64×64 in `trnplan bench`)
+                return fn_n(a[0], s=shape, axes=tuple(range(rank)), norm=nrm)[None]
+            for axis in reversed(axes):
+                a = fn(a, n=a.shape[axis], axis=axis, norm=nrm)
             return a
 
-        return lambda a: c2c(_no_zero_strides(a))
+        run = _in_torch_threads(c2c)
+        return lambda a: run(_no_zero_strides(a))
     if kind == "r2c":
-        if rank == 1:
-            return lambda a: _scoped(scoped, mfft.rfft, a, n=shape[-1], axis=-1, norm=nrm)
-        return lambda a: _scoped(scoped, mfft.rfftn, a, s=shape, axes=axes, norm=nrm)
+        f = _in_torch_threads(mfft.rfft if rank == 1 else mfft.rfftn)
+    else:
+        f = _in_torch_threads(mfft.irfft if rank == 1 else mfft.irfftn)
     if rank == 1:
-        return lambda a: _scoped(scoped, mfft.irfft, a, n=shape[-1], axis=-1, norm=nrm)
-    return lambda a: _scoped(scoped, mfft.irfftn, a, s=shape, axes=axes, norm=nrm)
+        return lambda a: f(_no_zero_strides(a), n=shape[-1], axis=-1, norm=nrm)
+    return lambda a: f(_no_zero_strides(a), s=shape, axes=axes, norm=nrm)
 
 
 def _no_zero_strides(a: np.ndarray) -> np.ndarray:
@@ -325,11 +335,6 @@ def _no_zero_strides(a: np.ndarray) -> np.ndarray:
     ``Tensor.expand``): mkl_fft 2.3.2 returns wrong values for those (irfftn of a (8, 4, 10)
     view with strides (10, 0, 1) was off by 68 %, found by tests/test_fft_api.py)."""
     return np.ascontiguousarray(a) if 0 in a.strides and a.size > 1 else a
-
-
-def _scoped(scoped, fn, a, **kwargs):
-    with scoped():
-        return fn(_no_zero_strides(a), **kwargs)
 
 
 # ---------------------------------------------------------------------- pyFFTW
@@ -456,7 +461,17 @@ def _fftw_plan(shape: tuple, dtype: np.dtype, kind: str, inverse: bool, threads:
 
 
 def _fftw_threads() -> int:
-    """FFTW's thread count: one (see :func:`_pyfftw_call`)."""
+    """FFTW's thread count: one.
+
+    pyFFTW's wheel ships its own libgomp, so FFTW's threads are a second OpenMP pool beside
+    torch's; each pool's workers spin after a parallel region, and on 2 cores a thread of the
+    other pool then waits a scheduler timeslice. Issue 19 (quiet machine, torch 2 threads):
+    pyFFTW at 2 threads took 4074 µs at 512×192 where torch.fft took 49. bench/threads.py,
+    here under load (indicative): 2 threads gained 1.5-1.9× on large transforms when nothing
+    interfered (1×262144: 340 vs 628 µs), lost at 1×4096 (8.9 vs 4.4 µs), and in some runs
+    stalled 8-16 ms per call. The wait policy cannot be changed once libgomp is loaded (it
+    reads OMP_WAIT_POLICY at load). One thread never stalls; docs/user-guide.md, *Threads*.
+    """
     return 1
 
 
@@ -465,10 +480,6 @@ def _pyfftw_call(shape, kind, inverse, norm):
     :func:`transform` wraps them; this one is the whole call, to keep the per-call work small)."""
     n = math.prod(shape)
     scale = _scale(norm, inverse, n)
-    # one FFTW thread: FFTW's own thread pool competes with torch's OpenMP threads, which spin
-    # after every parallel region; in `trnplan bench` at torch threads 2, pyFFTW plans with 2
-    # threads stalled ~8 ms per call at 1×256 and 1×4096 (timeslice-sized waits), and on this
-    # 2-vCPU box 2 threads gained little anyway (1×65536: 263 µs vs 227 µs at 1 thread)
     threads = _fftw_threads()
     plans: dict = {}  # this callable's plans by input (shape, dtype, thread): skips the shared lock
     get_ident, from_numpy = threading.get_ident, torch.from_numpy
