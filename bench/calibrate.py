@@ -1,10 +1,17 @@
 """Measure the constants of a backend's cost profile on this machine (see trnplan/core/cost.py).
 
     python bench/calibrate.py [--device cpu|cuda]
+    python bench/calibrate.py --fit [--quick] [--threads 1,2] [--seconds S] [--json out.json]
 
 Prints dispatch latency, GEMM rate per dtype (on CUDA also bf16 tensors into fp32, and TF32),
 elementwise bandwidth and the native FFT's sustained 5·n·log2(n) rate, each a median of repeats. The numbers in trnplan/backends/*.py were
 taken with this script; rerun it on a new machine and compare.
+
+``--fit`` instead times the CPU FFT leaves (torch.fft, pyFFTW, mkl_fft, scipy) through trnplan's
+plans on a training grid, fits the leaf cost model, prints its rms log-error on a disjoint held-out
+grid (and the uncalibrated constants' on the same grid), and stores the fit in the plan cache the
+planner reads (TRNPLAN_CACHE_DIR or ~/.cache/trnplan), per machine and thread count:
+trnplan.calibrate.fit_cpu_model.
 """
 
 from __future__ import annotations
@@ -34,10 +41,35 @@ def median_us(fn, repeats=30, warmup=5, sync=lambda: None):
     return statistics.median(times)
 
 
+def fit_main(args):
+    """--fit: the leaf cost model per thread count, stored in the default plan cache."""
+    from trnplan.cache import default_cache
+    from trnplan.calibrate import fit_cpu_model
+
+    reports = []
+    threads = [int(t) for t in args.threads.split(",")] if args.threads else [torch.get_num_threads()]
+    for t in threads:
+        report = fit_cpu_model(default_cache(), threads=t, quick=args.quick, seconds=args.seconds)
+        print(report.describe(), flush=True)
+        reports.append({"threads": t, "rms_train": report.rms_train, "rms_heldout": report.rms_heldout,
+                        "rms_default": report.rms_default, "seconds": report.seconds, "grid": report.grid,
+                        "per_leaf": report.per_leaf, "stored": report.stored})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(reports, f, indent=1)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--fit", action="store_true", help="fit the CPU leaf cost model and store it in the plan cache")
+    ap.add_argument("--quick", action="store_true", help="with --fit: the smaller grids (about 40 s)")
+    ap.add_argument("--threads", help="with --fit: comma-separated torch thread counts (default: the current)")
+    ap.add_argument("--seconds", type=float, help="with --fit: time limit per thread count")
+    ap.add_argument("--json", help="with --fit: write the reports (grids, timings) here")
     args = ap.parse_args()
+    if args.fit:
+        return fit_main(args)
     dev = torch.device(args.device)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)
     out = {"device": args.device, "threads": torch.get_num_threads(), "torch": torch.__version__}

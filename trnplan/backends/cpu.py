@@ -26,6 +26,12 @@ CPU_PROFILE = CostProfile(
     bandwidth_gbs=20.0,
     source="bench/calibrate.py on a 2-vCPU Xeon (AVX-512, AMX), torch 2.13.0+cpu, 2 threads",
     threads=2,
+    # rms log-error of these constants on trnplan.calibrate's held-out grid (the leaves: torch.fft,
+    # pyFFTW, mkl_fft, scipy), measured once with `python bench/calibrate.py --fit --quick` at torch
+    # 2 threads on this box while loaded (see docs/architecture.md, "The cost model"); the estimate's
+    # margin rule keeps torch.fft unless another tree is predicted faster by more than exp(sigma)
+    sigma=1.2,
+    sigma_source="uncalibrated: the CPU profile's held-out rms log-error, measured once (trnplan.backends.cpu)",
 )
 
 

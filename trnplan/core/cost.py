@@ -89,6 +89,15 @@ class CostProfile:
     source: str = ""
     threads: int = 1
     native_bf16: bool = False
+    #: fitted costs of the host FFT leaves by solver name (:class:`LeafCost`, from
+    #: ``bench/calibrate.py --fit``); a leaf not in it is priced from the constants above
+    leaves: dict = attrs.Factory(dict)
+    #: the model's own log-error, rms of log(predicted / measured): the estimate's margin rule
+    #: (trnplan.planner.planner) keeps the device's own FFT unless another candidate is predicted
+    #: faster by more than exp(sigma); ``sigma_fitted`` covers trees of fitted leaves only
+    sigma: float = 0.0
+    sigma_fitted: float | None = None
+    sigma_source: str = ""
 
     def time_us(self, work: Work, dtype: str) -> float:
         t = work.launches * self.launch_us
@@ -119,6 +128,35 @@ class CostProfile:
         if rates is None or dtype not in rates:
             raise KeyError(f"cost profile {self.name!r} has no price for the work term {term!r}")
         return 1.0 / (rates[dtype] * 1e3)
+
+
+@attrs.frozen
+class LeafCost:
+    """The fitted cost of one FFT library leaf at one thread count (trnplan.planner.leafcost).
+
+    ``t = call_us + F / (gflops[regime] · 10³ · gain(b))`` µs for a batch of ``b`` transforms of
+    ``F`` nominal flops in all (5·n·log2 n each, halved for r2c/c2r, the large-prime part
+    multiplied by the library's slowdown ``1 + (s − 1)·prime_scale``), with
+    ``gain(b) = 1 + (batch_gain − 1)·(1 − 1/b)``: what a batch gains over one transform from
+    threads and amortised setup.
+
+    Attributes
+    ----------
+    call_us : float
+        Time of one call beyond its flops, glue included, µs.
+    gflops : tuple of float
+        Nominal complex64 rate of one transform per regime of the longest axis
+        (trnplan.planner.leafcost.REGIMES), GFLOP/s.
+    batch_gain : float
+        Rate multiplier a large batch approaches.
+    prime_scale : float
+        Multiplier of the library's large-prime slowdown beyond 1.
+    """
+
+    call_us: float
+    gflops: tuple
+    batch_gain: float = 1.0
+    prime_scale: float = 1.0
 
 
 def work_terms(work: Work, dtype: str) -> dict:

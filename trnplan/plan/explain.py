@@ -92,7 +92,16 @@ def _header(plan) -> list[str]:
         *optional("jit cache", pv.compile_cache, pv.compile_cache),
         f"  cost model {plan.profile_name!r} profile, {pv.calibration or 'not calibrated (effort measure calibrates it)'}",
         *optional("libraries", _libraries() if p.device == "cpu" else "", p.device == "cpu"),
+        *optional("estimate", _margin_line(plan), _margin_line(plan)),
     ]
+
+
+def _margin_line(plan) -> str:
+    """The estimate's margin rule as applied at the root (trnplan.planner.planner), or ""."""
+    if plan.provenance.measurement is not None:
+        return ""
+    chosen = next((c for c in plan.candidates if c.verdict == CHOSEN and c.reason.startswith("margin rule")), None)
+    return chosen.reason if chosen is not None else ""
 
 
 def _tree_rows(tree: PlanNode) -> list[str]:
@@ -110,7 +119,8 @@ def _candidate_rows(plan) -> list[str]:
     for c in plan.candidates:
         pred = f"{format_time(c.node.time_us):>10}  err {c.node.error:.1e}" if c.node is not None else f"{'—':>10}  {'':11}"
         why = (c.reason if c.verdict != CHOSEN or plan.provenance.measurement is not None
-               else f"cheapest predicted: {plan.tree}")
+               else f"cheapest predicted: {plan.tree}" if not c.reason
+               else c.reason.rpartition("; ")[2])
         rows.append(f"  {c.solver:<{width}} {c.verdict:<24} {pred}  {why}")
     return rows
 

@@ -44,7 +44,7 @@ from trnplan.core.node import PlanNode
 from trnplan.core.spec import Spec, parse_strategy
 from trnplan.kernels import hostlib
 from trnplan.plan.plan import Plan
-from trnplan.planner import learn
+from trnplan.planner import leafcost, learn
 from trnplan.planner.measure import Measurement, measure, ranked_candidates
 from trnplan.planner.planner import Candidate, Planner
 from trnplan.planner.registry import solver_names
@@ -269,6 +269,7 @@ def _request(problem, spec, device, tol, cache, compile, wisdom_only, effort, as
             f"the cache) or compile='eager' for {problem.describe()}"
         )
     profile, calibration = learn.calibrated_profile(backend.profile, cache, fpd, device)
+    profile = leafcost.fitted_profile(profile, cache, fpd)  # the leaves fitted here at these threads, if any
     # an artifact holds torch ops only: host-library leaves are not candidates for it
     planner = Planner(backend, tol=tol, probe=probe, device=device, profile=profile, exportable=mode != "eager")
     if problem.precision == "auto" and spec is not None and spec.name != "precision":

@@ -21,9 +21,9 @@ import attrs
 import torch
 
 from trnplan.core.accuracy import SMALL_SAMPLE, STORAGE, UNIT_ROUNDOFF, log_growth
-from trnplan.core.cost import Work
 from trnplan.kernels import hostlib
 from trnplan.planner import native
+from trnplan.planner.leafcost import LeafShape, leaf_work
 from trnplan.planner.solver import Solver, WholeShape, library_io, prime_factors
 
 #: The constants below were measured on this project's 2-vCPU box (AMD EPYC, 2 threads, torch
@@ -117,23 +117,14 @@ class HostLibrary(WholeShape, Solver):
         if problem.device == "neuron":
             return self.plan_on_neuron(problem, planner, spec)
         n, b, shape = problem.n, problem.batch, problem.shape
-        half = 0.5 if problem.kind != "c2c" else 1.0  # a real transform: half a complex one's flops
-        flops = half * 5.0 * n * math.log2(max(n, 2))
-        largest = 1
-        for length in shape:  # each axis's large prime takes the library's slow path
-            p = max(prime_factors(length), default=1)
-            largest = max(largest, p)
-            if p > native.BLUESTEIN_PRIME:
-                slowdown = next(f for limit, f in self.prime_slowdown if p <= limit)
-                flops += half * (n // p) * 5.0 * p * math.log2(p) * (slowdown - 1.0)
+        largest = max((max(prime_factors(length), default=1) for length in shape), default=1)
+        leaf = LeafShape.of(problem, self.prime_slowdown, calls=problem.rank)  # one pass per axis, as nd's lib
         speed = next(f for limit, f in zip(SPEED_LIMITS, self.speed) if max(shape) <= limit)
         # packing split input (as native's; none at the root, where the plan calls the library on
         # the user's tensor), plus the library's call cost beyond torch.fft's
-        work = library_io(problem, planner) + Work(
-            launches=self.call_excess_us / planner.profile.launch_us,
-            fft_calls=problem.rank,  # one pass per axis, as nd's method=lib counts them
-            fft_flops=flops * speed * b * (self.nd_batched if problem.rank > 1 and b > 1 else 1.0),
-        )
+        work = library_io(problem, planner) + leaf_work(
+            problem, planner, self.name, leaf, speed=speed, excess_us=self.call_excess_us,
+            factor=self.nd_batched if problem.rank > 1 and b > 1 else 1.0)
         error = self.error_c[STORAGE[problem.precision]] * UNIT_ROUNDOFF[problem.precision] * log_growth(n)
         if largest > native.BLUESTEIN_PRIME:
             error *= native.LARGE_PRIME_GAIN

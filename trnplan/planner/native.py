@@ -13,7 +13,7 @@ import math
 import torch
 
 from trnplan.core.accuracy import STORAGE, UNIT_ROUNDOFF, log_growth
-from trnplan.core.cost import Work
+from trnplan.planner.leafcost import LeafShape, leaf_work
 from trnplan.planner.solver import Solver, library_io, prime_factors
 
 #: error constant c of c·u·√log2(n) per precision: measured ratios error/(u·√log2 n) reached
@@ -76,16 +76,13 @@ class Native(Solver):
         return None
 
     def plan(self, problem, planner, spec):
-        n, b = problem.n, problem.batch
+        n = problem.n
         p = max(prime_factors(n), default=1)
         large_prime = p > BLUESTEIN_PRIME
-        flops = 5.0 * n * math.log2(max(n, 2))
-        if large_prime:
-            slowdown = next(f for limit, f in PRIME_SLOWDOWN if p <= limit)
-            flops += (n // p) * 5.0 * p * math.log2(p) * (slowdown - 1.0)
         # the library's own pass over the data is in its measured rate; packing split input to
         # complex costs a pass more, except at the root, where the plan calls it on the user's tensor
-        work = library_io(problem, planner) + Work(fft_calls=1, fft_flops=flops * b)
+        shape = LeafShape.of(problem, PRIME_SLOWDOWN, half=1.0)
+        work = library_io(problem, planner) + leaf_work(problem, planner, self.name, shape)
         error = ERROR_C[problem.precision] * UNIT_ROUNDOFF[problem.precision] * log_growth(n)
         error *= LARGE_PRIME_GAIN if large_prime else 1.0 + (PRIME_PASS_SLOPE * math.sqrt(p) if p > 7 else 0.0)
         return self.node(problem, planner, work, error, direct=True)

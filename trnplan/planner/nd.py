@@ -25,6 +25,7 @@ from trnplan.core.accuracy import UNIT_ROUNDOFF, combine, log_growth
 from trnplan.core.cost import Work, copy, transpose
 from trnplan.core.errors import PlanningError
 from trnplan.planner import native
+from trnplan.planner.leafcost import LeafShape, leaf_work
 from trnplan.planner.solver import (
     Solver,
     WholeShape,
@@ -147,9 +148,9 @@ class ND(WholeShape, Solver):
         u = UNIT_ROUNDOFF[problem.precision]
         if method == "lib":
             n = problem.n
-            flops = 5.0 * n * math.log2(max(n, 2)) * (0.5 if problem.kind != "c2c" else 1.0)
             # the library's passes are in its measured rate; packing split input is not (nor made at the root)
-            work = library_io(problem, planner, launches=3) + Work(fft_calls=len(shape), fft_flops=flops * b)
+            leaf = LeafShape.of(problem, (), primes=False, calls=len(shape))
+            work = library_io(problem, planner, launches=3) + leaf_work(problem, planner, "nd", leaf)
             error = native.ERROR_C[problem.precision] * u * log_growth(n)
             return self.node(problem, planner, work, error, params=self._params(problem, method), direct=True)
         children, work = [], Work()

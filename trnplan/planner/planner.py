@@ -11,6 +11,8 @@ its children constrain the children; anything left free is searched as usual.
 
 from __future__ import annotations
 
+import math
+
 import attrs
 import torch
 
@@ -26,6 +28,7 @@ CHOSEN = "chosen"
 MORE_EXPENSIVE = "more expensive"
 NOT_APPLICABLE = "not applicable"
 OVER_BOUND = "over the accuracy bound"
+WITHIN_MARGIN = "within the model's error"
 
 #: the device's own FFT as trees, tried in order: the 1-D complex leaf, the 1-D real transform
 #: through the library, the N-D transform through the library (torch.fft on the CPU, cuFFT on
@@ -284,14 +287,64 @@ class Planner:
             error = OverBoundError if over else PlanningError
             raise error(self._failure(problem, spec, candidates), candidates=candidates, tol=tol)
         best = min(viable, key=lambda c: c.node.time_us)  # min() is stable: registry order breaks ties
+        kept = None
+        if spec is None and self.at_root(problem) and not self._listing:
+            best, kept, candidates = self._margin_rule(problem, best, candidates)
         ranked = tuple(
             c if c is best or c.verdict != CHOSEN else attrs.evolve(
-                c, verdict=MORE_EXPENSIVE,
-                reason=f"{c.node.time_us / max(best.node.time_us, 1e-9):.2f}× the chosen plan's predicted time")
+                c, verdict=WITHIN_MARGIN if c is kept else MORE_EXPENSIVE,
+                reason=(kept.reason if c is kept else "")
+                or f"{c.node.time_us / max(best.node.time_us, 1e-9):.2f}× the chosen plan's predicted time")
             for c in candidates
         )
         self._memo[key] = (best.node, ranked)
         return best.node, ranked
+
+    # ------------------------------------------------------------------ the estimate's margin rule
+    def margin_sigma(self, *trees: PlanNode) -> tuple[float, str]:
+        """(sigma, where it came from): the cost model's own rms log-error for comparing ``trees``.
+
+        The fitted leaf model's held-out error where every node of every tree is a fitted library
+        leaf (:mod:`trnplan.planner.leafcost`), else the profile's uncalibrated error.
+        """
+        prof = self.profile
+
+        def fitted(tree):
+            return all(node.solver in prof.leaves and (node.solver not in ("real", "nd") or node.param("method") == "lib")
+                       for _, node in tree.walk())
+
+        if prof.sigma_fitted is not None and all(fitted(t) for t in trees):
+            return prof.sigma_fitted, prof.sigma_source.split("; trees with other solvers")[0]
+        return prof.sigma, prof.sigma_source.split("; trees with other solvers: ")[-1]
+
+    def _margin_rule(self, problem, best: Candidate, candidates: list):
+        """The estimate never bets against the model's own error: at a plan's root, the device's
+        own FFT (:meth:`default_node`) stays unless ``best`` is predicted faster than it by more
+        than exp(sigma) (:meth:`margin_sigma`). Returns (chosen, the candidate kept out or None,
+        candidates with the chosen one's reason saying why)."""
+        default = self.default_node(problem)
+        if default is None:
+            return best, None, candidates
+        sigma, source = self.margin_sigma(best.node, default)
+        ratio = best.node.time_us / max(default.time_us, 1e-9)
+        rule = (f"margin rule (sigma {sigma:.2f}, {source}): another tree replaces the default {default} only "
+                f"if predicted below exp(-sigma) = {math.exp(-sigma):.2f}× its time")
+        if best.node.digest() == default.digest():
+            return self._reason(best, candidates, f"{rule}; cheapest predicted: {default} (the default)")
+        if ratio * math.exp(sigma) < 1.0:
+            return self._reason(best, candidates, f"{rule}; {best.node} is predicted at {ratio:.2f}×: replaced")
+        why = f"predicted at {ratio:.2f}× the default's time, not below exp(-sigma) = {math.exp(-sigma):.2f}×"
+        mine = next((c for c in candidates if c.solver == default.solver and c.verdict == CHOSEN), None)
+        chosen = Candidate(default.solver, CHOSEN, f"{rule}; kept: {best.node} is {why}", default)
+        out = [chosen if c is mine else attrs.evolve(c, reason=why) if c is best else c for c in candidates]
+        if mine is None:
+            out.append(chosen)
+        return chosen, next(c for c in out if c.solver == best.solver and c.node is best.node), out
+
+    @staticmethod
+    def _reason(best, candidates, reason):
+        chosen = attrs.evolve(best, reason=reason)
+        return chosen, None, [chosen if c is best else c for c in candidates]
 
     def applicable(self, problem) -> list[str]:
         """Names of the solvers that can plan ``problem`` unforced within the bound."""

@@ -30,7 +30,6 @@ spectrum has none, and every method above zeroes them (or gives them zero weight
 from __future__ import annotations
 
 import functools
-import math
 
 import numpy as np
 import torch
@@ -41,6 +40,7 @@ from trnplan.core.errors import PlanningError
 from trnplan.kernels import cmul, dft_matrix, twiddle_table
 from trnplan.kernels.gemm import Gemm
 from trnplan.planner import native
+from trnplan.planner.leafcost import LeafShape, leaf_work
 from trnplan.planner.solver import (
     Solver,
     best_variant,
@@ -235,12 +235,10 @@ class Real(Solver):
         child_spec = spec.child(0) if spec is not None else None
         if method == "lib":
             p = max(prime_factors(n), default=1)
-            flops = 2.5 * n * math.log2(max(n, 2))  # half a complex transform's nominal flops
-            if p > native.BLUESTEIN_PRIME:
-                slowdown = next(f for limit, f in native.PRIME_SLOWDOWN if p <= limit)
-                flops += (n // p) * 2.5 * p * math.log2(p) * (slowdown - 1.0)
-            # the library's pass is in its measured rate; packing split input is not (nor made at the root)
-            work = library_io(problem, planner) + Work(fft_calls=1, fft_flops=flops * b)
+            # half a complex transform's nominal flops; the library's pass is in its measured rate;
+            # packing split input is not (nor made at the root)
+            shape = LeafShape.of(problem, native.PRIME_SLOWDOWN)
+            work = library_io(problem, planner) + leaf_work(problem, planner, "real", shape)
             error = native.ERROR_C[problem.precision] * u * log_growth(n)
             if p > native.BLUESTEIN_PRIME:
                 error *= native.LARGE_PRIME_GAIN

@@ -1,0 +1,218 @@
+"""The cost of an FFT library leaf, and the model of it fitted on this machine.
+
+Every leaf that hands its whole transform to a library — ``native`` (torch.fft), ``real`` and
+``nd`` with ``method=lib``, and the host libraries (scipy, pyFFTW, mkl_fft) — is priced here by
+:func:`leaf_work`, in one of two ways:
+
+* **uncalibrated**: the constants of the CPU profile and of each solver (measured at the
+  profile's ``threads``), plus one assumption for the thread count ``T`` the plan runs at:
+  a leaf that runs on torch's threads (torch.fft, mkl_fft; scipy over a batch) changes its
+  rate by ``(T / profile.threads) ** THREAD_EXPONENT``; pyFFTW leaves run single-threaded
+  (trnplan.kernels.hostlib) and do not change.
+* **fitted**: where ``bench/calibrate.py --fit`` (:func:`trnplan.calibrate.fit_cpu_model`)
+  has timed the leaves on this machine at this thread count, the profile carries a
+  :class:`~trnplan.core.cost.LeafCost` per leaf (per-call cost, a rate per size regime, the
+  batch gain, the large-prime slowdown) and its held-out error, and the leaf costs what the
+  fit says. The record lives in the plan cache under ``leafmodel:<fingerprint digest>:<threads>``
+  (:func:`fitted_profile`).
+
+Either way the result is a :class:`~trnplan.core.cost.Work` in the profile's library terms
+(``fft_calls``, ``fft:<dtype>`` flops), so trees price, print and recalibrate as before.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+
+import attrs
+import numpy as np
+import torch
+
+from trnplan.core.cost import LeafCost, Work
+from trnplan.planner.solver import prime_factors
+
+#: upper limits of the size regimes of the longest axis, as trnplan.planner.library.SPEED_LIMITS
+REGIMES = (256, 8192, math.inf)
+#: primes above this take a library's chirp-z path (trnplan.planner.native.BLUESTEIN_PRIME)
+LARGE_PRIME = 50
+#: assumed scaling of a threaded leaf's rate with torch's thread count when no fit exists: 0.8
+#: (a parallel efficiency of ~87 % at 2 threads); a fit at the running thread count replaces it
+THREAD_EXPONENT = 0.8
+#: leaves that run on torch's intra-op threads ("batch": only across the batch, as scipy's workers)
+THREADED = {"native": "all", "real": "all", "nd": "all", "mkl-fft": "all", "scipy": "batch"}
+
+
+@attrs.frozen
+class LeafShape:
+    """What a leaf's cost depends on: flops per transform (smooth part, large-prime part), the
+    library's prime slowdown there, the longest axis, the batch and the number of axis passes."""
+
+    smooth: float
+    prime_part: float
+    slowdown: float
+    longest: int
+    batch: int
+    calls: int = 1
+
+    @classmethod
+    def of(cls, problem, slowdown_table, half: float | None = None, primes: bool = True, calls: int = 1):
+        """The leaf shape of ``problem`` (``half``: flop factor, default 0.5 for r2c/c2r)."""
+        half = (0.5 if problem.kind != "c2c" else 1.0) if half is None else half
+        n = problem.n
+        smooth, prime_part, slowdown = half * 5.0 * n * math.log2(max(n, 2)), 0.0, 1.0
+        for length in problem.shape if primes else ():
+            p = max(prime_factors(length), default=1)
+            if p > LARGE_PRIME:
+                slowdown = next(f for limit, f in slowdown_table if p <= limit)
+                prime_part += half * (n // p) * 5.0 * p * math.log2(p)
+        return cls(smooth, prime_part, slowdown, max(problem.shape), problem.batch, calls)
+
+
+def regime(longest: int) -> int:
+    """Index of the size regime of a longest axis."""
+    return next(i for i, limit in enumerate(REGIMES) if longest <= limit)
+
+
+def leaf_time_us(cost: LeafCost, shape: LeafShape) -> float:
+    """The fitted model's time of one leaf call on complex64 data, µs."""
+    slow = 1.0 + (shape.slowdown - 1.0) * cost.prime_scale
+    flops = shape.batch * (shape.smooth + shape.prime_part * slow)
+    gain = 1.0 + (cost.batch_gain - 1.0) * (1.0 - 1.0 / shape.batch)
+    return cost.call_us + flops / (cost.gflops[regime(shape.longest)] * 1e3 * gain)
+
+
+def thread_factor(leaf: str, profile, batch: int) -> float:
+    """Flop multiplier of an uncalibrated leaf at torch's current thread count (see the module doc)."""
+    mode = THREADED.get(leaf)
+    threads = torch.get_num_threads()
+    if mode is None or threads == profile.threads or (mode == "batch" and batch == 1):
+        return 1.0
+    return (profile.threads / threads) ** THREAD_EXPONENT
+
+
+def leaf_work(problem, planner, leaf: str, shape: LeafShape, speed: float = 1.0, excess_us: float = 0.0,
+              factor: float = 1.0) -> Work:
+    """The work of a library call on ``problem`` (packing excluded: trnplan.planner.solver.library_io).
+
+    Uncalibrated: ``shape.calls`` library calls, the nominal flops times ``speed`` (the leaf's
+    factor for the regime), ``factor`` and :func:`thread_factor`, and ``excess_us`` per call
+    beyond torch.fft's as launches. Fitted (``leaf`` in the profile's ``leaves``): the same terms
+    scaled so that the profile prices them at :func:`leaf_time_us` (complex128 at the profile's
+    fp64/fp32 rate ratio).
+    """
+    profile = planner.profile
+    fitted = profile.leaves.get(leaf)
+    if fitted is None:
+        flops = shape.batch * (shape.smooth + shape.prime_part * (shape.slowdown - 1.0))
+        flops *= speed * factor * thread_factor(leaf, profile, shape.batch)
+        return Work(launches=excess_us / profile.launch_us, fft_calls=shape.calls, fft_flops=flops)
+    dtype = str(problem.real_dtype).removeprefix("torch.")
+    call = fitted.call_us + (shape.calls - 1) * profile.fft_launch_us
+    compute_us = (leaf_time_us(fitted, shape) - fitted.call_us) * factor
+    compute_us *= profile.fft_gflops["float32"] / profile.fft_gflops[dtype]
+    return Work(fft_calls=call / profile.fft_launch_us, fft_flops=compute_us * profile.fft_gflops[dtype] * 1e3)
+
+
+# ---------------------------------------------------------------------------- the fit
+
+#: ridge weight pulling each log-parameter towards its prior (the uncalibrated constants)
+RIDGE = 0.02
+
+
+def _cost(prior: LeafCost, theta) -> LeafCost:
+    g = tuple(r * math.exp(t) for r, t in zip(prior.gflops, theta[1:4]))
+    return LeafCost(prior.call_us * math.exp(theta[0]), g, max(1.0, prior.batch_gain * math.exp(theta[4])),
+                    prior.prime_scale * math.exp(theta[5]))
+
+
+def rms_log(cost: LeafCost, samples) -> float:
+    """rms of log(predicted / measured) over ``samples``, (LeafShape, measured µs) pairs."""
+    if not samples:
+        return float("nan")
+    r = [math.log(leaf_time_us(cost, s) / t) for s, t in samples]
+    return math.sqrt(sum(x * x for x in r) / len(r))
+
+
+def fit_leaf(samples, prior: LeafCost, ridge: float = RIDGE) -> LeafCost:
+    """The :class:`LeafCost` that best fits ``samples`` ((LeafShape, measured µs) pairs) in log
+    space, ridge-regularised towards ``prior`` (so a regime without samples keeps its prior).
+
+    Levenberg–Marquardt on six log-multipliers (call cost, three rates, batch gain, prime
+    slowdown) with a forward-difference Jacobian; numpy only.
+    """
+    samples = [(s, t) for s, t in samples if t > 0]
+    if not samples:
+        return prior
+    logt = np.log([t for _, t in samples])
+    lam = math.sqrt(ridge)
+
+    def residual(theta):
+        cost = _cost(prior, theta)
+        pred = np.log([leaf_time_us(cost, s) for s, _ in samples])
+        return np.concatenate([pred - logt, lam * theta])
+
+    theta, mu = np.zeros(6), 1e-2
+    r = residual(theta)
+    for _ in range(100):
+        jac = np.stack([(residual(theta + 1e-6 * e) - r) / 1e-6 for e in np.eye(6)], axis=1)
+        step = np.linalg.solve(jac.T @ jac + mu * np.eye(6), -jac.T @ r)
+        trial = np.clip(theta + step, -6.0, 6.0)
+        r_new = residual(trial)
+        if r_new @ r_new < r @ r:
+            theta, r, mu = trial, r_new, mu / 3
+            if np.max(np.abs(step)) < 1e-5:
+                break
+        else:
+            mu *= 10
+            if mu > 1e8:
+                break
+    return _cost(prior, theta)
+
+
+# ---------------------------------------------------------------------------- the stored fit
+
+def record_key(fpd: str, threads: int) -> str:
+    """Where the fit of this machine (fingerprint digest) at ``threads`` lives in the plan cache."""
+    return f"leafmodel:{fpd}:{threads}"
+
+
+def store(cache, fpd: str, threads: int, leaves: dict, report: dict) -> None:
+    """Store fitted ``leaves`` (name → LeafCost) with the fit's ``report`` (rms_heldout, grid …)."""
+    cache.set_record(record_key(fpd, threads), {
+        "leaves": {k: attrs.asdict(v) for k, v in leaves.items()}, "time": time.time(), **report})
+
+
+def load(cache, fpd: str, threads: int) -> dict | None:
+    """The stored fit of this machine at ``threads`` ({"leaves": {name: LeafCost}, ...}), or None."""
+    if cache is None:
+        return None
+    key = record_key(fpd, threads)
+    try:
+        record = cache.get_record(key)
+        if record is None:
+            return None
+        leaves = {k: LeafCost(float(v["call_us"]), tuple(map(float, v["gflops"])), float(v["batch_gain"]),
+                              float(v["prime_scale"])) for k, v in record["leaves"].items()}
+        return {**record, "leaves": leaves, "rms_heldout": float(record["rms_heldout"])}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        warnings.warn(f"plan cache {cache.path}: leaf-model record {key!r} is not valid ({exc}); ignored "
+                      f"(refit with python bench/calibrate.py --fit)", RuntimeWarning, stacklevel=2)
+        return None
+
+
+def fitted_profile(profile, cache, fpd: str, threads: int | None = None):
+    """``profile`` with the stored leaf fit of this machine and thread count: its leaves, and the fit's
+    held-out rms as the margin rule's sigma for trees of fitted leaves (the profile's own sigma, its
+    uncalibrated error, stays for the rest)."""
+    threads = torch.get_num_threads() if threads is None else threads
+    record = load(cache, fpd, threads) if profile.fft_gflops else None
+    if record is None:
+        return attrs.evolve(profile, sigma_source=f"{profile.sigma_source}; no fit for this machine at {threads} "
+                                                  f"threads (python bench/calibrate.py --fit)")
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(record.get("time", 0)))
+    return attrs.evolve(profile, leaves=record["leaves"], sigma_fitted=record["rms_heldout"],
+                        sigma_source=(f"fitted {when} at {threads} threads, rms log-error on "
+                                      f"{len(record.get('heldout', []))} held-out timings; trees with other "
+                                      f"solvers: {profile.sigma_source}"))
