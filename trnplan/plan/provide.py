@@ -317,11 +317,9 @@ def _trust(req: _Request, record: dict, key: str) -> _Decision | None:
         tree = _trusted_tree(record, problem, req.planner)
         if record.get("host_wisdom"):
             hostlib.import_wisdom(record["host_wisdom"])
-        measured = hostlib.FFTW_PLANS["measured"]
+        fftw_before = hostlib.FFTW_PLANS["measured"]
         module = req.planner.lower_plan(tree, problem, req.device)
-        if hostlib.FFTW_PLANS["measured"] != measured:  # FFTW had to measure: the record lacked its
-            record = {**record, "host_wisdom": hostlib.export_wisdom()}  # decision; keep this one
-            req.cache.update_wisdom(key, record)
+        fftw_measured = hostlib.FFTW_PLANS["measured"] != fftw_before  # FFTW had to: the record lacked its decision
         candidates = _candidates_from_json(record.get("candidates"))
         stored = record.get("measurement")
         measurement = Measurement.from_dict(stored) if stored is not None else None
@@ -331,6 +329,9 @@ def _trust(req: _Request, record: dict, key: str) -> _Decision | None:
               f"({type(exc).__name__}: {exc}); forgetting it and re-planning")
         req.cache.forget(key)
         return None
+    if fftw_measured:  # keep the decision FFTW made now, so that later processes reproduce this one
+        record = {**record, "host_wisdom": hostlib.export_wisdom()}
+        req.cache.update_wisdom(key, record)
     req.cache.count("wisdom_hits")
     return _Decision(tree, module, candidates, key, "wisdom hit", effort, record=record, measurement=measurement)
 
