@@ -163,16 +163,27 @@ def test_pyfftw_copies_only_what_it_must(layout, monkeypatch):
     assert rel_l2(y, np.fft.fft(x.numpy().astype(np.complex128))) < BAR["fp32"]
 
 
-def test_pyfftw_c2r_leaves_its_input_alone_and_large_inputs_are_let_go():
-    """FFTW's c2r destroys its input, so the leaf gives it a copy; after a call on an input over
-    RELEASE_BYTES the plan points at its own scratch arrays again, holding no caller memory."""
+@pytest.mark.parametrize("shape", [(64,), (6, 64)])
+def test_pyfftw_c2r_leaves_its_input_alone(shape, monkeypatch):
+    """A multi-dimensional c2r destroys its input in FFTW, so the leaf gives it a copy; a 1-D c2r
+    is planned to preserve it and reads it in place."""
     pytest.importorskip("pyfftw")
-    z = torch.randn(3, 33, dtype=torch.complex64)
-    z[:, 0] = z[:, 0].real  # a Hermitian half spectrum (numpy drops the imaginary DC as torch does)
+    z = torch.randn(3, *shape[:-1], shape[-1] // 2 + 1, dtype=torch.complex64)
     kept = z.clone()
-    y = hostlib.transform("pyfftw", (64,), "c2r", True, "backward")(z)
-    assert torch.equal(z, kept)
-    assert rel_l2(y, np.fft.irfft(z.numpy().astype(np.complex128), n=64)) < BAR["fp32"]
+    leaf = hostlib.transform("pyfftw", shape, "c2r", True, "backward")
+    leaf(z)
+    real_copyto, copies = np.copyto, []
+    monkeypatch.setattr(hostlib.np, "copyto", lambda *a, **k: copies.append(1) or real_copyto(*a, **k))
+    y = leaf(z)
+    assert torch.equal(z, kept) and len(copies) == (len(shape) > 1)
+    ref = np.fft.irfftn(z.numpy().astype(np.complex128), s=shape, axes=tuple(range(-len(shape), 0)))
+    assert rel_l2(y, ref) < BAR["fp32"]
+
+
+def test_pyfftw_large_inputs_are_let_go():
+    """After a call on an input over RELEASE_BYTES the plan points at its own scratch arrays
+    again, holding no caller memory."""
+    pytest.importorskip("pyfftw")
     n = hostlib.RELEASE_BYTES // 8 + 1024  # complex64: just over the limit
     big = torch.randn(1, n, dtype=torch.complex64)
     _leaf, call = _fftw_call(big)

@@ -345,7 +345,7 @@ class _FFTWCall:
     strides and alignment are the plan's, as for a contiguous CPU tensor: torch allocates on
     64-byte boundaries) into a fresh output array that becomes the returned tensor's memory
     (``torch.from_numpy``, no copy). A mismatched input is copied into the scratch input, and
-    c2r always copies: FFTW's c2r overwrites its input. After a call whose input is large
+    a multi-dimensional c2r always copies: FFTW's overwrites its input. After a call whose input is large
     (:data:`RELEASE_BYTES`) the plan is pointed back at its scratch arrays, so that it keeps no
     large caller memory alive.
 
@@ -449,7 +449,10 @@ def _fftw_plan(shape: tuple, dtype: np.dtype, kind: str, inverse: bool, threads:
         if hit is not None:
             _FFTW.move_to_end(key)
             return hit
-    call = _FFTWCall(_new_fftw(shape, dtype, kind, inverse, threads, batch_shape), copy_input=kind == "c2r")
+    # FFTW's multi-dimensional c2r overwrites its input (FFTW has no input-preserving algorithm for
+    # it); a 1-D c2r is planned with FFTW_PRESERVE_INPUT (pyFFTW's default), so it reads in place
+    destroys = kind == "c2r" and len(shape) > 1
+    call = _FFTWCall(_new_fftw(shape, dtype, kind, inverse, threads, batch_shape), copy_input=destroys)
     with _FFTW_LOCK:  # built outside the lock (MEASURE takes ms to s), re-checked after
         hit = _FFTW.get(key)
         if hit is not None:
