@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # torch is pinned to the CPU build on purpose: any other torch request pulls a multi-GB CUDA build
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup demo test test-fast lint wheel-check bench bench-suite bench-examples bench-distributed accuracy clean
+.PHONY: setup demo test test-fast lint wheel-check bench bench-suite bench-examples bench-distributed bench-warm-start accuracy clean
 
 setup: $(VENV)/.installed
 
@@ -46,6 +46,9 @@ bench-suite: setup  ## the benchmark suite (seed grid × libraries, threads 1 an
 
 bench-examples: setup  ## the three examples at a real size, trnplan vs torch.fft; rewrites docs/examples.md's timing table
 	$(BIN)/python bench/examples.py --markdown docs/examples.md
+
+bench-warm-start: setup  ## a fresh process's plan_many on a warm cache vs cold (issue 19 item 7); rewrites docs/cache.md's warm_start section
+	$(BIN)/python bench/warm_start.py --markdown docs/cache.md
 
 bench-distributed: setup  ## 1 vs 2 gloo ranks: strong and weak scaling; rewrites docs/distributed.md's table
 	$(BIN)/python bench/distributed.py --markdown docs/distributed.md

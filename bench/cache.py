@@ -63,8 +63,8 @@ def main():
             print(f"{args.batch}×{n} {mode}: cold {cold['plan_s'] * 1e3:.1f} ms ({cold['artifact']}), warm "
                   f"{warm['plan_s'] * 1e3:.1f} ms ({warm['origin']}, {warm['artifact']}), ratio {row['ratio']:.0f}×, "
                   f"execute {cold['exec_us']:.1f} / {warm['exec_us']:.1f} µs", flush=True)
-    lines = ["| batch × n | compile | plan | cold: plan + compile | warm: load, fresh process | cold / warm "
-             "| artifact | execute (warm) |", "|---|---|---|---|---|---|---|---|"]
+    lines = [("| batch × n | compile | plan | cold: plan + compile | warm: load, fresh process | cold / warm "
+             "| artifact | execute (warm) |"), "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         c, w = r["cold"], r["warm"]
         lines.append(f"| {r['batch']}×{r['n']} | {r['mode']} | `{c['tree']}` | {c['plan_s'] * 1e3:.1f} ms | "
@@ -76,19 +76,19 @@ def main():
     print(table)
     if args.markdown:
         sys.path.insert(0, os.path.dirname(__file__))
-        from bench_solvers import replace_section
-
         import datetime
         import platform
 
         import torch
+        from _docs import replace_section
+        from bench_solvers import section_body
 
         import trnplan
 
         result = {"when": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                   "machine": {"cores": os.cpu_count(), "torch_threads": torch.get_num_threads(),
                               "torch": torch.__version__, "trnplan": trnplan.__version__, "cpu": platform.machine()}}
-        replace_section(args.markdown, "cache", table, result)
+        replace_section(args.markdown, "cache", section_body(table, result))
 
 
 if __name__ == "__main__":
