@@ -136,9 +136,10 @@ class LeafCost:
 
     ``t = call_us + F / (gflops[regime] · 10³ · gain(b))`` µs for a batch of ``b`` transforms of
     ``F`` nominal flops in all (5·n·log2 n each, halved for r2c/c2r, the large-prime part
-    multiplied by the library's slowdown ``1 + (s − 1)·prime_scale``), with
-    ``gain(b) = 1 + (batch_gain − 1)·(1 − 1/b)``: what a batch gains over one transform from
-    threads and amortised setup.
+    multiplied by the library's slowdown ``1 + (s − 1)·prime_scale``, r2c/c2r scaled by
+    ``real_factor / 0.5``), with ``gain(b) = 1 + (batch_gain − 1)·(1 − 1/b)``: what a batch gains
+    over one transform from threads and amortised setup; plus ``mem_us_per_mb`` per MB of data
+    beyond the cache.
 
     Attributes
     ----------
@@ -151,12 +152,23 @@ class LeafCost:
         Rate multiplier a large batch approaches.
     prime_scale : float
         Multiplier of the library's large-prime slowdown beyond 1.
+    real_factor : float
+        Flops of an r2c/c2r transform as a fraction of the c2c one's (nominally 0.5).
+    mem_us_per_mb : float
+        Time per MB of complex data beyond a core's cache (``leafcost.CACHE_BYTES``), µs.
+    direct_scale : float
+        Multiplier of the flops of a direct O(p²) pass per large prime factor p of a composite
+        length (8·p² per p-point DFT): a library's generic-radix butterfly (torch.fft took
+        8 × 16385 = 5·29·113 twice as long as 8 × 16411, a prime, here).
     """
 
     call_us: float
     gflops: tuple
     batch_gain: float = 1.0
     prime_scale: float = 1.0
+    real_factor: float = 0.5
+    mem_us_per_mb: float = 0.0
+    direct_scale: float = 0.0
 
 
 def work_terms(work: Work, dtype: str) -> dict:

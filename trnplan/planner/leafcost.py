@@ -35,6 +35,12 @@ from trnplan.planner.solver import prime_factors
 
 #: upper limits of the size regimes of the longest axis, as trnplan.planner.library.SPEED_LIMITS
 REGIMES = (256, 8192, math.inf)
+#: data beyond this many bytes per call leaves a core's cache (the L2 of the 2-vCPU Xeon here is
+#: 2 MiB per core, /sys/devices/system/cpu/cpu0/cache/index2/size); the fit prices the excess
+CACHE_BYTES = 2 * 2**20
+#: a prime factor up to this size of a composite length may run as a direct O(p²) pass (FFTW's
+#: generic codelet, MKL's and pocketfft's generic radix), beyond it by Rader or Bluestein
+DIRECT_PRIME = 256
 #: primes above this take a library's chirp-z path (trnplan.planner.native.BLUESTEIN_PRIME)
 LARGE_PRIME = 50
 #: assumed scaling of a threaded leaf's rate with torch's thread count when no fit exists: 0.8
@@ -55,19 +61,27 @@ class LeafShape:
     longest: int
     batch: int
     calls: int = 1
+    real: bool = False
+    #: flops per transform of a direct O(p²) DFT pass per large prime factor p of a composite length
+    direct_part: float = 0.0
+    #: bytes of complex64 data on the complex side of one call (the memory term's measure)
+    data_bytes: float = 0.0
 
     @classmethod
     def of(cls, problem, slowdown_table, half: float | None = None, primes: bool = True, calls: int = 1):
         """The leaf shape of ``problem`` (``half``: flop factor, default 0.5 for r2c/c2r)."""
         half = (0.5 if problem.kind != "c2c" else 1.0) if half is None else half
         n = problem.n
-        smooth, prime_part, slowdown = half * 5.0 * n * math.log2(max(n, 2)), 0.0, 1.0
+        smooth, prime_part, direct, slowdown = half * 5.0 * n * math.log2(max(n, 2)), 0.0, 0.0, 1.0
         for length in problem.shape if primes else ():
             p = max(prime_factors(length), default=1)
             if p > LARGE_PRIME:
                 slowdown = next(f for limit, f in slowdown_table if p <= limit)
                 prime_part += half * (n // p) * 5.0 * p * math.log2(p)
-        return cls(smooth, prime_part, slowdown, max(problem.shape), problem.batch, calls)
+                direct += half * (n // p) * 8.0 * p * p if length != p and p <= DIRECT_PRIME else 0.0
+        data = 8.0 * problem.batch * math.prod(problem.out_shape if problem.kind == "r2c" else problem.in_shape)
+        return cls(smooth, prime_part, slowdown, max(problem.shape), problem.batch, calls, problem.kind != "c2c",
+                   direct, data)
 
 
 def regime(longest: int) -> int:
@@ -78,9 +92,11 @@ def regime(longest: int) -> int:
 def leaf_time_us(cost: LeafCost, shape: LeafShape) -> float:
     """The fitted model's time of one leaf call on complex64 data, µs."""
     slow = 1.0 + (shape.slowdown - 1.0) * cost.prime_scale
-    flops = shape.batch * (shape.smooth + shape.prime_part * slow)
+    flops = shape.smooth + shape.prime_part * slow + shape.direct_part * cost.direct_scale
+    flops *= shape.batch * (cost.real_factor / 0.5 if shape.real else 1.0)
     gain = 1.0 + (cost.batch_gain - 1.0) * (1.0 - 1.0 / shape.batch)
-    return cost.call_us + flops / (cost.gflops[regime(shape.longest)] * 1e3 * gain)
+    memory = cost.mem_us_per_mb * max(0.0, shape.data_bytes - CACHE_BYTES) / 1e6
+    return cost.call_us + flops / (cost.gflops[regime(shape.longest)] * 1e3 * gain) + memory
 
 
 def thread_factor(leaf: str, profile, batch: int) -> float:
@@ -119,12 +135,25 @@ def leaf_work(problem, planner, leaf: str, shape: LeafShape, speed: float = 1.0,
 
 #: ridge weight pulling each log-parameter towards its prior (the uncalibrated constants)
 RIDGE = 0.02
+#: log-error beyond which a timing's weight in the fit falls off (soft-L1): 0.5 is a factor 1.65
+ROBUST = 0.5
+
+
+#: the fitted parameters: six log-multipliers of the prior's constants (call, three rates, batch
+#: gain, prime slowdown), the log-multiplier of the r2c fraction, the memory term in units of
+#: MEM_UNIT µs/MB and the direct prime pass's multiplier (both linear: their prior is 0), each
+#: kept within [LOW, HIGH]
+PARAMS = 9
+MEM_UNIT = 100.0
+LOW = np.array([-6.0] * 7 + [0.0, 0.0])
+HIGH = np.array([6.0] * 7 + [6.0, 6.0])
 
 
 def _cost(prior: LeafCost, theta) -> LeafCost:
     g = tuple(r * math.exp(t) for r, t in zip(prior.gflops, theta[1:4]))
-    return LeafCost(prior.call_us * math.exp(theta[0]), g, max(1.0, prior.batch_gain * math.exp(theta[4])),
-                    prior.prime_scale * math.exp(theta[5]))
+    return LeafCost(prior.call_us * math.exp(theta[0]), g, prior.batch_gain * math.exp(theta[4]),
+                    prior.prime_scale * math.exp(theta[5]), prior.real_factor * math.exp(theta[6]),
+                    float(prior.mem_us_per_mb + MEM_UNIT * theta[7]), float(prior.direct_scale + theta[8]))
 
 
 def rms_log(cost: LeafCost, samples) -> float:
@@ -135,30 +164,41 @@ def rms_log(cost: LeafCost, samples) -> float:
     return math.sqrt(sum(x * x for x in r) / len(r))
 
 
-def fit_leaf(samples, prior: LeafCost, ridge: float = RIDGE) -> LeafCost:
+def fit_leaf(samples, prior: LeafCost, ridge: float = RIDGE, robust: float = ROBUST) -> LeafCost:
     """The :class:`LeafCost` that best fits ``samples`` ((LeafShape, measured µs) pairs) in log
     space, ridge-regularised towards ``prior`` (so a regime without samples keeps its prior).
 
-    Levenberg–Marquardt on six log-multipliers (call cost, three rates, batch gain, prime
-    slowdown) with a forward-difference Jacobian; numpy only.
+    Levenberg–Marquardt on :data:`PARAMS` parameters (call cost, three rates, batch gain, prime
+    slowdown, r2c fraction, memory term, direct prime pass) with a forward-difference Jacobian, numpy only; the squared log-error is softened
+    beyond ``robust`` (a soft-L1 loss by reweighting, 0: plain least squares) so that a timing
+    caught in a scheduler stall does not drag the rest.
     """
     samples = [(s, t) for s, t in samples if t > 0]
     if not samples:
         return prior
     logt = np.log([t for _, t in samples])
-    lam = math.sqrt(ridge)
+    weights = np.ones(len(samples))
+    theta = np.zeros(PARAMS)
+    for _ in range(4 if robust else 1):
+        theta = _levenberg_marquardt(samples, prior, logt, weights, theta, math.sqrt(ridge))
+        if robust:
+            r = np.log([leaf_time_us(_cost(prior, theta), s) for s, _ in samples]) - logt
+            weights = 1.0 / np.sqrt(np.sqrt(1.0 + (r / robust) ** 2))
+    return _cost(prior, theta)
 
-    def residual(theta):
-        cost = _cost(prior, theta)
+
+def _levenberg_marquardt(samples, prior, logt, weights, theta, lam):
+    def residual(th):
+        cost = _cost(prior, th)
         pred = np.log([leaf_time_us(cost, s) for s, _ in samples])
-        return np.concatenate([pred - logt, lam * theta])
+        return np.concatenate([weights * (pred - logt), lam * th])
 
-    theta, mu = np.zeros(6), 1e-2
+    mu = 1e-2
     r = residual(theta)
     for _ in range(100):
-        jac = np.stack([(residual(theta + 1e-6 * e) - r) / 1e-6 for e in np.eye(6)], axis=1)
-        step = np.linalg.solve(jac.T @ jac + mu * np.eye(6), -jac.T @ r)
-        trial = np.clip(theta + step, -6.0, 6.0)
+        jac = np.stack([(residual(theta + 1e-6 * e) - r) / 1e-6 for e in np.eye(PARAMS)], axis=1)
+        step = np.linalg.solve(jac.T @ jac + mu * np.eye(PARAMS), -jac.T @ r)
+        trial = np.clip(theta + step, LOW, HIGH)
         r_new = residual(trial)
         if r_new @ r_new < r @ r:
             theta, r, mu = trial, r_new, mu / 3
@@ -168,7 +208,7 @@ def fit_leaf(samples, prior: LeafCost, ridge: float = RIDGE) -> LeafCost:
             mu *= 10
             if mu > 1e8:
                 break
-    return _cost(prior, theta)
+    return theta
 
 
 # ---------------------------------------------------------------------------- the stored fit
@@ -193,8 +233,8 @@ def load(cache, fpd: str, threads: int) -> dict | None:
         record = cache.get_record(key)
         if record is None:
             return None
-        leaves = {k: LeafCost(float(v["call_us"]), tuple(map(float, v["gflops"])), float(v["batch_gain"]),
-                              float(v["prime_scale"])) for k, v in record["leaves"].items()}
+        leaves = {k: LeafCost(**{f: tuple(map(float, x)) if f == "gflops" else float(x) for f, x in v.items()})
+                  for k, v in record["leaves"].items()}
         return {**record, "leaves": leaves, "rms_heldout": float(record["rms_heldout"])}
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         warnings.warn(f"plan cache {cache.path}: leaf-model record {key!r} is not valid ({exc}); ignored "
