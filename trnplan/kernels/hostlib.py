@@ -135,6 +135,21 @@ def library_module(name: str):
     export and import FFTW's wisdom), never to plan. An installed library whose import fails (a
     broken install, e.g. a missing shared library) warns once, is recorded so that
     :func:`installed` reads it as absent in this process, and gives None.
+
+    Parameters
+    ----------
+    name : {"scipy", "pyfftw", "mkl_fft"}
+
+    Returns
+    -------
+    module or None
+        :mod:`scipy.fft`, :mod:`pyfftw` or :mod:`mkl_fft`; None where the library is not
+        installed or its import failed (:func:`broken_reason` says why).
+
+    Warns
+    -----
+    UserWarning
+        The library is installed but its import failed (once per process).
     """
     if installed(name) is None:
         return None
