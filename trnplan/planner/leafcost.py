@@ -253,6 +253,6 @@ def fitted_profile(profile, cache, fpd: str, threads: int | None = None):
                                                   f"threads (python bench/calibrate.py --fit)")
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(record.get("time", 0)))
     return attrs.evolve(profile, leaves=record["leaves"], sigma_fitted=record["rms_heldout"],
-                        sigma_source=(f"fitted {when} at {threads} threads, rms log-error on "
+                        sigma_source=(f"fitted {when} at {threads} thread(s), rms log-error on "
                                       f"{len(record.get('heldout', []))} held-out timings; trees with other "
                                       f"solvers: {profile.sigma_source}"))

@@ -18,6 +18,12 @@ The samples and the fitted multipliers live in the plan cache under
 ``calibration:<fingerprint digest>:<device>``, so they are per machine and installation; later
 plans on the same machine, in any process, are priced with the calibrated profile
 (:func:`calibrated_profile`), and ``explain()`` says so.
+
+The library leaves have a second, separate calibration: the leaf model fitted by
+``bench/calibrate.py --fit`` on a training grid and scored on a held-out one
+(:mod:`trnplan.planner.leafcost`). A fitted leaf stays at its fitted cost whatever the
+multipliers here say, and the estimate's margin rule takes its sigma from that held-out error,
+never from ``rms_after`` here (an in-sample error over whatever happened to be measured).
 """
 
 from __future__ import annotations
