@@ -75,7 +75,9 @@ from trnplan.planner.planner import Planner
 excl, stack = collections.Counter(), []
 
 def wrap(owner, name, label):
-    fn = getattr(owner, name)
+    fn = getattr(owner, name, None)
+    if fn is None:  # an older trnplan without it (comparing before/after a change): not broken down
+        return
     @functools.wraps(fn)
     def timed(*args, **kwargs):
         stack.append(0.0)
