@@ -23,8 +23,8 @@ from trnplan.core import config
 from trnplan.cache import PlanCache
 from trnplan.planner import learn, registry
 from trnplan.core.cost import Work
-from trnplan.planner.measure import (FASTEST, NOT_TIMED_LIMIT, NOT_TIMED_TOP_K, OVER_BOUND_MEASURED, SLOWER,
-                                     Measurement)
+from trnplan.planner.measure import (FASTEST, MIN_ROUNDS, NOT_TIMED_LIMIT, NOT_TIMED_TOP_K, OVER_BOUND_MEASURED, SLOWER,
+                                     Measurement, Timing, beats_default, decide, paired, round_robin, spread)
 from trnplan.planner.native import Native
 from trnplan.planner.planner import CHOSEN
 from trnplan.planner.solver import Solver
@@ -166,11 +166,13 @@ def test_time_limit_is_honoured(tmp_path):
     m = plan.provenance.measurement
     assert m.limit_s == 0.05 and m.timings
     timed = [t for t in m.timings if t.measured_us is not None]
-    assert [t.tree for t in timed] == ["(slow-native 512)"]  # the estimate's pick only: then the limit hit
+    # the estimate's pick and the default (torch.fft) are always timed; then the limit hit
+    assert sorted(t.tree for t in timed) == ["(native 512)", "(slow-native 512)"]
     rest = [t for t in m.timings if t.measured_us is None]
     assert rest and all(t.verdict == NOT_TIMED_LIMIT for t in rest)
-    assert slow.calls <= 5  # warm-up, one probe call and at least 3 repeats: no more
-    assert plan.tree.solver == "slow-native"  # the only timed candidate wins
+    assert slow.calls <= 3 + MIN_ROUNDS  # warm-up, two probe calls and the fewest rounds: no more
+    assert plan.tree.solver == "native"  # the slow pick does not beat the default: the default is kept
+    assert m.default_tree == "(native 512)" and "kept" in m.rule
     assert elapsed < 30  # bounded (a loose sanity check, not a speed assertion)
 
 
@@ -179,8 +181,13 @@ def test_top_k_and_patient(monkeypatch):
     plan = trnplan.plan_many(64, batch=2, effort="measure", cache=None)
     m = plan.provenance.measurement
     assert m.top_k == 2 and m.enumerated > 2
-    assert sum(t.measured_us is not None for t in m.timings) == 2
-    assert sum(t.verdict == NOT_TIMED_TOP_K for t in m.timings) == m.enumerated - 2
+    # K counts beyond the always-timed: the estimate's pick and the default (one tree if they agree)
+    fixed = 1 + (m.default_tree is not None and not any(t.estimate and t.default for t in m.timings))
+    assert sum(t.measured_us is not None for t in m.timings) == fixed + 2
+    assert sum(t.verdict == NOT_TIMED_TOP_K for t in m.timings) == m.enumerated - fixed - 2
+    # the first K beyond those: the cheapest tree of each root solver before a second of any
+    timed_solvers = [t.solver for t in m.timings if t.measured_us is not None and not (t.estimate or t.default)]
+    assert len(set(timed_solvers)) == len(timed_solvers)
     trnplan.clear_plan_cache()
     pat = trnplan.plan_many(64, batch=2, effort="patient", cache=None)
     pm = pat.provenance.measurement
@@ -374,3 +381,75 @@ def test_timing_on_a_gpu_waits_for_the_plans_gpu(monkeypatch):
     device = torch.device("cuda", 1)
     _, calls, _ = time_call(lambda: None, device, budget_s=0.01)
     assert calls >= 5 and waited and all(d == device for d in waited)
+
+
+# ---------------------------------------------------------------- the round-robin decision rule
+def _timing(tree, us, vs=None, noise=0.0, default=False, verdict=SLOWER):
+    return Timing(tree=tree, solver=tree.strip("()").split()[0], predicted_us=1.0, error=0.0, measured_us=us,
+                  measured_error=0.0, verdict=verdict, default=default, noise=noise, vs_default=vs)
+
+
+def test_default_kept_when_a_candidate_is_faster_only_within_the_noise():
+    default = _timing("(native 64)", 10.0, vs=1.0, default=True)
+    close = _timing("(pyfftw 64)", 9.9, vs=0.99, noise=0.005)  # 1 % faster: inside the 2 % floor
+    noisy = _timing("(mkl-fft 64)", 9.0, vs=0.90, noise=0.15)  # 10 % faster, 15 % noise
+    winner, rule = decide([default, close, noisy])
+    assert winner is default and "kept" in rule
+
+
+def test_default_replaced_beyond_the_noise_by_the_lowest_paired_ratio():
+    default = _timing("(native 64)", 10.0, vs=1.0, default=True)
+    a = _timing("(pyfftw 64)", 7.0, vs=0.70, noise=0.05)
+    b = _timing("(mkl-fft 64)", 6.9, vs=0.75, noise=0.01)  # a lower median but a worse paired ratio
+    over = _timing("(dft-gemm 64)", 1.0, vs=0.1, verdict=OVER_BOUND_MEASURED)
+    winner, rule = decide([default, a, b, over])
+    assert winner is a and "replaces the default" in rule
+
+
+def test_without_a_default_the_fastest_within_the_bound_wins():
+    winner, rule = decide([_timing("(stockham 64)", 5.0), _timing("(dft-gemm 64)", 4.0),
+                           _timing("(butterfly 64)", 1.0, verdict=OVER_BOUND_MEASURED)])
+    assert winner.tree == "(dft-gemm 64)" and "no default" in rule
+
+
+def test_beats_default_uses_the_noise_floor():
+    assert beats_default(0.97, 0.0) and not beats_default(0.985, 0.0)  # the 2 % floor
+    assert beats_default(0.80, 0.2) and not beats_default(0.85, 0.2)
+
+
+def test_paired_ratios_cancel_drift_that_hits_all_candidates_alike():
+    """A machine slowing down 3× over the rounds moves both medians, not the paired ratio: the
+    candidate 10 % faster in every round measures 0.90 with no noise."""
+    drift = [1.0, 1.2, 1.5, 2.0, 2.5, 3.0, 3.0]
+    default = [10e-6 * d for d in drift]
+    cand = [9e-6 * d for d in drift]
+    ratio, noise = paired(cand, default)
+    assert ratio == pytest.approx(0.9) and noise == pytest.approx(0.0, abs=1e-12)
+    assert spread(default) > 0.2  # the unpaired medians would carry the drift as noise
+
+
+def test_round_robin_interleaves_the_candidates():
+    order = []
+    samples = round_robin([(lambda: order.append("a"), 2), (lambda: order.append("b"), 1)], lambda: None, 3)
+    assert order == ["a", "a", "b"] * 3 and [len(s) for s in samples] == [3, 3]
+
+
+def test_measured_plan_records_default_threads_and_when(tmp_path):
+    before = time.time()
+    plan = trnplan.plan_many(256, batch=4, effort="measure", cache=PlanCache(tmp_path))
+    m = plan.provenance.measurement
+    assert m.default_tree == "(native 256)" and m.threads == torch.get_num_threads()
+    assert before <= m.measured_at <= time.time() and m.rule
+    default = next(t for t in m.timings if t.default)
+    assert default.tree == "(native 256)" and default.vs_default == pytest.approx(1.0)
+    timed = [t for t in m.timings if t.measured_us is not None]
+    assert all(t.rounds >= MIN_ROUNDS and t.noise is not None and t.vs_default is not None for t in timed)
+    # a winner other than the default beat it beyond the noise
+    w = m.winner
+    assert w.default or beats_default(w.vs_default, w.noise)
+    text = plan.explain()
+    assert "round-robin" in text and "(default)" in text and "rule:" in text
+    # stored and read back with the new fields
+    again = Measurement.from_dict(m.to_dict())
+    assert again == m
+    _check(plan, 256, 4)

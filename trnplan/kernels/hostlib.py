@@ -209,7 +209,7 @@ _REAL = {np.dtype(np.complex64): np.float32, np.dtype(np.complex128): np.float64
 
 
 def transform(library: str, shape: tuple, kind: str, inverse: bool,
-              norm: str | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
+              norm: str | None = None, threads: int | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
     """A callable running one library's transform on CPU torch tensors.
 
     Parameters
@@ -221,6 +221,9 @@ def transform(library: str, shape: tuple, kind: str, inverse: bool,
     inverse : bool
     norm : {"backward", "ortho", "forward"} or None
         torch.fft's meaning; None is unscaled (a forward sum, an inverse without 1/n).
+    threads : int, optional
+        pyFFTW's thread count (default :func:`_fftw_threads`: one); the other libraries follow
+        torch's thread count and ignore it.
 
     Returns
     -------
@@ -246,7 +249,7 @@ def transform(library: str, shape: tuple, kind: str, inverse: bool,
                             f"(pip install {LIBRARIES[library][1]}) or plan again without it")
     shape = tuple(shape)
     if library == "pyfftw":
-        return _pyfftw_call(shape, kind, inverse, norm)
+        return _pyfftw_call(shape, kind, inverse, norm, threads or _fftw_threads())
     make = {"scipy": _scipy_call, "mkl_fft": _mkl_call}[library]
     run = make(shape, kind, inverse, norm)
 
@@ -479,7 +482,8 @@ def _fftw_plan(shape: tuple, dtype: np.dtype, kind: str, inverse: bool, threads:
 
 
 def _fftw_threads() -> int:
-    """FFTW's thread count: one.
+    """FFTW's default thread count: one (a measured plan may pick torch's count instead: the
+    pyFFTW solver's ``threads`` variant, timed round-robin against torch.fft, see below).
 
     pyFFTW's wheel ships its own libgomp, so FFTW's threads are a second OpenMP pool beside
     torch's; each pool's workers spin after a parallel region, and on 2 cores a thread of the
@@ -489,16 +493,24 @@ def _fftw_threads() -> int:
     interfered (1×262144: 340 vs 628 µs), lost at 1×4096 (8.9 vs 4.4 µs), and in some runs
     stalled 8-16 ms per call. The wait policy cannot be changed once libgomp is loaded (it
     reads OMP_WAIT_POLICY at load). One thread never stalls; docs/user-guide.md, *Threads*.
+
+    On the quiet machine (lead, 18:15 UTC, torch 2 threads, `trnplan bench --rows planner`)
+    prebuilt pyFFTW at 2 threads was the fastest library on 7 of 9 rows, 1.4-1.9× torch.fft
+    (512×192: 27.6 vs 52.3 µs; 64×4096: 115 vs 172), and a 2-thread FFTW call right after a
+    torch matmul on the OpenMP pool showed no stall (64×4096: +124 µs over the matmul alone,
+    118 µs cold). So the estimate keeps one thread, and measured planning also times the
+    torch-thread variant, in the conditions of execution: round-robin with torch.fft, whose
+    calls keep torch's pool hot; a stalling variant measures slow and is not picked, and the
+    spot check on reuse replaces a pick that turned slow.
     """
     return 1
 
 
-def _pyfftw_call(shape, kind, inverse, norm):
+def _pyfftw_call(shape, kind, inverse, norm, threads: int):
     """The pyFFTW transform on torch tensors (the other libraries' calls take numpy arrays and
     :func:`transform` wraps them; this one is the whole call, to keep the per-call work small)."""
     n = math.prod(shape)
     scale = _scale(norm, inverse, n)
-    threads = _fftw_threads()
     plans: dict = {}  # this callable's plans by input (shape, dtype, thread): skips the shared lock
     get_ident, from_numpy = threading.get_ident, torch.from_numpy
 
@@ -519,7 +531,8 @@ def _pyfftw_call(shape, kind, inverse, norm):
     return call
 
 
-def prepare(library: str, shape: tuple, kind: str, inverse: bool, batch: int, dtype: torch.dtype) -> None:
+def prepare(library: str, shape: tuple, kind: str, inverse: bool, batch: int, dtype: torch.dtype,
+            threads: int | None = None) -> None:
     """Make the library's plan for inputs of ``(batch, *in_shape)`` now rather than at the first call.
 
     For pyFFTW this is where FFTW decides its algorithm (from wisdom, or by measuring), so that
@@ -538,6 +551,8 @@ def prepare(library: str, shape: tuple, kind: str, inverse: bool, batch: int, dt
         The leading dimension the transform will be called with.
     dtype : torch.dtype
         The real dtype of the computation (torch.float32 or torch.float64).
+    threads : int, optional
+        pyFFTW's thread count (default :func:`_fftw_threads`).
     """
     if library != "pyfftw" or library_module("pyfftw") is None:
         return
@@ -545,7 +560,7 @@ def prepare(library: str, shape: tuple, kind: str, inverse: bool, batch: int, dt
     in_shape = (*shape[:-1], shape[-1] // 2 + 1) if kind == "c2r" else shape
     real = np.dtype(np.float64 if dtype == torch.float64 else np.float32)
     np_dtype = real if kind == "r2c" else np.dtype(_COMPLEX[real])
-    _fftw_plan(shape, np_dtype, kind, inverse, _fftw_threads(), (batch, *in_shape))
+    _fftw_plan(shape, np_dtype, kind, inverse, threads or _fftw_threads(), (batch, *in_shape))
 
 
 def export_wisdom() -> dict | None:

@@ -21,10 +21,11 @@ import attrs
 import torch
 
 from trnplan.core.accuracy import SMALL_SAMPLE, STORAGE, UNIT_ROUNDOFF, log_growth
+from trnplan.core.errors import PlanningError
 from trnplan.kernels import hostlib
 from trnplan.planner import native
 from trnplan.planner.leafcost import LeafShape, leaf_work
-from trnplan.planner.solver import Solver, WholeShape, library_io, prime_factors
+from trnplan.planner.solver import Solver, WholeShape, library_io, note_variant, prime_factors
 
 #: The constants below were measured on this project's 2-vCPU box (AMD EPYC, 2 threads, torch
 #: 2.13.0+cpu, scipy 1.17.1, pyfftw 0.15.1, mkl_fft 2.3.2 with MKL 2026.2), complex64, with a
@@ -151,8 +152,9 @@ class HostLibrary(WholeShape, Solver):
         # the first call: the build pipeline stores FFTW's wisdom after lowering, and a decision
         # made later was missing from it, so a new process re-measured and could pick another
         # algorithm (bitwise different results: the 48×40×36 r2c differed by 1.4e-4)
-        hostlib.prepare(self.library, shape, kind, node.inverse, node.batch, ctx.dtype)
-        return HostFFT(self.library, shape, kind, node.inverse)
+        threads = node.param("threads")
+        hostlib.prepare(self.library, shape, kind, node.inverse, node.batch, ctx.dtype, threads)
+        return HostFFT(self.library, shape, kind, node.inverse, threads)
 
     # ------------------------------------------------------------------ Trainium host fallback
     # On device="neuron" a host library is the whole plan or nothing: a candidate at the root only
@@ -195,18 +197,19 @@ class HostFFT(torch.nn.Module):
     c2r, for any M.
     """
 
-    def __init__(self, library: str, shape: tuple, kind: str, inverse: bool):
+    def __init__(self, library: str, shape: tuple, kind: str, inverse: bool, threads: int | None = None):
         super().__init__()
         self.library, self.shape, self.kind, self.inverse = library, tuple(shape), kind, inverse
         self.in_shape = (*shape[:-1], shape[-1] // 2 + 1) if kind == "c2r" else self.shape
-        self._unscaled = hostlib.transform(library, self.shape, kind, inverse, None)
+        self.threads = threads  # pyFFTW's thread count (None: hostlib's default, one)
+        self._unscaled = hostlib.transform(library, self.shape, kind, inverse, None, threads)
 
     def library_call(self, norm: str | None = None):
         """The library's transform on the user-facing tensor ``(batch, *in_shape)``, with torch.fft's
         ``norm`` (None: unscaled). A plan whose root is this node calls it directly."""
         if norm is None:
             return self._unscaled
-        return hostlib.transform(self.library, self.shape, self.kind, self.inverse, norm)
+        return hostlib.transform(self.library, self.shape, self.kind, self.inverse, norm, self.threads)
 
     def forward(self, *inputs):
         M = inputs[0].shape[0]
@@ -237,6 +240,24 @@ class PyFFTW(HostLibrary):
     speed = (0.84, 0.84, 0.44)
     call_excess_us = 2.5
     prime_slowdown = ((8192, 13.0), (float("inf"), 30.0))
+    options = ("kind", "threads")
+    word_options = ("kind",)
+
+    def plan(self, problem, planner, spec):
+        node = super().plan(problem, planner, spec)
+        forced = dict(spec.options).get("threads") if spec is not None else None
+        if forced is not None:  # a strategy, or a stored tree replayed, names the thread count
+            if forced < 1:
+                raise PlanningError(f"pyfftw's option threads must be ≥ 1, got {forced}")
+            return attrs.evolve(node, params=(*node.params, ("threads", forced))) if forced > 1 else node
+        threads = torch.get_num_threads()
+        if problem.device == "cpu" and threads > 1:
+            # FFTW at torch's thread count, for measured planning only (a variant, never the
+            # search's pick: priced as the one-thread leaf, it never wins the estimate). Two
+            # OpenMP pools can stall each other on few cores (hostlib._fftw_threads), so only a
+            # round-robin timing beside torch.fft may choose it
+            note_variant(attrs.evolve(node, params=(*node.params, ("threads", threads))))
+        return node
 
 
 class MklFFT(HostLibrary):

@@ -4,25 +4,38 @@ The cost model guesses; measured planning times. For one problem:
 
 1. :meth:`Planner.enumerate <trnplan.planner.planner.Planner.enumerate>` lists every complete
    tree the solvers try at the top level within the accuracy bound (each solver's variants:
-   the library leaves, four-step splits, Bluestein lengths, real and nd methods, precision
-   modes …; their children chosen by the model), sorted by predicted time.
-2. "measure" times the model's best ``K`` of them (:func:`trnplan.core.config.measure_top_k`,
-   default 6, ``TRNPLAN_MEASURE_TOP_K``); "patient" times all of them.
+   the library leaves and their thread counts, four-step splits, Bluestein lengths, real and nd
+   methods, precision modes …; their children chosen by the model), sorted by predicted time.
+2. The timed set: the estimate's pick, the **default** — the device's own FFT
+   (:meth:`Planner.default_node <trnplan.planner.planner.Planner.default_node>`: torch.fft on the
+   CPU, cuFFT on CUDA; not added under a user's strategy) — and then, in predicted order, the
+   cheapest tree of every root solver followed by the rest, up to ``K`` of them
+   (:func:`trnplan.core.config.measure_top_k`, default 6, ``TRNPLAN_MEASURE_TOP_K``); "patient"
+   times every tree.
 3. Each is lowered and run the way :meth:`Plan.execute <trnplan.plan.plan.Plan.execute>` runs it
-   (its fast path included) on the seeded verification input on the plan's device: one
-   warm-up call, then the median of repeats (calls grouped so that each sample lasts ≥ 50 µs;
-   CUDA synchronised). Its error against float64 numpy.fft is measured on the same output.
-4. The winner is the fastest whose *measured* error is within the bound. Every candidate's
-   predicted and measured time and error go into the wisdom entry (explain() prints them), so
-   a later ``plan_many`` — in this process or another — replays the winner without timing.
+   on the seeded verification input on the plan's device, at the torch thread count the plan
+   will run with: warmed up (its error against float64 numpy.fft measured on that output), then
+   timed **round-robin**: in each round every candidate runs ``inner`` calls (grouped so that a
+   sample lasts ≥ 50 µs; CUDA synchronised), so drift and a neighbour's load hit all alike, and
+   torch's thread pool is as hot between a library's calls as in a workload that mixes them.
+4. The decision (:func:`decide`): per candidate the median time, and against the default the
+   median of the **paired** per-round ratios with its noise (half the inter-quartile range of
+   those ratios, relative, at least :data:`NOISE_FLOOR`). The default is kept unless a candidate
+   within the bound measures faster *beyond the noise* (ratio × (1 + noise) < 1); then the one
+   with the lowest ratio wins. With no default (xla, neuron, the bf16 modes) the fastest
+   within the bound wins. Every candidate's predicted and measured time, error, noise and ratio
+   to the default, the rule applied, the thread count and the time of measurement go into the
+   wisdom entry (explain() prints them), so a later ``plan_many`` replays the winner without
+   timing — after a cheap spot check (:func:`recheck`) that the winner still beats the default.
 
 The time limit (:func:`trnplan.core.config.set_timelimit`, ``TRNPLAN_TIMELIMIT``; default 5 s for
-measure, 30 s for patient) is checked before each candidate and caps each candidate's repeats;
-the model's pick is always timed. Candidates not reached are listed as "not timed (time limit)".
+measure, 30 s for patient) is checked before each candidate is prepared (the estimate's pick and
+the default always are) and bounds the rounds (at least :data:`MIN_ROUNDS`). Candidates not
+reached are listed as "not timed (time limit)".
 
 The measured times also calibrate the cost model (:mod:`trnplan.planner.learn`), and the
 result records the *regret* of the estimate: the measured time of the model's pick over the
-measured best.
+measured winner's.
 """
 
 from __future__ import annotations
@@ -39,6 +52,7 @@ from trnplan.core import config
 from trnplan.core.accuracy import reference, seeded_input
 from trnplan.core.cost import format_time
 from trnplan.core.errors import PlanningError
+from trnplan.core.spec import parse_strategy
 from trnplan.planner.planner import CHOSEN, MORE_EXPENSIVE
 
 FASTEST = "fastest"
@@ -50,9 +64,14 @@ FAILED = "failed"
 
 #: calls are grouped so that one timed sample lasts at least this long (timer resolution, noise)
 MIN_SAMPLE_S = 50e-6
-#: per-candidate timing budget and repeat bounds
+#: per-candidate timing budget (the rounds' share), and the bounds on the round count
 CANDIDATE_BUDGET_S = 0.15
-MIN_REPEATS, MAX_REPEATS = 5, 200
+MIN_ROUNDS, MAX_ROUNDS = 5, 41
+#: the least relative noise a comparison assumes: two identical calls timed round-robin on this
+#: 2-vCPU machine differed by up to ~2 % in median (quiet), so a "win" by less is not one
+NOISE_FLOOR = 0.02
+#: the spot check of a reused measured record (:func:`recheck`): its rounds and time cap
+RECHECK_ROUNDS, RECHECK_BUDGET_S = 7, 0.03
 
 
 @attrs.frozen
@@ -76,6 +95,15 @@ class Timing:
         The cost model's own pick (what effort "estimate" would run).
     calls : int
         Calls timed.
+    default : bool
+        The device's own FFT (what the candidates must beat).
+    rounds : int
+        Round-robin rounds it was timed in.
+    noise : float or None
+        Relative noise: of the paired ratios to the default where there is one (half their
+        inter-quartile range over their median), else of its own samples.
+    vs_default : float or None
+        Median of the paired per-round ratios of its time to the default's (None: no default).
     """
 
     tree: str
@@ -87,6 +115,10 @@ class Timing:
     verdict: str = ""
     estimate: bool = False
     calls: int = 0
+    default: bool = False
+    rounds: int = 0
+    noise: float | None = None
+    vs_default: float | None = None
 
     def to_dict(self) -> dict:
         return attrs.asdict(self)
@@ -109,7 +141,15 @@ class Measurement:
     limit_s, elapsed_s : float
         The time limit and the time spent timing.
     regret : float or None
-        Measured time of the estimate's pick over the measured best (1.0: the model was right).
+        Measured time of the estimate's pick over the winner's (1.0: the model was right).
+    default_tree : str or None
+        The device's own FFT that was timed as the default (None: there is none here).
+    threads : int
+        torch's thread count while timing (the plan's speed depends on it).
+    measured_at : float
+        When (Unix time): ``trnplan cache list --measured`` shows the age.
+    rule : str
+        The decision, in words (explain()).
     """
 
     effort: str
@@ -119,52 +159,229 @@ class Measurement:
     limit_s: float
     elapsed_s: float
     regret: float | None
+    default_tree: str | None = None
+    threads: int = 0
+    measured_at: float = 0.0
+    rule: str = ""
 
     @property
     def winner(self) -> Timing:
         return next(t for t in self.timings if t.verdict == FASTEST)
 
+    @property
+    def noise(self) -> float | None:
+        """The winner's noise (explain(), the cache listing)."""
+        return self.winner.noise
+
     def to_dict(self) -> dict:
-        return {"effort": self.effort, "timings": [t.to_dict() for t in self.timings], "enumerated": self.enumerated,
-                "top_k": self.top_k, "limit_s": self.limit_s, "elapsed_s": self.elapsed_s, "regret": self.regret}
+        out = attrs.asdict(self, recurse=False)
+        out["timings"] = [t.to_dict() for t in self.timings]
+        return out
 
     @classmethod
     def from_dict(cls, data: dict) -> Measurement:
+        """A stored measurement (records written before the round-robin timing load with no
+        noise, default or time of measurement)."""
         timings = tuple(Timing(**t) for t in data["timings"])
         if not any(t.verdict == FASTEST for t in timings):
             raise ValueError("a measurement record without a winner")
         return cls(data["effort"], timings, int(data["enumerated"]), data.get("top_k"), float(data["limit_s"]),
-                   float(data["elapsed_s"]), data.get("regret"))
+                   float(data["elapsed_s"]), data.get("regret"), data.get("default_tree"),
+                   int(data.get("threads", 0)), float(data.get("measured_at", 0.0)), data.get("rule", ""))
+
+
+def _sync(device: torch.device):
+    # the plan's GPU: torch.cuda.synchronize() alone waits for the current device, so a plan on
+    # cuda:1 would be timed by its launches only
+    return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
 
 
 def time_call(fn, device: torch.device, budget_s: float):
-    """(median µs per call, calls made, the warm-up call's result) of ``fn()``, within about
-    ``budget_s`` (at least 3 timed repeats, so a slow candidate overruns a tiny budget)."""
-    # the plan's GPU: torch.cuda.synchronize() alone waits for the current device, so a plan on
-    # cuda:1 would be timed by its launches only
-    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
+    """(median µs per call, calls made, the warm-up call's result) of ``fn()`` alone, within about
+    ``budget_s`` (at least 3 timed repeats). Measured planning times candidates together
+    (:func:`round_robin`); this times one callable (benchmarks, verification)."""
+    sync = _sync(device)
     out = fn()
-    sync()  # warm-up: lazy initialisation, library plans, caches
+    sync()
+    inner, first = _inner(fn, sync)
+    repeats = int(min(MAX_ROUNDS * 5, max(3, budget_s / (first * inner))))
+    samples = round_robin([(fn, inner)], sync, repeats)[0]
+    return statistics.median(samples) * 1e6, repeats * inner + 2, out
+
+
+def _inner(fn, sync) -> tuple[int, float]:
+    """(calls per sample so that one lasts ≥ MIN_SAMPLE_S, seconds of one call), after a warm call."""
+    fn()
+    sync()
     t0 = time.perf_counter()
     fn()
     sync()
     first = max(time.perf_counter() - t0, 1e-7)
-    inner = max(1, int(MIN_SAMPLE_S / first))
-    repeats = int(min(MAX_REPEATS, max(MIN_REPEATS, budget_s / (first * inner))))
-    if first * inner * MIN_REPEATS > budget_s:  # a slow candidate: fewer repeats, never below 3
-        repeats = max(3, int(budget_s / (first * inner)))
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            fn()
+    return max(1, int(MIN_SAMPLE_S / first)), first
+
+
+def round_robin(runners, sync, rounds: int, stop_s: float | None = None) -> list[list[float]]:
+    """Seconds per call of each ``(fn, inner)`` in ``runners``, one sample per round: in every round
+    each runs ``inner`` calls in turn. Stops after ``rounds`` rounds, or once ``stop_s`` seconds
+    have passed and :data:`MIN_ROUNDS` rounds are done."""
+    samples: list[list[float]] = [[] for _ in runners]
+    start = time.perf_counter()
+    for r in range(rounds):
+        for (fn, inner), out in zip(runners, samples):
+            t0 = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            sync()
+            out.append((time.perf_counter() - t0) / inner)
+        if stop_s is not None and r + 1 >= MIN_ROUNDS and time.perf_counter() - start > stop_s:
+            break
+    return samples
+
+
+def spread(values) -> float:
+    """Half the inter-quartile range of ``values`` over their median (0 for fewer than two)."""
+    values = list(values)
+    if len(values) < 2:
+        return 0.0
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return (q3 - q1) / 2 / max(statistics.median(values), 1e-30)
+
+
+def paired(samples: list[float], base: list[float]) -> tuple[float, float]:
+    """(median, noise) of the per-round ratios ``samples[r] / base[r]`` (noise: :func:`spread`)."""
+    ratios = [s / b for s, b in zip(samples, base)]
+    return statistics.median(ratios), spread(ratios)
+
+
+def beats_default(vs_default: float, noise: float) -> bool:
+    """Whether a candidate whose paired ratio to the default is ``vs_default`` (with relative
+    ``noise``) is faster beyond the noise: ``vs_default · (1 + max(noise, NOISE_FLOOR)) < 1``."""
+    return vs_default * (1.0 + max(noise, NOISE_FLOOR)) < 1.0
+
+
+def decide(timings: list) -> tuple[Timing, str]:
+    """The winner among timed ``timings`` (verdict SLOWER: within the bound) and the rule, in words.
+
+    The default is kept unless a candidate beats it beyond the noise (:func:`beats_default`);
+    then the lowest paired ratio wins. Without a default within the bound, the fastest median.
+    """
+    ok = [t for t in timings if t.verdict == SLOWER]
+    default = next((t for t in ok if t.default), None)
+    if default is None:
+        best = min(ok, key=lambda t: t.measured_us)
+        return best, "no default within the bound here: the fastest median within the bound wins"
+    beating = [t for t in ok if not t.default and beats_default(t.vs_default, t.noise or 0.0)]
+    if not beating:
+        return default, (f"the default {default.tree} kept: no candidate measured faster beyond the noise "
+                         f"(paired ratio × (1 + max(noise, {NOISE_FLOOR:g})) < 1)")
+    best = min(beating, key=lambda t: t.vs_default)
+    return best, (f"{best.tree} replaces the default {default.tree}: {best.vs_default:.2f}× its time per "
+                  f"round (noise {best.noise or 0.0:.1%}), beyond the noise")
+
+
+def _timed_set(trees: list, top_k: int | None, n_fixed: int) -> list[bool]:
+    """Which of ``trees`` (the fixed ones first, then by predicted time) are timed: the fixed,
+    then the cheapest of every root solver, then the rest, ``top_k`` beyond the fixed in all."""
+    if top_k is None:
+        return [True] * len(trees)
+    rest = list(range(n_fixed, len(trees)))
+    seen: set = set()
+    firsts = [i for i in rest if not (trees[i].solver in seen or seen.add(trees[i].solver))]
+    order = firsts + [i for i in rest if i not in firsts]
+    chosen = set(range(n_fixed)) | set(order[:top_k])
+    return [i in chosen for i in range(len(trees))]
+
+
+def _candidates(planner, problem, spec, estimate_node) -> tuple[list, object, int]:
+    """(trees: the estimate's pick, the default, then the enumeration by predicted time; the
+    default node or None)."""
+    default = planner.default_node(problem) if spec is None else None
+    fixed = [estimate_node]
+    if default is not None and default.digest() != estimate_node.digest():
+        fixed.append(default)
+    digests = {t.digest() for t in fixed}
+    rest = [t for t in planner.enumerate(problem, spec) if t.digest() not in digests]
+    return fixed + rest, default, len(fixed)
+
+
+@attrs.define
+class _Prepared:
+    """A candidate ready to time: its call, calls per sample, and its measured error."""
+
+    index: int
+    fn: object
+    inner: int
+    error: float
+
+
+def _prepare(planner, problem, device, tree, make_plan, x, ref, ref_norm, sync) -> _Prepared:
+    """Lower ``tree``, warm it up on the seeded input, measure its error and its calls per sample."""
+    module = planner.lower_plan(tree, problem, device)
+    plan = make_plan(tree, module)
+
+    def fn(plan=plan):
+        return plan.run(x)
+
+    with torch.no_grad():
+        y = fn()
         sync()
-        samples.append((time.perf_counter() - t0) / inner)
-    return statistics.median(samples) * 1e6, repeats * inner + 2, out
+        inner, _ = _inner(fn, sync)
+    y = y.detach().cpu().numpy()
+    err = float(np.linalg.norm(y.astype(ref.dtype) - ref) / ref_norm)
+    return _Prepared(-1, fn, inner, err)
+
+
+def _seeded(problem, device):
+    """(input on the device, float64 reference, its norm) of the seeded verification problem."""
+    x64 = seeded_input(problem)
+    ref = reference(problem, x64)
+    dtype = problem.real_dtype if problem.real_input else problem.torch_dtype
+    x = torch.from_numpy(x64).to(dtype=dtype).to(device)  # cast on the host: no complex128 on a device
+    return x, ref, float(np.linalg.norm(ref)) or 1.0
+
+
+def _prepare_all(planner, problem, device, trees, timed, n_fixed, make_plan, limit, start):
+    """Prepare the timed candidates within the time limit: (prepared list, verdicts by index)."""
+    x, ref, ref_norm = _seeded(problem, device)
+    sync = _sync(device)
+    prepared, verdicts = [], {}
+    for i, tree in enumerate(trees):
+        if not timed[i]:
+            verdicts[i] = NOT_TIMED_TOP_K
+        elif i >= n_fixed and time.perf_counter() - start >= limit:
+            verdicts[i] = NOT_TIMED_LIMIT
+        else:
+            try:
+                with torch.no_grad():
+                    p = _prepare(planner, problem, device, tree, make_plan, x, ref, ref_norm, sync)
+            except Exception as exc:  # noqa: BLE001 - a candidate that cannot run here is skipped, with the reason
+                verdicts[i] = f"{FAILED}: {type(exc).__name__}: {exc}"[:300]
+                continue
+            prepared.append(attrs.evolve(p, index=i))
+    return prepared, verdicts, sync
+
+
+def _timings(trees, prepared, samples, verdicts, default_i, tol) -> list:
+    """The Timing of every tree from its samples (paired with the default's where there is one)."""
+    by_index = {p.index: (p, s) for p, s in zip(prepared, samples)}
+    base = by_index.get(default_i, (None, None))[1]
+    out = []
+    for i, tree in enumerate(trees):
+        common = {"tree": str(tree), "solver": tree.solver, "predicted_us": tree.time_us, "error": tree.error,
+                  "estimate": i == 0, "default": i == default_i}
+        if i not in by_index:
+            out.append(Timing(**common, verdict=verdicts[i]))
+            continue
+        p, s = by_index[i]
+        vs, noise = paired(s, base) if base is not None else (None, spread(s))
+        out.append(Timing(**common, measured_us=statistics.median(s) * 1e6, measured_error=p.error,
+                          verdict=SLOWER if p.error <= tol else OVER_BOUND_MEASURED,  # also rejects NaN
+                          calls=len(s) * p.inner + 2, rounds=len(s), noise=noise, vs_default=vs))
+    return out
 
 
 def measure(planner, problem, spec, device: torch.device, effort: str, estimate_node, make_plan):
-    """Time the candidates of ``problem`` and return (winner node, Measurement, samples).
+    """Time the candidates of ``problem`` round-robin and return (winner node, Measurement, samples).
 
     Parameters
     ----------
@@ -176,7 +393,7 @@ def measure(planner, problem, spec, device: torch.device, effort: str, estimate_
         Where the candidates run.
     effort : {"measure", "patient"}
     estimate_node : PlanNode
-        The cost model's pick (always timed first).
+        The cost model's pick (always timed).
     make_plan : callable
         ``make_plan(tree, module)`` → an object with ``run(x)`` that runs the tree as a Plan does.
 
@@ -191,62 +408,63 @@ def measure(planner, problem, spec, device: torch.device, effort: str, estimate_
     PlanningError
         No timed candidate measured within the accuracy bound.
     """
-    tol = planner.tol(problem)
-    # the estimate's pick first (always timed), then the rest by predicted time
-    trees = [estimate_node] + [t for t in planner.enumerate(problem, spec) if t.digest() != estimate_node.digest()]
+    tol, limit = planner.tol(problem), config.timelimit(effort)
     top_k = None if effort == "patient" else config.measure_top_k()
-    limit = config.timelimit(effort)
-
-    x64 = seeded_input(problem)
-    ref = reference(problem, x64)
-    dtype = problem.real_dtype if problem.real_input else problem.torch_dtype
-    x = torch.from_numpy(x64).to(dtype=dtype).to(device)  # cast on the host: no complex128 on a device
-    ref_norm = float(np.linalg.norm(ref)) or 1.0
-
-    timings, nodes, samples = [], {}, []
+    trees, default, n_fixed = _candidates(planner, problem, spec, estimate_node)
+    default_i = next((i for i, t in enumerate(trees) if default is not None and t.digest() == default.digest()), None)
     start = time.perf_counter()
-    for i, tree in enumerate(trees):
-        base = {"tree": str(tree), "solver": tree.solver, "predicted_us": tree.time_us, "error": tree.error,
-                    "estimate": i == 0}
-        spent = time.perf_counter() - start
-        if top_k is not None and i >= top_k:
-            timings.append(Timing(**base, verdict=NOT_TIMED_TOP_K))
-            continue
-        if i > 0 and spent >= limit:
-            timings.append(Timing(**base, verdict=NOT_TIMED_LIMIT))
-            continue
-        left = len(trees) - i if top_k is None else min(top_k, len(trees)) - i
-        budget = min(CANDIDATE_BUDGET_S, max(limit - spent, 0.0) / max(left, 1))
-        try:
-            module = planner.lower_plan(tree, problem, device)
-            plan = make_plan(tree, module)
-            with torch.no_grad():
-                us, calls, y = time_call(lambda plan=plan: plan.run(x), device, budget)
-            y = y.detach().cpu().numpy()
-            err = float(np.linalg.norm(y.astype(ref.dtype) - ref) / ref_norm)
-        except Exception as exc:  # noqa: BLE001 - a candidate that cannot run here is skipped, with the reason
-            timings.append(Timing(**base, verdict=f"{FAILED}: {type(exc).__name__}: {exc}"[:300]))
-            continue
-        ok = err <= tol  # also rejects NaN
-        timings.append(Timing(**base, measured_us=us, measured_error=err, calls=calls,
-                              verdict=SLOWER if ok else OVER_BOUND_MEASURED))
-        nodes[str(tree)] = tree
-        if all(node.solver != "multicore" for _, node in tree.walk()):  # shards overlap: not a sum of terms
-            samples.append((dict(tree.terms), us))
+    prepared, verdicts, sync = _prepare_all(planner, problem, device, trees, _timed_set(trees, top_k, n_fixed),
+                                            n_fixed, make_plan, limit, start)
+    left = max(limit - (time.perf_counter() - start), 0.0)
+    budget = min(left, CANDIDATE_BUDGET_S * max(len(prepared), 1))
+    per_round = sum(p.inner for p in prepared) * MIN_SAMPLE_S or MIN_SAMPLE_S
+    rounds = int(min(MAX_ROUNDS, max(MIN_ROUNDS, budget / per_round)))
+    samples = round_robin([(p.fn, p.inner) for p in prepared], sync, rounds, stop_s=budget)
+    timings = _timings(trees, prepared, samples, verdicts, default_i, tol)
     elapsed = time.perf_counter() - start
-    ok = [t for t in timings if t.verdict == SLOWER]
-    if not ok:
+    if not any(t.verdict == SLOWER for t in timings):
         detail = "; ".join(f"{t.tree}: {t.verdict}" + (f" ({t.measured_error:.1e})" if t.measured_error else "")
                            for t in timings if t.verdict != NOT_TIMED_TOP_K)
         raise PlanningError(f"effort={effort!r}: no candidate for {problem.describe()} measured within the bound "
                             f"{tol:.1e}: {detail}")
-    best = min(ok, key=lambda t: t.measured_us)
+    best, rule = decide(timings)
     timings = [attrs.evolve(t, verdict=FASTEST) if t is best else t for t in timings]
     est = timings[0]
     regret = est.measured_us / best.measured_us if est.measured_us and est.verdict in (FASTEST, SLOWER) else None
-    winner = attrs.evolve(nodes[best.tree], measured_us=best.measured_us, measured_error=best.measured_error)
+    winner = attrs.evolve(trees[[str(t) for t in trees].index(best.tree)], measured_us=best.measured_us,
+                          measured_error=best.measured_error)
+    samples_out = [(dict(trees[p.index].terms), statistics.median(s) * 1e6) for p, s in zip(prepared, samples)
+                   if all(node.solver != "multicore" for _, node in trees[p.index].walk())]  # shards overlap
     timings.sort(key=lambda t: t.predicted_us)
-    return winner, Measurement(effort, tuple(timings), len(trees), top_k, limit, elapsed, regret), samples
+    record = Measurement(effort, tuple(timings), len(trees), top_k, limit, elapsed, regret,
+                         str(default) if default is not None else None, torch.get_num_threads(), time.time(), rule)
+    return winner, record, samples_out
+
+
+def recheck(planner, problem, device: torch.device, measurement: Measurement, make_plan) -> tuple[float, float] | None:
+    """Spot-check a reused measured record: (paired ratio of the winner's time to the default's,
+    noise), from :data:`RECHECK_ROUNDS` round-robin rounds capped at :data:`RECHECK_BUDGET_S`;
+    None when there is nothing to check (no default, or the default won).
+
+    The caller re-measures when the winner no longer beats the default
+    (``ratio / (1 + max(noise, NOISE_FLOOR)) > 1``: slower beyond the noise)."""
+    winner = measurement.winner
+    if measurement.default_tree is None or winner.default or winner.tree == measurement.default_tree:
+        return None
+    names = tuple(s.name for s in planner.solvers)
+    x, _, _ = _seeded(problem, device)
+    sync = _sync(device)
+    runners = []
+    for text in (winner.tree, measurement.default_tree):
+        tree = planner.plan(problem, parse_strategy(text, names))  # replayed as stored
+        plan = make_plan(tree, planner.lower_plan(tree, problem, device))
+        fn = (lambda plan=plan: plan.run(x))
+        with torch.no_grad():
+            fn()
+            runners.append((fn, _inner(fn, sync)[0]))
+    with torch.no_grad():
+        s_win, s_def = round_robin(runners, sync, RECHECK_ROUNDS, stop_s=RECHECK_BUDGET_S)
+    return paired(s_win, s_def)
 
 
 def ranked_candidates(candidates, measurement: Measurement):
@@ -261,7 +479,7 @@ def ranked_candidates(candidates, measurement: Measurement):
     out = []
     for c in candidates:
         if c.solver == winner.solver:
-            out.append(attrs.evolve(c, verdict=CHOSEN, reason=f"fastest measured: {winner.tree}"))
+            out.append(attrs.evolve(c, verdict=CHOSEN, reason=f"measured: {winner.tree}"))
         elif c.verdict in (CHOSEN, MORE_EXPENSIVE):
             t = best_by_solver.get(c.solver)
             why = (f"measured {t / winner.measured_us:.2f}× the chosen plan's time" if t is not None
@@ -274,20 +492,26 @@ def ranked_candidates(candidates, measurement: Measurement):
 
 def describe(m: Measurement) -> list[str]:
     """explain()'s lines for a measurement."""
-    scope = "all" if m.top_k is None else f"the model's best {min(m.top_k, m.enumerated)} of"
-    lines = [(f"measured candidates (effort {m.effort}: {scope} {m.enumerated} candidate tree(s) timed, "
-             f"time limit {m.limit_s:g} s, {m.elapsed_s:.2f} s spent; median per call after a warm-up)")]
-    width = min(max(len(t.tree) for t in m.timings) + 2, 72)
+    scope = "all" if m.top_k is None else f"up to {m.top_k} beyond the estimate's pick and the default, of"
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(m.measured_at)) if m.measured_at else "before 2026-11-26"
+    lines = [(f"measured candidates (effort {m.effort}: {scope} {m.enumerated} candidate tree(s), round-robin, "
+              f"{max((t.rounds for t in m.timings), default=0)} rounds, torch threads {m.threads or '?'}, "
+              f"time limit {m.limit_s:g} s, {m.elapsed_s:.2f} s spent; measured {when})")]
+    width = min(max(len(t.tree) for t in m.timings) + 2, 60)
     for t in m.timings:
         meas = f"{_us(t.measured_us):>10}" if t.measured_us is not None else f"{'—':>10}"
         err = f"{t.measured_error:.1e}" if t.measured_error is not None else "—"
+        vs = f"{t.vs_default:.2f}× default" if t.vs_default is not None else ""
+        noise = f"±{t.noise:.1%}" if t.noise is not None else ""
         mark = " ← chosen" if t.verdict == FASTEST else ""
-        est = " (estimate's pick)" if t.estimate else ""
+        tags = "".join([" (default)" if t.default else "", " (estimate's pick)" if t.estimate else ""])
         tree = t.tree if len(t.tree) <= width else t.tree[: width - 1] + "…"
-        lines.append(f"  {tree:<{width}} predicted {_us(t.predicted_us):>10}  measured {meas}  err {err:<7}  "
-                     f"{t.verdict}{mark}{est}")
+        lines.append(f"  {tree:<{width}} predicted {_us(t.predicted_us):>10}  measured {meas} {noise:>7} "
+                     f"{vs:>14}  err {err:<7}  {t.verdict}{mark}{tags}")
+    if m.rule:
+        lines.append(f"  rule: {m.rule}")
     if m.regret is not None:
-        lines.append(f"  regret of effort 'estimate': its pick measured {m.regret:.2f}× the fastest")
+        lines.append(f"  regret of effort 'estimate': its pick measured {m.regret:.2f}× the chosen plan")
     return lines
 
 
@@ -295,4 +519,5 @@ def _us(us: float | None) -> str:
     return "—" if us is None or not math.isfinite(us) else format_time(us)
 
 
-__all__ = ["Measurement", "Timing", "describe", "measure", "ranked_candidates", "time_call"]
+__all__ = ["Measurement", "Timing", "beats_default", "decide", "describe", "measure", "paired", "ranked_candidates",
+           "recheck", "round_robin", "spread", "time_call"]
