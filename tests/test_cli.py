@@ -13,13 +13,14 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 import trnplan
 import trnplan.cli
-from trnplan.cli import main
+from trnplan.cli import EXIT_USAGE, main
 
 PLAN_OPTIONS = ["--batch", "--kind", "--inverse", "--precision", "--norm", "--device", "--strategy", "--tol",
                 "--explain", "--verify", "--repeats", "--seed", "--compile", "--cache-dir", "--no-cache",
@@ -290,3 +291,31 @@ def test_console_script(tmp_path):
                           capture_output=True, text=True, timeout=120, cwd=tmp_path, env=_env())
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("error: strategy 'stockham' does not apply")
+
+
+def test_cache_list_measured_shows_age_noise_and_drop_forgets(capsys, tmp_path):
+    """`trnplan cache list --measured` lists only measured plans, with their age, noise and ratio
+    to the default; `drop --measured --older-than DAYS` forgets the old ones, `drop --measured` all."""
+    from trnplan.cache import PlanCache
+    from trnplan.planner.measure import Measurement
+
+    cache = PlanCache(tmp_path)
+    old = trnplan.plan_many(128, batch=2, effort="measure", cache=cache)
+    trnplan.plan_many(64, batch=2, cache=cache)  # an estimate: never listed as measured, never dropped
+    new = trnplan.plan_many(256, batch=2, effort="measure", cache=cache)
+    key = old.provenance.wisdom_key
+    rec = cache.get_wisdom(key)
+    m = Measurement.from_dict(rec["measurement"])
+    cache.update_wisdom(key, {**rec, "measurement": {**m.to_dict(), "measured_at": time.time() - 10 * 86400}})
+    code, out, _ = run_cli(capsys, "cache", "list", "--measured", "--cache-dir", str(tmp_path))
+    lines = out.strip().splitlines()
+    assert code == 0 and len(lines) == 2 and all("measure, " in ln and "noise " in ln for ln in lines)
+    assert any("10.0 days old" in ln for ln in lines) and any("0.0 days old" in ln for ln in lines)
+    assert all("(native" in ln or "default" in ln for ln in lines)
+    code, out, _ = run_cli(capsys, "cache", "drop", "--measured", "--older-than", "5", "--cache-dir", str(tmp_path))
+    assert code == 0 and "dropped 1 measured plan(s)" in out
+    assert cache.get_wisdom(key) is None and cache.get_wisdom(new.provenance.wisdom_key) is not None
+    code, out, _ = run_cli(capsys, "cache", "drop", "--measured", "--cache-dir", str(tmp_path))
+    assert "dropped 1 measured plan(s)" in out and len(cache.records()) == 1  # the estimate stays
+    code, _, err = run_cli(capsys, "cache", "drop", "--cache-dir", str(tmp_path))
+    assert code == EXIT_USAGE and "takes --measured" in err

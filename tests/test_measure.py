@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 
 import numpy as np
+import attrs
 import pytest
 import torch
 
@@ -21,6 +23,7 @@ import trnplan
 from conftest import BAR, random_complex, reference, rel_l2
 from trnplan.core import config
 from trnplan.cache import PlanCache
+from trnplan.cache.store import CacheWarning
 from trnplan.planner import learn, registry
 from trnplan.core.cost import Work
 from trnplan.planner.measure import (FASTEST, MIN_ROUNDS, NOT_TIMED_LIMIT, NOT_TIMED_TOP_K, OVER_BOUND_MEASURED, SLOWER,
@@ -453,3 +456,62 @@ def test_measured_plan_records_default_threads_and_when(tmp_path):
     again = Measurement.from_dict(m.to_dict())
     assert again == m
     _check(plan, 256, 4)
+
+
+# ---------------------------------------------------------------- wisdom you can trust (item 3)
+def _plant_bogus_measured_record(cache, n=256, batch=4):
+    """A measured record whose winner is a slow tree (stockham) said to have beaten torch.fft:
+    what a record measured while the machine was loaded looks like when reused."""
+    plan = trnplan.plan_many(n, batch=batch, effort="measure", cache=cache)
+    key = plan.provenance.wisdom_key
+    record = cache.get_wisdom(key)
+    slow = trnplan.plan_many(n, batch=batch, strategy="stockham", cache=None).tree
+    m = Measurement.from_dict(record["measurement"])
+    timings = [attrs.evolve(t, verdict=SLOWER) for t in m.timings if t.tree != str(slow)]
+    timings.append(Timing(tree=str(slow), solver="stockham", predicted_us=1.0, error=slow.error, measured_us=0.1,
+                          measured_error=1e-7, verdict=FASTEST, vs_default=0.1, noise=0.01, rounds=5))
+    bogus = attrs.evolve(m, timings=tuple(timings), measured_at=time.time() - 3 * 86400)
+    cache.update_wisdom(key, {**record, "tree": slow.to_dict(), "measurement": bogus.to_dict()})
+    trnplan.clear_plan_cache()
+    return key, str(slow)
+
+
+def test_bogus_measured_wisdom_is_remeasured_and_replaced_once(tmp_path):
+    cache = PlanCache(tmp_path)
+    key, slow = _plant_bogus_measured_record(cache)
+    with pytest.warns(CacheWarning, match=r"now measures .*× the default \(native 256\).*re-measuring and replacing"):
+        plan = trnplan.plan_many(256, batch=4, effort="measure", cache=cache)
+    assert str(plan.tree) != slow and plan.provenance.origin == "planned now"
+    assert "re-measured" in plan.explain() and "days ago" in plan.provenance.replaced
+    stored = cache.get_wisdom(key)
+    assert stored["tree"] == plan.tree.to_dict()  # replaced, not first-writer-wins
+    assert Measurement.from_dict(stored["measurement"]).winner.tree == str(plan.tree)
+    _check(plan, 256, 4)
+    trnplan.clear_plan_cache()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)  # checked once per process: no second re-measure
+        again = trnplan.plan_many(256, batch=4, effort="measure", cache=cache)
+    assert again.provenance.origin == "wisdom hit" and str(again.tree) == str(plan.tree)
+
+
+@pytest.mark.parametrize("how", ["TRNPLAN_RECHECK=0", "wisdom_only"])
+def test_spot_check_is_skipped_where_nothing_may_be_timed(tmp_path, monkeypatch, how):
+    cache = PlanCache(tmp_path)
+    key, slow = _plant_bogus_measured_record(cache)
+    if how == "TRNPLAN_RECHECK=0":
+        monkeypatch.setenv("TRNPLAN_RECHECK", "0")
+        kwargs = {"effort": "measure"}
+    else:
+        monkeypatch.setenv("TRNPLAN_WISDOM_ONLY", "1")
+        kwargs = {"effort": "measure"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        plan = trnplan.plan_many(256, batch=4, cache=cache, **kwargs)
+    assert str(plan.tree) == slow and plan.provenance.origin == "wisdom hit"
+    _check(plan, 256, 4)
+
+
+def test_recheck_setting_is_a_01_switch(monkeypatch):
+    monkeypatch.setenv("TRNPLAN_RECHECK", "yes")
+    with pytest.raises(ValueError, match="TRNPLAN_RECHECK='yes' must be 0 or 1"):
+        config.recheck()

@@ -32,6 +32,7 @@ from trnplan.core.errors import TrnplanError
 from trnplan.core.problem import Problem
 from trnplan.plan.api import plan_many
 from trnplan.planner import registry
+from trnplan.planner.measure import Measurement
 from trnplan.planner.registry import SOLVERS
 from trnplan.precompile import precompile, summary_table
 
@@ -125,11 +126,17 @@ def _add_precompile(sub) -> None:
 
 def _add_cache(sub) -> None:
     ca = sub.add_parser("cache", help="inspect or manage the on-disk plan cache",
-                        description="info: location, sizes and counters; list: one line per stored plan; "
-                                    "clear: delete every entry; export FILE: bundle the cache into one file; "
-                                    "import FILE: verify and add a bundle's entries.")
-    ca.add_argument("action", choices=["info", "list", "clear", "export", "import"])
+                        description="info: location, sizes and counters; list: one line per stored plan "
+                                    "(--measured: the measured ones, with their age, noise and ratio to the "
+                                    "default); drop --measured [--older-than DAYS]: forget measured plans, so "
+                                    "they are measured again; clear: delete every entry; export FILE: bundle the "
+                                    "cache into one file; import FILE: verify and add a bundle's entries.")
+    ca.add_argument("action", choices=["info", "list", "drop", "clear", "export", "import"])
     ca.add_argument("file", nargs="?", metavar="FILE", help="the bundle file (export, import)")
+    ca.add_argument("--measured", action="store_true",
+                    help="list/drop: only plans made with effort measure or patient")
+    ca.add_argument("--older-than", type=float, default=None, metavar="DAYS",
+                    help="drop: only measured plans measured more than DAYS days ago")
     _cache_args(ca)
 
 
@@ -235,11 +242,9 @@ def _cmd_cache(args) -> int:
         for key, value in cache.stats().items():
             print(f"{key:<22} {value}")
     elif args.action == "list":
-        for key, rec in cache.records():
-            p = rec["problem"]
-            arts = ", ".join(f"{m} {a.get('bytes', 0) / 1e6:.2f} MB" for m, a in rec.get("artifacts", {}).items())
-            print(f"{key}  {p['kind']} {'inv' if p['inverse'] else 'fwd'} {tuple(p['shape'])}×{p['batch']} "
-                  f"{p['precision']} {p['device']}  {rec['tree'].get('solver')}  {arts or 'eager'}")
+        _list_records(cache, args.measured)
+    elif args.action == "drop":
+        return _drop_measured(cache, args)
     elif args.action == "clear":
         print(f"removed {cache.clear()} entries from {cache.path}")
     elif args.action == "export":
@@ -249,6 +254,59 @@ def _cmd_cache(args) -> int:
         report = import_bundle(cache, args.file)
         print(f"{report} into {cache.path}")
         return EXIT_OVER_BOUND if report.rejected else EXIT_OK
+    return EXIT_OK
+
+
+def _problem_text(rec: dict) -> str:
+    p = rec["problem"]
+    return f"{p['kind']} {'inv' if p['inverse'] else 'fwd'} {tuple(p['shape'])}×{p['batch']} {p['precision']} {p['device']}"
+
+
+def _measured(rec: dict) -> Measurement | None:
+    """The record's measurement, or None (an estimate's record, or one that does not parse)."""
+    try:
+        return Measurement.from_dict(rec["measurement"]) if rec.get("measurement") else None
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def _measured_text(m: Measurement) -> str:
+    """Age, noise, rounds and the winner's ratio to the default, for ``cache list --measured``."""
+    age = f"{(time.time() - m.measured_at) / 86400:.1f} days old" if m.measured_at else "age unknown (old record)"
+    w = m.winner
+    vs = ("the default" if w.default else f"{w.vs_default:.2f}× the default {m.default_tree}") if w.vs_default is not None \
+        else "no default"
+    noise = f"noise {w.noise:.1%}" if w.noise is not None else "noise not recorded"
+    return f"{m.effort}, {age}, {noise}, {w.rounds} rounds, threads {m.threads or '?'}: {w.tree} ({vs})"
+
+
+def _list_records(cache, measured_only: bool) -> None:
+    for key, rec in cache.records():
+        m = _measured(rec)
+        if measured_only and m is None:
+            continue
+        arts = ", ".join(f"{mode} {a.get('bytes', 0) / 1e6:.2f} MB" for mode, a in rec.get("artifacts", {}).items())
+        line = f"{key}  {_problem_text(rec)}  {rec['tree'].get('solver')}  {arts or 'eager'}"
+        print(line + (f"  [{_measured_text(m)}]" if m is not None else ""))
+
+
+def _drop_measured(cache, args) -> int:
+    """``cache drop --measured [--older-than DAYS]``: forget measured records (re-measured when next planned)."""
+    if not args.measured:
+        print("error: trnplan cache drop takes --measured (use clear to delete everything)", file=sys.stderr)
+        return EXIT_USAGE
+    if args.older_than is not None and args.older_than < 0:
+        print(f"error: --older-than takes a number of days ≥ 0, got {args.older_than:g}", file=sys.stderr)
+        return EXIT_USAGE
+    cutoff = None if args.older_than is None else time.time() - args.older_than * 86400
+    dropped = 0
+    for key, rec in cache.records():
+        m = _measured(rec)
+        if m is None or (cutoff is not None and m.measured_at and m.measured_at > cutoff):
+            continue
+        cache.forget(key)
+        dropped += 1
+    print(f"dropped {dropped} measured plan(s) from {cache.path}")
     return EXIT_OK
 
 

@@ -82,6 +82,12 @@ def trust_cache() -> bool:
     return _flag_env("TRNPLAN_TRUST_CACHE", False)
 
 
+def recheck() -> bool:
+    """``TRNPLAN_RECHECK=0``: reuse measured wisdom without the spot check (default 1: a measured
+    record's winner is timed once per process against the default, and re-measured if it lost)."""
+    return _flag_env("TRNPLAN_RECHECK", True)
+
+
 def neuron_target() -> str | None:
     """``TRNPLAN_NEURON_TARGET``: neuronx-cc's ``--target`` (None: from the instance)."""
     return _text_env("TRNPLAN_NEURON_TARGET")

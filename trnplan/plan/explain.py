@@ -75,6 +75,7 @@ def _header(plan) -> list[str]:
         f"  digest     {p.digest()}",
         f"  origin     {_origin(plan)}",
         *optional("note", pv.fingerprint_note, pv.fingerprint_note),
+        *optional("re-measured", pv.replaced, pv.replaced),
         f"  runs       {_runs(plan)}",
         "  backend    " + ", ".join(f"{k} {v}" for k, v in pv.fingerprint.items()),
         f"  tree       {tree}",

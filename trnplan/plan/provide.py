@@ -45,7 +45,7 @@ from trnplan.core.spec import Spec, parse_strategy
 from trnplan.kernels import hostlib
 from trnplan.plan.plan import Plan
 from trnplan.planner import leafcost, learn
-from trnplan.planner.measure import Measurement, measure, ranked_candidates
+from trnplan.planner.measure import NOISE_FLOOR, Measurement, measure, ranked_candidates, recheck
 from trnplan.planner.planner import Candidate, Planner
 from trnplan.planner.registry import solver_names
 
@@ -78,6 +78,8 @@ class Provenance:
     measurement: object | None = None  # trnplan.planner.measure.Measurement of a measured plan
     calibration: str = ""  # the cost profile's calibration, one line (explain)
     probe: str = ""  # the device's precision probe, one line (explain)
+    #: why a reused measured record was re-measured and replaced (it lost to the default), or None
+    replaced: str | None = None
     probe_origin: str = ""  # "probed now" | "from the plan cache" | "from this process"
     bucket: str = ""  # neuron: how the batch maps onto the compiled bucket and cores (explain)
     runtime: str = ""  # accelerators: the runtime driving the device, with versions (explain)
@@ -296,6 +298,9 @@ class _Decision:
     measurement: Measurement | None = None
     searches: int = 0
     fingerprint_note: str | None = None
+    #: a measured record found to lose to the default on reuse: why it was re-measured (stored
+    #: over the old record, not first-writer-wins)
+    replaced: str | None = None
     #: artifacts built while measuring (Neuron: each timed candidate is a NEFF), by tree: reused
     prebuilt: dict = attrs.Factory(dict)
 
@@ -427,12 +432,23 @@ def _build(req: _Request, decision: _Decision) -> tuple[object, dict, dict]:
 
 def _store(req: _Request, decision: _Decision, entries: dict, planning_ms: float) -> str | None:
     """Step 6: store a new record (first writer wins) or the record's new entries; the wisdom key."""
-    cache, record, tree = req.cache, decision.record, decision.tree
+    cache, record = req.cache, decision.record
     if cache is None or (record is not None and entries == record.get("artifacts", {})):
         return decision.key if record is not None else None
     if record is not None:
         cache.update_wisdom(decision.key, {**record, "artifacts": entries})
         return decision.key
+    new = _new_record(req, decision, entries, planning_ms)
+    if decision.replaced is not None:  # a stale measured record: the new measurement replaces it
+        cache.update_wisdom(decision.key, new)
+    else:
+        cache.add_wisdom(decision.key, new)
+    return decision.key
+
+
+def _new_record(req: _Request, decision: _Decision, entries: dict, planning_ms: float) -> dict:
+    """The wisdom record of a plan made now."""
+    tree = decision.tree
     new = {
         "format": WISDOM_FORMAT, "problem": req.problem.to_dict(), "fingerprint": req.fp, "tree": tree.to_dict(),
         "strategy": str(req.spec) if req.spec else None, "tol": req.tol, "planning_ms": planning_ms,
@@ -443,8 +459,7 @@ def _store(req: _Request, decision: _Decision, entries: dict, planning_ms: float
         new["measurement"] = decision.measurement.to_dict()
     if any(node.solver == "pyfftw" for _, node in tree.walk()):
         new["host_wisdom"] = hostlib.export_wisdom()  # FFTW's own plans, kept with ours
-    cache.add_wisdom(decision.key, new)
-    return decision.key
+    return new
 
 
 def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, compile: str,
@@ -460,7 +475,11 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
     t0 = time.perf_counter()
     record, key = _look_up(req)
     decision = _trust(req, record, key) if record is not None else None
-    if decision is None:
+    stale = _recheck(req, decision) if decision is not None else None
+    if stale is not None:
+        _warn(f"plan cache {req.cache.path}: {stale}; re-measuring and replacing the record")
+        decision = attrs.evolve(_plan_or_measure(req, tol), key=decision.key, replaced=stale)
+    elif decision is None:
         decision = _plan_or_measure(req, tol)
     planning_ms = (time.perf_counter() - t0) * 1e3
     runner, entries, facts = _build(req, decision)
@@ -469,6 +488,7 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
         origin=decision.origin, planning_ms=planning_ms, searches=decision.searches,
         cache_path=str(cache.path) if cache is not None else None, wisdom_key=wisdom_key, fingerprint=req.fp,
         fingerprint_note=decision.fingerprint_note, effort=decision.effort, measurement=decision.measurement,
+        replaced=decision.replaced,
         calibration=req.calibration, probe=req.probe, probe_origin=req.probe_origin, **facts)
     return Provided(decision.tree, decision.candidates, decision.module, runner, provenance, req.tol)
 
@@ -507,10 +527,42 @@ def _tentative_tree(req: _Request) -> PlanNode | None:
     return tree
 
 
-def _measure(problem, spec, device, planner, effort, estimate_node, prebuilt=None):
-    """Time the candidates (trnplan.planner.measure) the way Plan.execute runs them: where a plan
-    runs an artifact on a device the eager module does not reach (Neuron), each candidate is built
-    and timed there (``backend.measure_runner``) and its bytes kept in ``prebuilt`` for the winner."""
+#: measured records already spot-checked in this process ((cache directory, wisdom key)): once each
+_RECHECKED: set = set()
+
+
+def _recheck(req: _Request, decision: _Decision) -> str | None:
+    """Why a reused measured record must be re-measured, or None: its winner, timed round-robin
+    against the default once per process (:func:`trnplan.planner.measure.recheck`), is slower
+    beyond the noise ("FFTW forgets bogus wisdom"). Skipped for wisdom_only (nothing is timed
+    there), with ``TRNPLAN_RECHECK=0``, and where the default won or there is none."""
+    m = decision.measurement
+    if (m is None or req.wisdom_only or req.cache is None or not config.recheck()
+            or (str(req.cache.path), decision.key) in _RECHECKED):
+        return None
+    _RECHECKED.add((str(req.cache.path), decision.key))
+    try:
+        checked = recheck(req.planner, req.problem, req.device, m, _plan_maker(req.problem, req.device, req.planner))
+    except Exception:  # noqa: BLE001 - a check that cannot run (a tree no longer built here) leaves the record
+        return None
+    if checked is None:
+        return None
+    ratio, noise = checked
+    if ratio <= 1.0 + max(noise, NOISE_FLOOR):
+        return None
+    return (f"measured wisdom {decision.key!r} ({m.effort}, {_age(m.measured_at)}) picked {m.winner.tree}, which now "
+            f"measures {ratio:.2f}× the default {m.default_tree} (noise {noise:.1%})")
+
+
+def _age(measured_at: float) -> str:
+    if not measured_at:
+        return "measured before round-robin timing"
+    hours = (time.time() - measured_at) / 3600
+    return f"measured {hours:.1f} h ago" if hours < 48 else f"measured {hours / 24:.0f} days ago"
+
+
+def _plan_maker(problem, device, planner, prebuilt=None):
+    """``make_plan(tree, module)`` for measured planning: a Plan that runs ``tree`` as execute does."""
     backend = planner.backend
 
     def make_plan(tree, module):
@@ -522,6 +574,14 @@ def _measure(problem, spec, device, planner, effort, estimate_node, prebuilt=Non
         return Plan(problem, tree, (), module, device, provenance=Provenance(), strategy=None, runner=runner,
                     tol=planner.tol(problem), profile_name=planner.profile.name)
 
+    return make_plan
+
+
+def _measure(problem, spec, device, planner, effort, estimate_node, prebuilt=None):
+    """Time the candidates (trnplan.planner.measure) the way Plan.execute runs them: where a plan
+    runs an artifact on a device the eager module does not reach (Neuron), each candidate is built
+    and timed there (``backend.measure_runner``) and its bytes kept in ``prebuilt`` for the winner."""
+    make_plan = _plan_maker(problem, device, planner, prebuilt)
     return measure(planner, problem, spec, device, effort, estimate_node, make_plan)
 
 
