@@ -30,7 +30,7 @@ def suite_run(tmp_path_factory):
     docs.write_text("# Title\n\n<!-- bench-summary:start -->\nOLD SUMMARY\n<!-- bench-summary:end -->\n\nbefore\n\n"
                     "<!-- bench-suite:start -->\nOLD\n<!-- bench-suite:end -->\n\nafter\n")
     args = benchsuite._standalone_parser().parse_args(
-        ["--rows", ",".join(ROWS), "--threads", "1", "--cell-seconds", "0", "--min-repeats", "1",
+        ["--rows", ",".join(ROWS), "--threads", "1", "--cell-seconds", "0", "--min-repeats", "1", "--fit-seconds", "2",
          "--out", str(out), "--docs", str(docs)])
     assert benchsuite.main(args) == 0
     return out, docs
@@ -46,6 +46,10 @@ def test_json_schema(suite_run):
     assert [t["threads"] for t in result["tables"]] == [1]
     table = result["tables"][0]
     assert [r["id"] for r in table["rows"]] == list(ROWS)
+    # the cost model was fitted in the table's process first and scored on its held-out grid
+    fit = table["cost_model"]
+    assert fit["stored"] and fit["train_points"] > 0 and fit["heldout_points"] > 0
+    assert fit["rms_heldout"] >= 0 and fit["rms_default"] >= 0
     expected_cols = {benchsuite.EST, benchsuite.MEAS, *benchsuite.LIBRARIES, benchsuite.PYFFTW_EXECUTE,
                      *(f"forced {n}" for n in trnplan.solver_names())}
     for row in table["rows"]:

@@ -62,6 +62,8 @@ import numpy as np
 import torch
 
 from trnplan._version import __version__
+from trnplan.cache import default_cache
+from trnplan.calibrate import fit_cpu_model
 from trnplan.core.errors import NotSupportedYet, PlanningError
 from trnplan.plan.api import plan_many
 from trnplan.plan.plan import Plan
@@ -448,13 +450,31 @@ def meets_best_goal(us: float | None, best_us: float | None) -> bool | None:
     return us <= best_us + GOAL_SMALL_SLACK_US
 
 
-def run_table(threads: int, row_ids, cell_seconds: float, min_repeats: int) -> dict:
-    """One table: every row at ``threads`` torch threads, all in this process."""
+def fit_cost_model(threads: int, seconds: float | None) -> dict:
+    """Fit the CPU leaf cost model in this process (:func:`trnplan.calibrate.fit_cpu_model`, the
+    quick grids), store it in the table's plan cache, and report its error on the held-out grid."""
+    t0 = time.perf_counter()
+    try:
+        report = fit_cpu_model(default_cache(), threads=threads, quick=True, seconds=seconds)
+    except Exception as exc:  # noqa: BLE001 - a failed fit is reported in the table, the bench goes on
+        return {"error": f"{type(exc).__name__}: {exc}"[:300], "seconds": time.perf_counter() - t0}
+    return {"rms_train": report.rms_train, "rms_heldout": report.rms_heldout, "rms_default": report.rms_default,
+            "train_points": len(report.grid["train"]), "heldout_points": len(report.grid["heldout"]),
+            "stored": report.stored, "seconds": report.seconds,
+            "per_leaf": {k: list(v[:3]) for k, v in report.per_leaf.items()}}
+
+
+def run_table(threads: int, row_ids, cell_seconds: float, min_repeats: int, fit_seconds: float | None = 40.0) -> dict:
+    """One table: every row at ``threads`` torch threads, all in this process; first (unless
+    ``fit_seconds`` is None) the cost model's fit, so the estimate columns plan with it."""
     torch.set_num_threads(threads)
     rng = np.random.default_rng(0)
     load_before = os.getloadavg()
     rows = []
     t_start = time.perf_counter()
+    cost_model = fit_cost_model(threads, fit_seconds) if fit_seconds is not None else None
+    if cost_model is not None:
+        print(f"[threads {threads}] cost model: {_cost_model_line(cost_model)}", file=sys.stderr, flush=True)
     for i, rid in enumerate(row_ids):
         t0 = time.perf_counter()
         rows.append(run_row(ROWS_BY_ID[rid], threads, cell_seconds, min_repeats, rng))
@@ -466,7 +486,7 @@ def run_table(threads: int, row_ids, cell_seconds: float, min_repeats: int) -> d
     return {"threads": threads, "torch_threads": torch.get_num_threads(),
             "mkl_num_threads": os.environ.get("MKL_NUM_THREADS"),
             "cell_seconds": cell_seconds, "min_repeats": min_repeats,
-            "load_before": list(load_before), "load_after": list(os.getloadavg()),
+            "load_before": list(load_before), "load_after": list(os.getloadavg()), "cost_model": cost_model,
             "wall_s": time.perf_counter() - t_start, "rows": rows}
 
 
@@ -571,9 +591,10 @@ def _cost_model_line(report: dict | None) -> str:
         return "cost model: not fitted in this run (no held-out error measured)"
     if report.get("error"):
         return f"cost model: the fit failed ({report['error']})"
-    return (f"cost model (fitted at the start of this table on {report['train_points']} timings): rms log-error "
-            f"**{report['rms_heldout']:.2f}** on the held-out grid of {report['heldout_points']} "
-            f"(goal ≤ 0.3; {report['rms_train']:.2f} on the training grid; {report['seconds']:.0f} s)")
+    return (f"cost model (fitted at the start of this table on {report['train_points']} leaf timings): rms "
+            f"log-error **{report['rms_heldout']:.2f}** on the held-out grid of {report['heldout_points']} "
+            f"(goal ≤ 0.3; uncalibrated constants {report['rms_default']:.2f} there; {report['rms_train']:.2f} on "
+            f"the training grid; {report['seconds']:.0f} s)")
 
 
 def markdown(result: dict) -> str:
@@ -712,6 +733,9 @@ def _configure(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     p.add_argument("--cell-seconds", type=float, default=None,
                    help="target timed seconds per cell (default 0.2; --quick 0.1)")
     p.add_argument("--min-repeats", type=int, default=5, help="fewest timed calls per cell (default 5)")
+    p.add_argument("--fit-seconds", type=float, default=40.0,
+                   help="seconds for the cost model's fit at the start of each table (default 40; 0: no fit, "
+                        "the estimate plans with the uncalibrated model)")
     p.add_argument("--table-threads", type=int, default=None, help=argparse.SUPPRESS)  # internal: one table
     p.add_argument("--table-json", default=None, help=argparse.SUPPRESS)  # internal: where it goes
     p.set_defaults(command="bench")
@@ -749,7 +773,7 @@ def _table_in_subprocess(threads: int, args) -> dict:
     env["TRNPLAN_CACHE_DIR"] = cache_dir
     cmd = [sys.executable, "-m", "trnplan.benchsuite", "--table-threads", str(threads), "--table-json", path,
            "--rows", ",".join(args.rows), "--cell-seconds", str(args.cell_seconds),
-           "--min-repeats", str(args.min_repeats)]
+           "--min-repeats", str(args.min_repeats), "--fit-seconds", str(args.fit_seconds)]
     try:
         proc = subprocess.run(cmd, env=env, check=False)
         if proc.returncode != 0:
@@ -783,7 +807,8 @@ def main(args) -> int:
         print("error: --min-repeats must be ≥ 1 and --cell-seconds ≥ 0", file=sys.stderr)
         return 2
     if args.table_threads is not None:  # internal: this process is one table
-        table = run_table(args.table_threads, args.rows, args.cell_seconds, args.min_repeats)
+        table = run_table(args.table_threads, args.rows, args.cell_seconds, args.min_repeats,
+                          args.fit_seconds if args.fit_seconds > 0 else None)
         with open(args.table_json, "w", encoding="utf-8") as f:
             json.dump(table, f)
         return 0
