@@ -201,3 +201,10 @@ def test_uncalibrated_threaded_leaves_depend_on_the_thread_count(monkeypatch):
                           for s in ("native", "pyfftw")}
     assert times[1]["native"] > times[CPU_PROFILE.threads]["native"]
     assert times[1]["pyfftw"] == times[CPU_PROFILE.threads]["pyfftw"]  # pyFFTW leaves run single-threaded
+
+
+def test_a_profile_without_a_measured_error_compares_plainly():
+    cuda = get_backend("cuda")
+    planner = Planner(cuda, profile=leafcost.fitted_profile(cuda.profile, None, "no-fit"))
+    sigma, source = planner.margin_sigma()
+    assert sigma == 0.0 and "plain comparison" in source

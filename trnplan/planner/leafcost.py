@@ -249,6 +249,8 @@ def fitted_profile(profile, cache, fpd: str, threads: int | None = None):
     threads = torch.get_num_threads() if threads is None else threads
     record = load(cache, fpd, threads) if profile.fft_gflops else None
     if record is None:
+        if not profile.sigma_source:  # a profile without a measured error (CUDA): nothing to add
+            return profile
         return attrs.evolve(profile, sigma_source=f"{profile.sigma_source}; no fit for this machine at {threads} "
                                                   f"threads (python bench/calibrate.py --fit)")
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(record.get("time", 0)))

@@ -315,7 +315,8 @@ class Planner:
 
         if prof.sigma_fitted is not None and all(fitted(t) for t in trees):
             return prof.sigma_fitted, prof.sigma_source.split("; trees with other solvers")[0]
-        return prof.sigma, prof.sigma_source.split("; trees with other solvers: ")[-1]
+        source = prof.sigma_source.split("; trees with other solvers: ")[-1]
+        return prof.sigma, source or f"the {prof.name!r} profile states no error of its own: a plain comparison"
 
     def _margin_rule(self, problem, best: Candidate, candidates: list):
         """The estimate never bets against the model's own error: at a plan's root, the device's
