@@ -208,3 +208,22 @@ def test_a_profile_without_a_measured_error_compares_plainly():
     planner = Planner(cuda, profile=leafcost.fitted_profile(cuda.profile, None, "no-fit"))
     sigma, source = planner.margin_sigma()
     assert sigma == 0.0 and "plain comparison" in source
+
+
+def test_a_fitted_leaf_beyond_its_margin_wins_over_a_cheaper_tree_within_its_own():
+    # dft-gemm predicted cheapest but held to the uncalibrated sigma (5: a factor 150); pyFFTW's
+    # fitted leaf predicted at a quarter of the fitted default's time with a fitted sigma of 0.1
+    problem = Problem.create((256,), 1)
+    leaves = {"native": LeafCost(call_us=20.0, gflops=(40.0, 40.0, 40.0)),
+              "pyfftw": LeafCost(call_us=5.0, gflops=(40.0, 40.0, 40.0))}
+    profile = attrs.evolve(CPU_PROFILE, gemm_gflops={"float32": 5e4, "float64": 5e4}, launch_us=0.5,
+                           bandwidth_gbs=1e4, leaves=leaves, sigma=5.0, sigma_fitted=0.1,
+                           sigma_source="fitted (test); trees with other solvers: uncalibrated (test)")
+    free, _ = _search(problem, attrs.evolve(profile, sigma=0.0, sigma_fitted=0.0))
+    assert free.solver == "dft-gemm", "the fixture needs dft-gemm predicted cheapest"
+    chosen, candidates = _search(problem, profile)
+    assert str(chosen) == "(pyfftw 256)"
+    rows = {c.solver: c for c in candidates}
+    assert rows["pyfftw"].verdict == CHOSEN and rows["pyfftw"].reason.endswith("replaced")
+    assert "sigma 0.10, fitted (test)" in rows["pyfftw"].reason
+    assert rows["dft-gemm"].verdict == WITHIN_MARGIN

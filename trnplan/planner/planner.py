@@ -320,27 +320,42 @@ class Planner:
 
     def _margin_rule(self, problem, best: Candidate, candidates: list):
         """The estimate never bets against the model's own error: at a plan's root, the device's
-        own FFT (:meth:`default_node`) stays unless ``best`` is predicted faster than it by more
-        than exp(sigma) (:meth:`margin_sigma`). Returns (chosen, the candidate kept out or None,
-        candidates with the chosen one's reason saying why)."""
+        own FFT (:meth:`default_node`) stays unless a candidate is predicted faster than it by
+        more than exp(sigma), sigma that candidate's :meth:`margin_sigma` against the default; the
+        cheapest such candidate replaces it. Returns (chosen, the cheapest candidate kept out or
+        None, candidates with the chosen one's reason saying why)."""
         default = self.default_node(problem)
         if default is None:
             return best, None, candidates
-        sigma, source = self.margin_sigma(best.node, default)
-        ratio = best.node.time_us / max(default.time_us, 1e-9)
-        rule = (f"margin rule (sigma {sigma:.2f}, {source}): another tree replaces the default {default} only "
-                f"if predicted below exp(-sigma) = {math.exp(-sigma):.2f}× its time")
+
+        def margin(c):  # (sigma, its source, predicted ratio to the default)
+            return (*self.margin_sigma(c.node, default), c.node.time_us / max(default.time_us, 1e-9))
+
+        def rule(sigma, source):
+            return (f"margin rule (sigma {sigma:.2f}, {source}): another tree replaces the default {default} only "
+                    f"if predicted below exp(-sigma) = {math.exp(-sigma):.2f}× its time")
+
         if best.node.digest() == default.digest():
-            return self._reason(best, candidates, f"{rule}; cheapest predicted: {default} (the default)")
-        if ratio * math.exp(sigma) < 1.0:
-            return self._reason(best, candidates, f"{rule}; {best.node} is predicted at {ratio:.2f}×: replaced")
+            return self._reason(best, candidates, f"{rule(*margin(best)[:2])}; cheapest predicted: {default} (the default)")
+        viable = sorted((c for c in candidates if c.verdict == CHOSEN and c.node.digest() != default.digest()),
+                        key=lambda c: c.node.time_us)
+        winner = next((c for c in viable if margin(c)[2] * math.exp(margin(c)[0]) < 1.0), None)
+        sigma, source, ratio = margin(best)
         why = f"predicted at {ratio:.2f}× the default's time, not below exp(-sigma) = {math.exp(-sigma):.2f}×"
-        mine = next((c for c in candidates if c.solver == default.solver and c.verdict == CHOSEN), None)
-        chosen = Candidate(default.solver, CHOSEN, f"{rule}; kept: {best.node} is {why}", default)
-        out = [chosen if c is mine else attrs.evolve(c, reason=why) if c is best else c for c in candidates]
+        kept = None if winner is best else attrs.evolve(best, reason=why)
+        if winner is not None:
+            w_sigma, w_source, w_ratio = margin(winner)
+            chosen = attrs.evolve(winner, reason=f"{rule(w_sigma, w_source)}; {winner.node} is predicted at "
+                                                 f"{w_ratio:.2f}×: replaced")
+        else:
+            chosen = Candidate(default.solver, CHOSEN, f"{rule(sigma, source)}; kept: {best.node} is {why}", default)
+        # the chosen tree takes its solver's row (the default's solver when kept), the row of the
+        # cheapest kept out says why
+        mine = winner or next((c for c in candidates if c.solver == default.solver and c.verdict == CHOSEN), None)
+        out = [chosen if c is mine else kept if c is best and kept is not None else c for c in candidates]
         if mine is None:
             out.append(chosen)
-        return chosen, next(c for c in out if c.solver == best.solver and c.node is best.node), out
+        return chosen, kept, out
 
     @staticmethod
     def _reason(best, candidates, reason):
