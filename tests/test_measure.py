@@ -11,6 +11,7 @@ numpy.fft in complex128 at the fp32 bar.
 from __future__ import annotations
 
 import math
+import statistics
 import time
 import warnings
 
@@ -459,6 +460,13 @@ def test_measured_plan_records_default_threads_and_when(tmp_path):
 
 
 # ---------------------------------------------------------------- wisdom you can trust (item 3)
+def _as_if_from_another_process(cache, key):
+    """Forget that this process measured ``key`` (a record measured here is not spot-checked here)."""
+    from trnplan.plan import provide
+
+    provide._RECHECKED.discard((str(cache.path), key))
+
+
 def _plant_bogus_measured_record(cache, n=256, batch=4):
     """A measured record whose winner is a slow tree (stockham) said to have beaten torch.fft:
     what a record measured while the machine was loaded looks like when reused."""
@@ -473,13 +481,14 @@ def _plant_bogus_measured_record(cache, n=256, batch=4):
     bogus = attrs.evolve(m, timings=tuple(timings), measured_at=time.time() - 3 * 86400)
     cache.update_wisdom(key, {**record, "tree": slow.to_dict(), "measurement": bogus.to_dict()})
     trnplan.clear_plan_cache()
+    _as_if_from_another_process(cache, key)
     return key, str(slow)
 
 
 def test_bogus_measured_wisdom_is_remeasured_and_replaced_once(tmp_path):
     cache = PlanCache(tmp_path)
     key, slow = _plant_bogus_measured_record(cache)
-    with pytest.warns(CacheWarning, match=r"now measures .*× the default \(native 256\).*re-measuring and replacing"):
+    with pytest.warns(CacheWarning, match=r"now measures .*× the default \(native 256\).*re-measuring .*and replacing"):
         plan = trnplan.plan_many(256, batch=4, effort="measure", cache=cache)
     assert str(plan.tree) != slow and plan.provenance.origin == "planned now"
     assert "re-measured" in plan.explain() and "days ago" in plan.provenance.replaced
@@ -515,3 +524,110 @@ def test_recheck_setting_is_a_01_switch(monkeypatch):
     monkeypatch.setenv("TRNPLAN_RECHECK", "yes")
     with pytest.raises(ValueError, match="TRNPLAN_RECHECK='yes' must be 0 or 1"):
         config.recheck()
+
+
+def _plant_delay_winner(cache, n=256, batch=4):
+    """A measured record whose stored winner is the delay solver's leaf (3 ms of sleep per call,
+    against torch.fft's microseconds): it loses the spot check on any machine, however busy."""
+    plan = trnplan.plan_many(n, batch=batch, effort="measure", cache=cache)
+    key = plan.provenance.wisdom_key
+    record = cache.get_wisdom(key)
+    slow = trnplan.plan_many(n, batch=batch, strategy="slow-native", cache=None).tree
+    m = Measurement.from_dict(record["measurement"])
+    timings = [attrs.evolve(t, verdict=SLOWER) for t in m.timings if t.tree != str(slow)]
+    timings.append(Timing(tree=str(slow), solver="slow-native", predicted_us=0.1, error=slow.error, measured_us=0.1,
+                          measured_error=1e-7, verdict=FASTEST, vs_default=0.1, noise=0.01, rounds=5))
+    bogus = attrs.evolve(m, timings=tuple(timings), measured_at=time.time() - 3 * 86400)
+    cache.update_wisdom(key, {**record, "tree": slow.to_dict(), "measurement": bogus.to_dict()})
+    trnplan.clear_plan_cache()
+    _as_if_from_another_process(cache, key)
+    return key, str(slow)
+
+
+def test_an_estimate_request_replaces_a_bogus_measured_record_with_a_measured_one(slow, tmp_path):
+    """An estimate request served by a measured record re-measures it at the record's effort and
+    replaces it under its key: never an estimate stored under a measured key."""
+    cache = PlanCache(tmp_path)
+    key, bogus = _plant_delay_winner(cache)
+    with pytest.warns(CacheWarning, match=r"re-measuring \(effort 'measure'\) and replacing"):
+        plan = trnplan.plan_many(256, batch=4, cache=cache)  # effort "estimate"
+    assert str(plan.tree) != bogus and plan.provenance.effort == "measure"
+    assert plan.provenance.wisdom_key == key
+    stored = cache.get_wisdom(key)
+    assert stored["effort"] == "measure" and stored["tree"] == plan.tree.to_dict()
+    m = Measurement.from_dict(stored["measurement"])
+    assert m.winner.tree == str(plan.tree) and m.winner.tree != bogus
+    _check(plan, 256, 4)
+
+
+def test_a_record_measured_in_this_process_is_not_spot_checked(slow, tmp_path, monkeypatch):
+    from trnplan.plan import provide
+
+    checked = []
+    real = provide.recheck
+    monkeypatch.setattr(provide, "recheck", lambda *a: checked.append(a) or real(*a))
+    cache = PlanCache(tmp_path)
+    plan = trnplan.plan_many(256, batch=4, effort="measure", cache=cache)
+    trnplan.clear_plan_cache()
+    again = trnplan.plan_many(256, batch=4, effort="measure", cache=cache)
+    assert again.provenance.origin == "wisdom hit" and str(again.tree) == str(plan.tree)
+    assert checked == []  # it was timed a moment ago, in this process
+    _check(again, 256, 4)
+
+
+def test_replace_wisdom_replaces_only_the_stale_record(tmp_path):
+    """The first process to re-measure a bogus record wins; a later one finds the record it read
+    gone and keeps the replacement (compare and write in one transaction)."""
+    cache = PlanCache(tmp_path)
+    plan = trnplan.plan_many(64, batch=2, cache=cache)
+    key = plan.provenance.wisdom_key
+    stale = cache.get_wisdom(key)
+    first = {**stale, "planning_ms": 1.0}
+    second = {**stale, "planning_ms": 2.0}
+    assert cache.replace_wisdom(key, first, stale) == first
+    assert cache.replace_wisdom(key, second, stale) == first  # `stale` is no longer what is stored
+    assert cache.get_wisdom(key) == first
+    cache.forget(key)
+    assert cache.replace_wisdom(key, second, stale) == second and cache.get_wisdom(key) == second
+
+
+def test_round_robin_with_drift_between_rounds_keeps_the_pick(monkeypatch):
+    """A fake clock: each call costs its candidate's time × the machine's slowdown in that round,
+    which climbs 1× → 4× (a neighbour's load). Round-robin pairs the rounds, so the 5 % faster
+    candidate replaces the default, the 1 % faster one does not (within the noise floor), and
+    the drift does not move either verdict."""
+    from trnplan.planner import measure
+
+    clock = [0.0]
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
+    rounds = 9
+    slowdown = iter([1 + 3 * r / (rounds - 1) for r in range(rounds) for _ in range(3)])  # one per runner per round
+    state = {"f": 1.0}
+
+    def runner(cost_us):
+        def fn():
+            clock[0] += cost_us * 1e-6 * state["f"]
+        return fn
+
+    def next_round(fn):
+        def first():
+            state["f"] = next(slowdown)
+            fn()
+        return first
+
+    costs = {"(native 64)": 10.0, "(pyfftw 64)": 9.5, "(mkl-fft 64)": 9.9}
+    fns = [runner(c) for c in costs.values()]
+    runners = [(next_round(f), 1) for f in fns]
+    samples = round_robin(runners, lambda: None, rounds)
+    assert all(len(s) == rounds for s in samples)
+    base = samples[0]
+    timings = [_timing("(native 64)", statistics.median(base) * 1e6, vs=1.0, default=True)]
+    for tree, s in zip(list(costs)[1:], samples[1:]):
+        vs, noise = paired(s, base)
+        timings.append(_timing(tree, statistics.median(s) * 1e6, vs=vs, noise=noise))
+    assert spread(base) > 0.25  # the drift spreads each candidate's own samples widely
+    assert timings[1].vs_default == pytest.approx(0.95) and timings[1].noise == pytest.approx(0.0, abs=1e-9)
+    winner, rule = decide(timings)
+    assert winner.tree == "(pyfftw 64)" and "replaces the default" in rule
+    winner, rule = decide([timings[0], timings[2]])  # only the 1 % faster one: the default is kept
+    assert winner.tree == "(native 64)" and "kept" in rule

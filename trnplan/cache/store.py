@@ -31,6 +31,8 @@ Safety rules, each tested in tests/test_cache.py:
   can write to is refused for artifacts unless ``TRNPLAN_TRUST_CACHE=1``.
 * **Concurrency.** diskcache is process-safe (SQLite). Work happens outside any lock; stores
   use ``add`` (first writer wins) and re-read what won, so N processes end with one entry each.
+  The one replacement, of a measured record found bogus on reuse (``replace_wisdom``), compares
+  and writes in one transaction: the first process to re-measure wins there too.
 """
 
 from __future__ import annotations
@@ -308,7 +310,49 @@ class PlanCache:
         return self.get_wisdom(key) or record
 
     def update_wisdom(self, key: str, record: dict) -> None:
+        """Store ``record`` under ``key`` over what is there (the same plan with new entries:
+        artifacts, FFTW's decision)."""
         self._set(key, json.dumps(record, sort_keys=True))
+
+    def replace_wisdom(self, key: str, record: dict, stale: dict) -> dict:
+        """Replace the record ``stale`` under ``key`` with ``record``; return the record that is stored.
+
+        The one exception to first-writer-wins: a measured record found bogus on reuse (its
+        winner lost to the default) is replaced by a new measurement. The compare and the write
+        are one transaction, so when several processes find the same record bogus, the first
+        to re-measure wins and the others read its record (``stale`` no longer stored: nothing
+        is written), as with :meth:`add_wisdom`.
+
+        Parameters
+        ----------
+        key : str
+            The wisdom key.
+        record : dict
+            The new record.
+        stale : dict
+            The record found bogus, as read from this cache.
+
+        Returns
+        -------
+        dict
+            ``record``, or the record another process stored first (also when ``key`` was
+            dropped meanwhile: then ``record`` is added).
+        """
+        store = self._open()
+        if store is None or self._readonly:
+            return self.add_wisdom(key, record)
+        try:
+            with store.transact():
+                text = store.get(key)
+                current = parse_wisdom(text) if text is not None else None
+                if current is not None and current != stale:
+                    return current
+                store.set(key, json.dumps(record, sort_keys=True))
+                return record
+        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
+            _warn(f"plan cache {self.path}: cannot replace {key!r} ({type(exc).__name__}: {exc}); the stale "
+                  f"record stays")
+            return record
 
     def wisdom_for_problem(self, problem_digest: str) -> list[dict]:
         """Every stored record for a problem digest, under any fingerprint (for miss reports)."""

@@ -301,6 +301,8 @@ class _Decision:
     #: a measured record found to lose to the default on reuse: why it was re-measured (stored
     #: over the old record, not first-writer-wins)
     replaced: str | None = None
+    #: (key, record) of that stale record, as read: replaced only if still stored (one transaction)
+    stale: tuple | None = None
     #: artifacts built while measuring (Neuron: each timed candidate is a NEFF), by tree: reused
     prebuilt: dict = attrs.Factory(dict)
 
@@ -439,9 +441,14 @@ def _store(req: _Request, decision: _Decision, entries: dict, planning_ms: float
         cache.update_wisdom(decision.key, {**record, "artifacts": entries})
         return decision.key
     new = _new_record(req, decision, entries, planning_ms)
-    if decision.replaced is not None:  # a stale measured record: the new measurement replaces it
-        cache.update_wisdom(decision.key, new)
-    else:
+    if decision.measurement is not None:  # measured here and now: no spot check of it in this process
+        _RECHECKED.add((str(cache.path), decision.key))
+    if decision.stale is None:
+        cache.add_wisdom(decision.key, new)
+    elif decision.stale[0] == decision.key:  # a stale measured record: the new measurement replaces it
+        cache.replace_wisdom(decision.key, new, decision.stale[1])
+    else:  # it answered from another variant's key (an exportable plan for an eager request)
+        cache.forget(decision.stale[0])
         cache.add_wisdom(decision.key, new)
     return decision.key
 
@@ -477,8 +484,7 @@ def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, c
     decision = _trust(req, record, key) if record is not None else None
     stale = _recheck(req, decision) if decision is not None else None
     if stale is not None:
-        _warn(f"plan cache {req.cache.path}: {stale}; re-measuring and replacing the record")
-        decision = attrs.evolve(_plan_or_measure(req, tol), key=decision.key, replaced=stale)
+        req, decision = _remeasure(req, tol, decision, stale)
     elif decision is None:
         decision = _plan_or_measure(req, tol)
     planning_ms = (time.perf_counter() - t0) * 1e3
@@ -552,6 +558,17 @@ def _recheck(req: _Request, decision: _Decision) -> str | None:
         return None
     return (f"measured wisdom {decision.key!r} ({m.effort}, {_age(m.measured_at)}) picked {m.winner.tree}, which now "
             f"measures {ratio:.2f}× the default {m.default_tree} (noise {noise:.1%})")
+
+
+def _remeasure(req: _Request, tol, decision: _Decision, stale: str) -> tuple[_Request, _Decision]:
+    """Re-measure a stale measured record at its own effort (an "estimate" request it answered
+    must not put an estimate under a measured key), to be stored over it: (request, decision)."""
+    effort = decision.measurement.effort
+    _warn(f"plan cache {req.cache.path}: {stale}; re-measuring (effort {effort!r}) and replacing the record")
+    key = f"wisdom:{req.problem.digest()}:{req.fpd}:{variant_digest(req.spec, req.tol, effort, req.planner.exportable)}"
+    again = attrs.evolve(req, effort=effort, store_key=key)
+    fresh = _plan_or_measure(again, tol)
+    return again, attrs.evolve(fresh, replaced=stale, stale=(decision.key, decision.record))
 
 
 def _age(measured_at: float) -> str:
