@@ -371,8 +371,11 @@ class _FFTWCall:
     plan object is not thread-safe), so one object never runs in two threads at once.
     """
 
-    def __init__(self, fftw, copy_input: bool):
+    def __init__(self, fftw, copy_input: bool, hermitian: tuple = ()):
         self.fftw, self.copy_input = fftw, copy_input
+        #: a multi-dimensional c2r: (leading transform axes, whether the last length is even), so
+        #: the copied input's DC (and Nyquist) column is made Hermitian over those axes (see call)
+        self.hermitian = hermitian
         self.scratch_in, self.scratch_out = fftw.input_array, fftw.output_array
         self.out_shape, self.out_dtype = fftw.output_array.shape, fftw.output_array.dtype
         self.update, self.execute = fftw.update_arrays, fftw.execute  # bound once: 0.1 µs a call
@@ -384,6 +387,8 @@ class _FFTWCall:
         if self.copy_input:
             np.copyto(self.scratch_in, a)
             a = self.scratch_in
+            if self.hermitian:
+                _hermitian_columns(a, *self.hermitian)
         try:  # pyFFTW checks shape, strides, dtype and alignment itself (0.25 µs)
             self.update(a, out)
         except ValueError:  # the rare path: strides or alignment unlike the plan's
@@ -405,6 +410,25 @@ class _FFTWCall:
             np.copyto(self.scratch_in, a)
             a = self.scratch_in
         return a, out
+
+
+def _hermitian_columns(a: np.ndarray, axes: tuple, even: bool) -> None:
+    """Make the DC column (and, for an even last length, the Nyquist column) of the half
+    spectrum ``a`` Hermitian over the leading transform ``axes``, in place: ``v[k] ← (v[k] +
+    conj(v[-k])) / 2``.
+
+    torch.fft.irfftn and numpy's (inverse c2c over the leading axes, then a c2r of the last that
+    ignores the imaginary parts of its DC and Nyquist bins) read exactly that projection of a
+    non-Hermitian input; FFTW's multi-dimensional c2r assumes Hermitian input, and what it makes
+    of any other depends on the algorithm FFTW_MEASURE picked, which depends on timing: random
+    complex input to a (6, 10) c2r measured 1e-7 from numpy in one process and 0.28 in another
+    that had run MKL transforms on worker threads first (found by the suite's order-dependent
+    failures, issue 19). Projected, every algorithm computes the same transform.
+    """
+    for j in (0, a.shape[-1] - 1) if even else (0,):
+        col = a[..., j]
+        mirrored = np.roll(np.flip(col, axis=axes), 1, axis=axes)  # v[-k]: index k -> (n - k) mod n
+        col[...] = (col + mirrored.conj()) * 0.5
 
 
 #: after a call, a plan is pointed back at its scratch arrays when the caller's input is larger
@@ -470,7 +494,10 @@ def _fftw_plan(shape: tuple, dtype: np.dtype, kind: str, inverse: bool, threads:
     # FFTW's multi-dimensional c2r overwrites its input (FFTW has no input-preserving algorithm for
     # it); a 1-D c2r is planned with FFTW_PRESERVE_INPUT (pyFFTW's default), so it reads in place
     destroys = kind == "c2r" and len(shape) > 1
-    call = _FFTWCall(_new_fftw(shape, dtype, kind, inverse, threads, batch_shape), copy_input=destroys)
+    # the leading transform axes, counted in a column a[..., j] (which has lost the last axis)
+    hermitian = (tuple(range(1 - len(shape), 0)), shape[-1] % 2 == 0) if destroys else ()
+    call = _FFTWCall(_new_fftw(shape, dtype, kind, inverse, threads, batch_shape), copy_input=destroys,
+                     hermitian=hermitian)
     with _FFTW_LOCK:  # built outside the lock (MEASURE takes ms to s), re-checked after
         hit = _FFTW.get(key)
         if hit is not None:
