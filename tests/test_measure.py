@@ -467,30 +467,12 @@ def _as_if_from_another_process(cache, key):
     provide._RECHECKED.discard((str(cache.path), key))
 
 
-def _plant_bogus_measured_record(cache, n=256, batch=4):
-    """A measured record whose winner is a slow tree (stockham) said to have beaten torch.fft:
-    what a record measured while the machine was loaded looks like when reused."""
-    plan = trnplan.plan_many(n, batch=batch, effort="measure", cache=cache)
-    key = plan.provenance.wisdom_key
-    record = cache.get_wisdom(key)
-    slow = trnplan.plan_many(n, batch=batch, strategy="stockham", cache=None).tree
-    m = Measurement.from_dict(record["measurement"])
-    timings = [attrs.evolve(t, verdict=SLOWER) for t in m.timings if t.tree != str(slow)]
-    timings.append(Timing(tree=str(slow), solver="stockham", predicted_us=1.0, error=slow.error, measured_us=0.1,
-                          measured_error=1e-7, verdict=FASTEST, vs_default=0.1, noise=0.01, rounds=5))
-    bogus = attrs.evolve(m, timings=tuple(timings), measured_at=time.time() - 3 * 86400)
-    cache.update_wisdom(key, {**record, "tree": slow.to_dict(), "measurement": bogus.to_dict()})
-    trnplan.clear_plan_cache()
-    _as_if_from_another_process(cache, key)
-    return key, str(slow)
-
-
-def test_bogus_measured_wisdom_is_remeasured_and_replaced_once(tmp_path):
+def test_bogus_measured_wisdom_is_remeasured_and_replaced_once(slow, tmp_path):
     cache = PlanCache(tmp_path)
-    key, slow = _plant_bogus_measured_record(cache)
+    key, bogus = _plant_delay_winner(cache)
     with pytest.warns(CacheWarning, match=r"now measures .*× the default \(native 256\).*re-measuring .*and replacing"):
         plan = trnplan.plan_many(256, batch=4, effort="measure", cache=cache)
-    assert str(plan.tree) != slow and plan.provenance.origin == "planned now"
+    assert str(plan.tree) != bogus and plan.provenance.origin == "planned now"
     assert "re-measured" in plan.explain() and "days ago" in plan.provenance.replaced
     stored = cache.get_wisdom(key)
     assert stored["tree"] == plan.tree.to_dict()  # replaced, not first-writer-wins
@@ -504,19 +486,21 @@ def test_bogus_measured_wisdom_is_remeasured_and_replaced_once(tmp_path):
 
 
 @pytest.mark.parametrize("how", ["TRNPLAN_RECHECK=0", "wisdom_only"])
-def test_spot_check_is_skipped_where_nothing_may_be_timed(tmp_path, monkeypatch, how):
+def test_spot_check_is_skipped_where_nothing_may_be_timed(slow, tmp_path, monkeypatch, how):
     cache = PlanCache(tmp_path)
-    key, slow = _plant_bogus_measured_record(cache)
+    _, bogus = _plant_delay_winner(cache)
     if how == "TRNPLAN_RECHECK=0":
         monkeypatch.setenv("TRNPLAN_RECHECK", "0")
         kwargs = {"effort": "measure"}
     else:
         monkeypatch.setenv("TRNPLAN_WISDOM_ONLY", "1")
         kwargs = {"effort": "measure"}
+    slow.calls = 0
     with warnings.catch_warnings():
         warnings.simplefilter("error", CacheWarning)
         plan = trnplan.plan_many(256, batch=4, cache=cache, **kwargs)
-    assert str(plan.tree) == slow and plan.provenance.origin == "wisdom hit"
+    assert str(plan.tree) == bogus and plan.provenance.origin == "wisdom hit"
+    assert slow.calls == 0  # the stored winner was not run: nothing timed
     _check(plan, 256, 4)
 
 
