@@ -158,3 +158,9 @@ def test_derive_handles_missing_columns():
 ])
 def test_best_goal_is_the_issues(us, best, met):
     assert benchsuite.meets_best_goal(us, best) is met
+
+
+def test_best_library_uses_at_most_the_tables_threads():
+    cells = {"torch.fft": {"us": 10.0}, "scipy.fft w2": {"us": 6.0}, "pyfftw w1": {"us": 8.0}}
+    assert benchsuite.derive(cells, threads=1)["best_library"] == "pyfftw w1"  # w2 uses 2 threads
+    assert benchsuite.derive(cells, threads=2)["best_library"] == "scipy.fft w2"

@@ -93,6 +93,9 @@ EST, MEAS = "trnplan (estimate)", "trnplan (measure)"
 #: the library columns "best library" is the fastest of: each transforms the caller's tensor and
 #: hands back a result (a numpy array from the library, a tensor from torch)
 LIBRARIES = ("torch.fft", "numpy.fft", "scipy.fft w1", "scipy.fft w2", "pyfftw w1", "pyfftw w2", "mkl_fft")
+#: library columns that use more threads than torch's in a 1-thread table: not competitors there
+#: (a table compares at one thread budget: the best library uses at most the table's threads)
+LIBRARY_THREADS = {"scipy.fft w2": 2, "pyfftw w2": 2}
 #: informational, not a competitor: a prebuilt FFTW object executed on its own input buffer with no
 #: argument: it transforms no new data (a copy of the row's input planted once) and returns FFTW's
 #: internal output array, overwritten by the next call: FFTW's floor, not a call that could replace torch.fft
@@ -416,12 +419,14 @@ def run_row(row: Row, threads: int, cell_seconds: float, min_repeats: int, rng) 
             cells[col].update(t)
     return {"id": row.id, "label": row.label, "op": row.op, "shape": list(row.shape), "batch": row.batch,
             "kind": row.kind, "dtype": "float32" if row.kind == "r2c" else "complex64", "cells": cells,
-            "derived": derive(cells)}
+            "derived": derive(cells, threads)}
 
 
-def derive(cells: dict) -> dict:
-    """The derived columns of one row from its cells (see the module docstring)."""
-    libs = {c: cells[c]["us"] for c in LIBRARIES if c in cells and cells[c].get("us") is not None}
+def derive(cells: dict, threads: int | None = None) -> dict:
+    """The derived columns of one row from its cells (see the module docstring); the best library
+    among the columns using at most ``threads`` threads (all when None)."""
+    libs = {c: cells[c]["us"] for c in LIBRARIES if c in cells and cells[c].get("us") is not None
+            and (threads is None or LIBRARY_THREADS.get(c, 1) <= threads)}
     best = min(libs, key=libs.get) if libs else None
     est, meas, tfft = (cells.get(c, {}).get("us") for c in (EST, MEAS, "torch.fft"))
     best_us = libs[best] if best else None
@@ -610,7 +615,8 @@ def markdown(result: dict) -> str:
              "rounds, so read ratios within a row. Library columns take the row's tensor and return a result, "
              "as a PyTorch user would call them (`torch.from_numpy(f(x.numpy()))`; pyFFTW: a prebuilt "
              "FFTW_MEASURE object with 1 or 2 threads called on the tensor's data, returning its own output "
-             "array; scipy.fft with workers 1 and 2); `pyfftw execute-only` (FFTW's floor: the prebuilt "
+             "array; scipy.fft with workers 1 and 2); the best library is the fastest using at most the "
+             "table's threads (w2 columns are shown but do not compete in the 1-thread table); `pyfftw execute-only` (FFTW's floor: the prebuilt "
              "object executed on its own buffers, transforming nothing new) is shown but is not a "
              "competitor. measure / best: trnplan (measure) over the fastest library column (⚠: misses the "
              "goal, ≤ 1.05× at ≥ 50 µs, ≤ best + 3 µs below); estimate / torch.fft: the estimate against "

@@ -94,7 +94,7 @@ class CostProfile:
     leaves: dict = attrs.Factory(dict)
     #: the model's own log-error, rms of log(predicted / measured): the estimate's margin rule
     #: (trnplan.planner.planner) keeps the device's own FFT unless another candidate is predicted
-    #: faster by more than exp(sigma); ``sigma_fitted`` covers trees of fitted leaves only
+    #: faster by more than exp(2·sigma) (Planner.MARGIN_SIGMAS); ``sigma_fitted`` covers trees of fitted leaves only
     sigma: float = 0.0
     sigma_fitted: float | None = None
     sigma_source: str = ""

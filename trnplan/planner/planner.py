@@ -318,30 +318,38 @@ class Planner:
         source = prof.sigma_source.split("; trees with other solvers: ")[-1]
         return prof.sigma, source or f"the {prof.name!r} profile states no error of its own: a plain comparison"
 
+    #: how many sigmas the estimate's margin is: 2, a bet the model wins about 19 times in 20 if its
+    #: log-errors are normal. With one sigma, the quiet-machine `trnplan bench` of 2026-11-26
+    #: (fitted sigma 0.46 at 2 threads: a margin of 1.58×) picked single-threaded pyFFTW for
+    #: 1×262144 and 1×65536, measured 1.67× and 1.15× torch.fft's time
+    MARGIN_SIGMAS = 2.0
+
     def _margin_rule(self, problem, best: Candidate, candidates: list):
         """The estimate never bets against the model's own error: at a plan's root, the device's
         own FFT (:meth:`default_node`) stays unless a candidate is predicted faster than it by
-        more than exp(sigma), sigma that candidate's :meth:`margin_sigma` against the default; the
+        more than exp(:data:`MARGIN_SIGMAS` · sigma), sigma that candidate's :meth:`margin_sigma` against the default; the
         cheapest such candidate replaces it. Returns (chosen, the cheapest candidate kept out or
         None, candidates with the chosen one's reason saying why)."""
         default = self.default_node(problem)
         if default is None:
             return best, None, candidates
 
+        z = self.MARGIN_SIGMAS
+
         def margin(c):  # (sigma, its source, predicted ratio to the default)
             return (*self.margin_sigma(c.node, default), c.node.time_us / max(default.time_us, 1e-9))
 
         def rule(sigma, source):
             return (f"margin rule (sigma {sigma:.2f}, {source}): another tree replaces the default {default} only "
-                    f"if predicted below exp(-sigma) = {math.exp(-sigma):.2f}× its time")
+                    f"if predicted below exp(-{z:g}·sigma) = {math.exp(-z * sigma):.2f}× its time")
 
         if best.node.digest() == default.digest():
             return self._reason(best, candidates, f"{rule(*margin(best)[:2])}; cheapest predicted: {default} (the default)")
         viable = sorted((c for c in candidates if c.verdict == CHOSEN and c.node.digest() != default.digest()),
                         key=lambda c: c.node.time_us)
-        winner = next((c for c in viable if margin(c)[2] * math.exp(margin(c)[0]) < 1.0), None)
+        winner = next((c for c in viable if margin(c)[2] * math.exp(z * margin(c)[0]) < 1.0), None)
         sigma, source, ratio = margin(best)
-        why = f"predicted at {ratio:.2f}× the default's time, not below exp(-sigma) = {math.exp(-sigma):.2f}×"
+        why = f"predicted at {ratio:.2f}× the default's time, not below exp(-{z:g}·sigma) = {math.exp(-z * sigma):.2f}×"
         kept = None if winner is best else attrs.evolve(best, reason=why)
         if winner is not None:
             w_sigma, w_source, w_ratio = margin(winner)
