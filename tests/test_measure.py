@@ -174,7 +174,7 @@ def test_time_limit_is_honoured(tmp_path):
     assert sorted(t.tree for t in timed) == ["(native 512)", "(slow-native 512)"]
     rest = [t for t in m.timings if t.measured_us is None]
     assert rest and all(t.verdict == NOT_TIMED_LIMIT for t in rest)
-    assert slow.calls <= 3 + MIN_ROUNDS  # warm-up, two probe calls and the fewest rounds: no more
+    assert slow.calls <= 3 + 2 * MIN_ROUNDS  # warm-up, two probe calls, the fewest rounds (a warm and a timed call each)
     assert plan.tree.solver == "native"  # the slow pick does not beat the default: the default is kept
     assert m.default_tree == "(native 512)" and "kept" in m.rule
     assert elapsed < 30  # bounded (a loose sanity check, not a speed assertion)
@@ -435,7 +435,8 @@ def test_paired_ratios_cancel_drift_that_hits_all_candidates_alike():
 def test_round_robin_interleaves_the_candidates():
     order = []
     samples = round_robin([(lambda: order.append("a"), 2), (lambda: order.append("b"), 1)], lambda: None, 3)
-    assert order == ["a", "a", "b"] * 3 and [len(s) for s in samples] == [3, 3]
+    # each candidate's turn: one untimed warm call, then its timed calls
+    assert order == ["a", "a", "a", "b", "b"] * 3 and [len(s) for s in samples] == [3, 3]
 
 
 def test_measured_plan_records_default_threads_and_when(tmp_path):
@@ -585,7 +586,7 @@ def test_round_robin_with_drift_between_rounds_keeps_the_pick(monkeypatch):
     clock = [0.0]
     monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
     rounds = 9
-    slowdown = iter([1 + 3 * r / (rounds - 1) for r in range(rounds) for _ in range(3)])  # one per runner per round
+    calls = [0]  # three runners, each a warm and a timed call per round: 6 calls a round
     state = {"f": 1.0}
 
     def runner(cost_us):
@@ -595,7 +596,8 @@ def test_round_robin_with_drift_between_rounds_keeps_the_pick(monkeypatch):
 
     def next_round(fn):
         def first():
-            state["f"] = next(slowdown)
+            state["f"] = 1 + 3 * (calls[0] // 6) / (rounds - 1)  # this round's slowdown
+            calls[0] += 1
             fn()
         return first
 
