@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from conftest import BAR, rel_l2
+from conftest import BAR, random_complex, rel_l2
 
 import trnplan
 from trnplan.cache.store import PlanCache
@@ -236,3 +236,35 @@ def test_multidim_c2r_input_is_made_hermitian_as_numpy_reads_it(shape):
     ref = np.fft.irfftn(x.astype(np.complex64).astype(np.complex128), s=shape, axes=every)
     got = plan.execute(xt).numpy()
     assert rel_l2(got, ref) <= BAR["fp32"]
+
+
+def test_pooled_outputs_are_reused_only_when_no_tensor_holds_them():
+    """Large pyFFTW outputs come from a two-buffer pool (fresh pages cost FFTW page faults): a
+    result the caller still holds, or any view of it, is never written again; a dropped one is."""
+    pytest.importorskip("pyfftw")
+    x = torch.from_numpy(random_complex((512, 192), seed=5).astype(np.complex64))
+    ref = np.fft.fft(x.numpy().astype(np.complex128))
+    plan = trnplan.plan_many(192, batch=512, strategy="pyfftw", cache=None)
+    y1, y2 = plan.execute(x), plan.execute(x)
+    assert y1.data_ptr() != y2.data_ptr()  # both held: two buffers
+    view = y1.real  # a view holds y1's buffer after y1 itself is gone
+    del y1
+    y3 = plan.execute(2 * x)
+    assert y3.data_ptr() not in (y2.data_ptr(), view.data_ptr())  # a third buffer: none was free
+    del view
+    y4 = plan.execute(3 * x)
+    assert len({y2.data_ptr(), y3.data_ptr(), y4.data_ptr()}) == 3
+    del y3  # now y3's pooled buffer is free
+    ptr3 = [c for c in hostlib._FFTW.values() if c.pool][-1].pool
+    y5 = plan.execute(4 * x)
+    assert y5.data_ptr() in [b.ctypes.data for b in ptr3]
+    for y, k in ((y2, 1), (y4, 3), (y5, 4)):  # every held result is still its own transform
+        assert rel_l2(y, k * ref) <= BAR["fp32"]
+
+
+def test_small_and_huge_outputs_are_not_pooled():
+    pytest.importorskip("pyfftw")
+    for n, b in ((256, 4), (2**20, 3)):  # 8 KB, 24 MB: outside hostlib.POOL_BYTES
+        trnplan.plan_many(n, batch=b, strategy="pyfftw", cache=None).execute(torch.zeros(b, n, dtype=torch.complex64))
+        call = next(c for k, c in reversed(hostlib._FFTW.items()) if k[1] == (b, n))
+        assert call.pool is None

@@ -42,6 +42,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import math
+import sys
 import threading
 import warnings
 from collections import OrderedDict
@@ -379,11 +380,38 @@ class _FFTWCall:
         self.scratch_in, self.scratch_out = fftw.input_array, fftw.output_array
         self.out_shape, self.out_dtype = fftw.output_array.shape, fftw.output_array.dtype
         self.update, self.execute = fftw.update_arrays, fftw.execute  # bound once: 0.1 µs a call
+        nbytes = fftw.output_array.nbytes
+        #: output arrays this object hands out again once nothing else holds them (see _output)
+        self.pool: list | None = [] if POOL_BYTES[0] <= nbytes <= POOL_BYTES[1] else None
+
+    def _output(self) -> np.ndarray:
+        """The call's output array: a pooled one no tensor holds any more, else a new one.
+
+        np.empty + torch.from_numpy (0.17 + 0.5 µs) is the cheapest new output tensor (torch.empty
+        alone costs 1.1 µs, n=256). But a large new array is often fresh memory from the OS (glibc
+        serves it by mmap once other code freed large blocks), and FFTW's writes then fault its
+        pages in: 512×192 complex64 (786 KB) took 85 µs right after a dft-gemm call instead of
+        54, and measured planning, which interleaves candidates, timed it 2.3× slow. So outputs of
+        :data:`POOL_BYTES` are pooled, two per FFTW object: a loop that drops each result before
+        the next-but-one call reuses the same two buffers. A buffer is free when its reference
+        count shows no tensor, view or array holds it (only this pool, and FFTW's own pointer
+        to the last output).
+        """
+        pool = self.pool
+        if pool is None:
+            return np.empty(self.out_shape, self.out_dtype)
+        last = self.fftw.output_array
+        for i in range(len(pool)):
+            # references: the pool's list, getrefcount's argument, and FFTW's own if it is the last
+            if sys.getrefcount(pool[i]) == (3 if pool[i] is last else 2):
+                return pool[i]
+        out = np.empty(self.out_shape, self.out_dtype)
+        pool.insert(0, out)
+        del pool[2:]
+        return out
 
     def __call__(self, a: np.ndarray) -> np.ndarray:
-        # np.empty + torch.from_numpy (0.17 + 0.5 µs) is the cheapest output tensor: torch.empty
-        # alone costs 1.1 µs and its .numpy() view 0.5 more (n=256, measured here)
-        out = np.empty(self.out_shape, self.out_dtype)
+        out = self._output()
         if self.copy_input:
             np.copyto(self.scratch_in, a)
             a = self.scratch_in
@@ -430,6 +458,10 @@ def _hermitian_columns(a: np.ndarray, axes: tuple, even: bool) -> None:
         mirrored = np.roll(np.flip(col, axis=axes), 1, axis=axes)  # v[-k]: index k -> (n - k) mod n
         col[...] = (col + mirrored.conj()) * 0.5
 
+
+#: output sizes (bytes) the pyFFTW leaf pools (:meth:`_FFTWCall._output`): below, a new array is
+#: heap memory and cheap; above, two pooled buffers per FFTW object would hold too much memory
+POOL_BYTES = (64 * 1024, 16 * 2**20)
 
 #: after a call, a plan is pointed back at its scratch arrays when the caller's input is larger
 #: than this, so it keeps no large caller memory alive; smaller ones stay referenced until the
