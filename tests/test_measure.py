@@ -617,3 +617,26 @@ def test_round_robin_with_drift_between_rounds_keeps_the_pick(monkeypatch):
     assert winner.tree == "(pyfftw 64)" and "replaces the default" in rule
     winner, rule = decide([timings[0], timings[2]])  # only the 1 % faster one: the default is kept
     assert winner.tree == "(native 64)" and "kept" in rule
+
+
+def test_candidates_many_times_slower_leave_the_rounds(monkeypatch):
+    """After the first rounds a candidate over PRUNE × the fastest median is timed no more (its
+    calls would stir the caches and the allocator between the others'), unless it must stay."""
+    from trnplan.planner import measure
+
+    clock = [0.0]
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
+    calls = {"fast": 0, "slow": 0, "slow-kept": 0}
+
+    def runner(name, cost):
+        def fn():
+            calls[name] += 1
+            clock[0] += cost
+        return (fn, 1)
+
+    runners = [runner("fast", 1e-4), runner("slow", 1e-3), runner("slow-kept", 1e-3)]
+    samples = measure.timed_rounds(runners, lambda: None, 20, budget_s=10.0, keep=[False, False, True])
+    assert [len(s) for s in samples] == [20, MIN_ROUNDS, 20]
+    assert calls["slow"] == 2 * MIN_ROUNDS  # a warm and a timed call per round, first rounds only
+    ratio, noise = paired(samples[1], samples[0])  # paired over the rounds both ran
+    assert ratio == pytest.approx(10.0) and noise == pytest.approx(0.0, abs=1e-9)

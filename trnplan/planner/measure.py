@@ -67,6 +67,9 @@ MIN_SAMPLE_S = 50e-6
 #: per-candidate timing budget (the rounds' share), and the bounds on the round count
 CANDIDATE_BUDGET_S = 0.15
 MIN_ROUNDS, MAX_ROUNDS = 5, 41
+#: after the first rounds, candidates slower than this many times the fastest median are dropped
+#: from the rounds (:func:`timed_rounds`)
+PRUNE = 2.0
 #: the least relative noise a comparison assumes: two identical calls timed round-robin on this
 #: 2-vCPU machine differed by up to ~2 % in median (quiet), so a "win" by less is not one
 NOISE_FLOOR = 0.02
@@ -241,6 +244,26 @@ def round_robin(runners, sync, rounds: int, stop_s: float | None = None) -> list
         if stop_s is not None and r + 1 >= MIN_ROUNDS and time.perf_counter() - start > stop_s:
             break
     return samples
+
+
+def timed_rounds(runners, sync, rounds: int, budget_s: float, keep) -> list[list[float]]:
+    """:func:`round_robin` in two phases: :data:`MIN_ROUNDS` rounds of every runner, then the
+    remaining rounds of those within :data:`PRUNE` × the fastest median so far (and those ``keep``
+    marks). A candidate many times slower is then no longer timed: its calls evicted the others'
+    caches and stirred the allocator between their calls (a dft-gemm 192 in the rounds made the
+    pyFFTW leaf of 512×192 measure 100 µs where a loop of it runs 53), which a plan called in a
+    loop never sees. The pruned keep their first rounds' samples (paired with the default's first)."""
+    start = time.perf_counter()
+    first = round_robin(runners, sync, min(MIN_ROUNDS, rounds))
+    best = min(statistics.median(s) for s in first)
+    alive = [i for i, s in enumerate(first) if keep[i] or statistics.median(s) <= PRUNE * best]
+    rest = max(rounds - MIN_ROUNDS, 0)
+    if rest and alive:
+        left = max(budget_s - (time.perf_counter() - start), 0.0)
+        more = round_robin([runners[i] for i in alive], sync, rest, stop_s=left)
+        for i, extra in zip(alive, more):
+            first[i].extend(extra)
+    return first
 
 
 def spread(values) -> float:
@@ -424,7 +447,8 @@ def measure(planner, problem, spec, device: torch.device, effort: str, estimate_
     budget = min(left, CANDIDATE_BUDGET_S * max(len(prepared), 1))
     per_round = sum(p.inner for p in prepared) * MIN_SAMPLE_S or MIN_SAMPLE_S
     rounds = int(min(MAX_ROUNDS, max(MIN_ROUNDS, budget / per_round)))
-    samples = round_robin([(p.fn, p.inner) for p in prepared], sync, rounds, stop_s=budget)
+    keep = [p.index in (0, default_i) for p in prepared]  # the estimate's pick and the default stay
+    samples = timed_rounds([(p.fn, p.inner) for p in prepared], sync, rounds, budget, keep)
     timings = _timings(trees, prepared, samples, verdicts, default_i, tol)
     elapsed = time.perf_counter() - start
     if not any(t.verdict == SLOWER for t in timings):
