@@ -242,6 +242,9 @@ class PyFFTW(HostLibrary):
     prime_slowdown = ((8192, 13.0), (float("inf"), 30.0))
     options = ("kind", "threads")
     word_options = ("kind",)
+    #: 2: the threads variant, and the estimate's margin rule and the round-robin measure changed what
+    #: every plan picks (issue 19): the registry digest, and so all stored wisdom, changes with it
+    version = 2
 
     def plan(self, problem, planner, spec):
         node = super().plan(problem, planner, spec)
