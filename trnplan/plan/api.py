@@ -128,14 +128,17 @@ def plan_many(
         Force the root solver (``"stockham"``) or a whole tree as an s-expression, e.g.
         ``"(four-step 4096=64x64 (dft-gemm) (stockham))"`` (see ``str(plan.tree)``).
     effort : {"estimate", "measure", "patient", "wisdom_only"}, default "estimate"
-        How hard to plan, as FFTW's flags. "estimate" picks by the cost model alone.
-        "measure" times the model's best K candidate trees on the device (K = 6, set
-        ``TRNPLAN_MEASURE_TOP_K``) and keeps the fastest whose measured error meets the bound;
-        "patient" times every candidate the planner enumerates. Both stop timing new candidates
-        after the time limit (:func:`trnplan.set_timelimit`, ``TRNPLAN_TIMELIMIT``; default 5 s
-        and 30 s), store every candidate's predicted and measured times in the wisdom entry (a
-        later call replays the winner without timing), and recalibrate the cost model for this
-        machine. Stored wisdom of a higher effort answers a lower one. "wisdom_only" never plans
+        How hard to plan, as FFTW's flags. "estimate" picks by the cost model alone, keeping
+        the device's own FFT (torch.fft's call) unless another tree is predicted faster by more
+        than twice the model's error. "measure" times the estimate's pick, the device's own FFT
+        and K more candidate trees (K = 6, ``TRNPLAN_MEASURE_TOP_K``) round-robin on the device,
+        and replaces the device's own FFT only by a candidate within the bound that is faster
+        beyond the noise; "patient" times every candidate the planner enumerates. Both stop
+        timing new candidates after the time limit (:func:`trnplan.set_timelimit`,
+        ``TRNPLAN_TIMELIMIT``; default 5 s and 30 s), store every candidate's predicted and
+        measured times and noise in the wisdom entry (a later call replays the winner after a
+        once-per-process spot check, ``TRNPLAN_RECHECK``), and recalibrate the cost model for
+        this machine. Stored wisdom of a higher effort answers a lower one. "wisdom_only" never plans
         or compiles, and raises WisdomMiss when the cache has no answer
         (``TRNPLAN_WISDOM_ONLY=1`` sets it for the process). See docs/user-guide.md.
     tol : float, optional
