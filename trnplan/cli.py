@@ -272,7 +272,7 @@ def _measured(rec: dict) -> Measurement | None:
 
 def _measured_text(m: Measurement) -> str:
     """Age, noise, rounds and the winner's ratio to the default, for ``cache list --measured``."""
-    age = f"{(time.time() - m.measured_at) / 86400:.1f} days old" if m.measured_at else "age unknown (old record)"
+    age = f"{m.age_s() / 86400:.1f} days old" if m.measured_at else "age unknown (old record)"
     w = m.winner
     vs = ("the default" if w.default else f"{w.vs_default:.2f}× the default {m.default_tree}") if w.vs_default is not None \
         else "no default"
@@ -298,11 +298,11 @@ def _drop_measured(cache, args) -> int:
     if args.older_than is not None and args.older_than < 0:
         print(f"error: --older-than takes a number of days ≥ 0, got {args.older_than:g}", file=sys.stderr)
         return EXIT_USAGE
-    cutoff = None if args.older_than is None else time.time() - args.older_than * 86400
     dropped = 0
     for key, rec in cache.records():
         m = _measured(rec)
-        if m is None or (cutoff is not None and m.measured_at and m.measured_at > cutoff):
+        age = m.age_s() if m is not None else None
+        if m is None or (args.older_than is not None and age is not None and age < args.older_than * 86400):
             continue
         cache.forget(key)
         dropped += 1

@@ -556,7 +556,7 @@ def _recheck(req: _Request, decision: _Decision) -> str | None:
     ratio, noise = checked
     if ratio <= 1.0 + max(noise, NOISE_FLOOR):
         return None
-    return (f"measured wisdom {decision.key!r} ({m.effort}, {_age(m.measured_at)}) picked {m.winner.tree}, which now "
+    return (f"measured wisdom {decision.key!r} ({m.effort}, {_age(m)}) picked {m.winner.tree}, which now "
             f"measures {ratio:.2f}× the default {m.default_tree} (noise {noise:.1%})")
 
 
@@ -571,10 +571,11 @@ def _remeasure(req: _Request, tol, decision: _Decision, stale: str) -> tuple[_Re
     return again, attrs.evolve(fresh, replaced=stale, stale=(decision.key, decision.record))
 
 
-def _age(measured_at: float) -> str:
-    if not measured_at:
+def _age(m: Measurement) -> str:
+    age = m.age_s()
+    if age is None:
         return "measured before round-robin timing"
-    hours = (time.time() - measured_at) / 3600
+    hours = age / 3600
     return f"measured {hours:.1f} h ago" if hours < 48 else f"measured {hours / 24:.0f} days ago"
 
 

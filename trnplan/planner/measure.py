@@ -171,6 +171,12 @@ class Measurement:
     def winner(self) -> Timing:
         return next(t for t in self.timings if t.verdict == FASTEST)
 
+    def age_s(self, now: float | None = None) -> float | None:
+        """Seconds since it was measured (None: a record from before the time was kept)."""
+        if not self.measured_at:
+            return None
+        return (time.time() if now is None else now) - self.measured_at
+
     @property
     def noise(self) -> float | None:
         """The winner's noise (explain(), the cache listing)."""
@@ -322,7 +328,7 @@ def _timed_set(trees: list, top_k: int | None, n_fixed: int) -> list[bool]:
 
 def _candidates(planner, problem, spec, estimate_node) -> tuple[list, object, int]:
     """(trees: the estimate's pick, the default, then the enumeration by predicted time; the
-    default node or None)."""
+    default node or None; how many trees lead the list that are always timed)."""
     default = planner.default_node(problem) if spec is None else None
     fixed = [estimate_node]
     if default is not None and default.digest() != estimate_node.digest():

@@ -84,6 +84,10 @@ class Planner:
         #: the problem of the current top-level search: its module runs on the user's tensor
         self.root = None
         self._host: Planner | None = None  # on_host()
+        #: DEFAULT_STRATEGIES parsed once for this planner's solvers (default_node runs every root search)
+        names = tuple(s.name for s in self.solvers)
+        self._default_specs = tuple(parse_strategy(text, names) for text in DEFAULT_STRATEGIES
+                                    if text.strip("()").split()[0] in names)
 
     def at_root(self, problem) -> bool:
         """Whether ``problem`` is the plan's own problem (or, for precision='auto', a mode of it),
@@ -231,11 +235,7 @@ class Planner:
         """The device's own FFT for ``problem`` as a tree (:data:`DEFAULT_STRATEGIES`: torch.fft
         on the CPU, cuFFT on CUDA), within the bound; None where the backend has none that
         applies (Neuron, xla, a precision the library lacks) or it is over the bound."""
-        names = tuple(s.name for s in self.solvers)
-        for text in DEFAULT_STRATEGIES:
-            spec = parse_strategy(text, names) if text.strip("()").split()[0] in names else None
-            if spec is None:
-                continue
+        for spec in self._default_specs:
             try:
                 return self.plan(problem, spec)
             except PlanningError:
