@@ -759,7 +759,7 @@ def test_pickled_entry_is_refused_not_unpickled(tmp_path):
         raw.set(key, PickleBomb(marker))
     assert not marker.exists()
     trnplan.clear_plan_cache()
-    with pytest.warns(CacheWarning, match="is pickled .*ignoring it"):
+    with pytest.warns(CacheWarning, match="a pickled entry: refusing to unpickle it.*forgetting it"):
         plan = trnplan.plan_many(64, batch=4, cache=cache)
     assert not marker.exists()
     assert plan.provenance.origin == "planned now"

@@ -37,6 +37,7 @@ Safety rules, each tested in tests/test_cache.py:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -65,8 +66,27 @@ class UnsafeEntry(Exception):
     """An entry that would need unpickling to read."""
 
 
+def value_path(directory, filename) -> str:
+    """The full path of a value file named in a cache row, if it lies inside ``directory``.
+
+    diskcache joins a row's ``filename`` to the directory as it is, so a tampered or foreign
+    database naming an absolute path or ``../`` would make a read open, and a forget *delete*,
+    any file of the user's (and its emptied parent). A value file diskcache wrote is always
+    ``ab/cd/<hex>.val`` under the directory: anything resolving elsewhere (symbolic links
+    included) is refused with :class:`UnsafeEntry`.
+    """
+    if not isinstance(filename, str) or not filename:
+        raise UnsafeEntry(f"a value file name that is not a path ({filename!r})")
+    root = os.path.realpath(directory)
+    full = os.path.realpath(os.path.join(root, filename))
+    if full == root or os.path.commonpath([root, full]) != root:
+        raise UnsafeEntry(f"value file {filename!r} lies outside the cache directory")
+    return full
+
+
 class JSONOnlyDisk(diskcache.Disk):
-    """A diskcache Disk that stores and returns only str/bytes/int/float, never pickles."""
+    """A diskcache Disk that stores and returns only str/bytes/int/float, never pickles, and
+    never reads or removes a value file outside its directory (:func:`value_path`)."""
 
     def store(self, value, read, key=diskcache.core.UNKNOWN):
         if not read and not isinstance(value, (str, bytes, int, float)):
@@ -75,8 +95,29 @@ class JSONOnlyDisk(diskcache.Disk):
 
     def fetch(self, mode, filename, value, read):
         if mode == diskcache.core.MODE_PICKLE:
-            raise UnsafeEntry("refusing to unpickle a plan-cache entry")
+            raise UnsafeEntry("a pickled entry: refusing to unpickle it")
+        if filename is not None:
+            value_path(self._directory, filename)
         return super().fetch(mode, filename, value, read)
+
+    def remove(self, file_path):
+        """Remove a value file and its emptied ``ab/cd`` folders, never anything outside the cache."""
+        try:
+            full = value_path(self._directory, file_path)
+        except UnsafeEntry:
+            return  # the row goes; the file it names is not ours to delete
+        root = os.path.realpath(self._directory)
+        with contextlib.suppress(OSError):
+            os.remove(full)
+        parent = os.path.dirname(full)
+        # diskcache's own remove climbs with os.removedirs, which would not stop at the cache
+        # directory; stop there
+        while parent != root and os.path.commonpath([root, parent]) == root:
+            try:
+                os.rmdir(parent)
+            except OSError:
+                break
+            parent = os.path.dirname(parent)
 
     def put(self, key):
         if not isinstance(key, str):
@@ -193,8 +234,9 @@ class PlanCache:
             return None
         try:
             return store.get(key)
-        except UnsafeEntry:
-            _warn(f"plan cache {self.path}: entry {key!r} is pickled (foreign or tampered); ignoring it")
+        except UnsafeEntry as exc:
+            _warn(f"plan cache {self.path}: entry {key!r} is unsafe to read ({exc}: foreign or tampered); "
+                  f"forgetting it")
             self._delete(key)
         except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
             _warn(f"plan cache {self.path}: cannot read {key!r} ({type(exc).__name__}: {exc}); treating it as a miss")
@@ -507,10 +549,10 @@ class ReadOnlyStore:
         if mode == diskcache.core.MODE_RAW:
             return value
         if mode == diskcache.core.MODE_BINARY:
-            return (self._dir / filename).read_bytes()
+            return value if filename is None else Path(value_path(self._dir, filename)).read_bytes()
         if mode == diskcache.core.MODE_TEXT:
-            return (self._dir / filename).read_text(encoding="UTF-8")
-        raise UnsafeEntry("refusing to unpickle a plan-cache entry")
+            return Path(value_path(self._dir, filename)).read_text(encoding="UTF-8")
+        raise UnsafeEntry("a pickled entry: refusing to unpickle it")
 
     def iterkeys(self):
         for (key,) in self._con.execute("SELECT key FROM Cache WHERE raw = 1 ORDER BY rowid"):

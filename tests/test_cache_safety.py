@@ -1,0 +1,118 @@
+"""The plan cache as an attack surface and a fault domain (issue 34): value paths outside the
+cache, trust of the database and value files, bundles with native code, damaged records,
+a damaged database, concurrent calibration writers.
+
+Each test builds the damage a tampered, shared or broken cache would hold, with sqlite3 and
+the file system directly, and checks what trnplan does with it: refuse, warn once, forget,
+never follow, never crash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import warnings
+
+import diskcache
+import pytest
+
+import trnplan
+from trnplan.cache import CacheWarning, PlanCache
+from trnplan.cache.store import ReadOnlyStore
+from trnplan.cli import main
+
+
+def victim_file(tmp_path, name="secret.txt"):
+    """A file of the user's outside the cache, in its own folder (diskcache's remove would
+    also take the emptied folder)."""
+    folder = tmp_path / "home" / "docs"
+    folder.mkdir(parents=True)
+    target = folder / name
+    target.write_text("precious")
+    return target
+
+
+def point_row_at(cache_dir, key, filename, mode=diskcache.core.MODE_TEXT):
+    """Rewrite the row of ``key`` so that its value lives in the file ``filename`` (as a
+    tampered database would)."""
+    con = sqlite3.connect(cache_dir / "cache.db")
+    with con:
+        n = con.execute("UPDATE Cache SET mode = ?, filename = ?, value = NULL WHERE key = ?",
+                        (mode, str(filename), key)).rowcount
+    con.close()
+    assert n == 1
+
+
+# ---------------------------------------------------------------------- item 3: value paths
+def outside_name(form, target, cache_dir) -> str:
+    """``target`` named absolutely, or relative to the cache (``../home/docs/secret.txt``)."""
+    return str(target) if form == "absolute" else os.path.relpath(target, cache_dir)
+
+
+@pytest.mark.parametrize("form", ["absolute", "dotdot"])
+@pytest.mark.parametrize("mode", [diskcache.core.MODE_TEXT, diskcache.core.MODE_BINARY])
+def test_value_path_outside_the_cache_is_never_read_nor_deleted(tmp_path, form, mode):
+    target = victim_file(tmp_path)
+    cache = PlanCache(tmp_path / "c")
+    plan = trnplan.plan_many(64, batch=2, cache=cache)
+    key = plan.provenance.wisdom_key
+    cache.set_record("probe:x:cpu", {"a": 1})
+    cache.close()
+    name = outside_name(form, target, cache.path)
+    point_row_at(cache.path, key, name, mode)
+    point_row_at(cache.path, "probe:x:cpu", name, mode)
+    trnplan.clear_plan_cache()
+    cache = PlanCache(tmp_path / "c")
+    with pytest.warns(CacheWarning, match="lies outside the cache directory"):
+        again = trnplan.plan_many(64, batch=2, cache=cache)  # reads, forgets, re-plans
+    assert again.provenance.origin == "planned now"
+    with pytest.warns(CacheWarning, match="lies outside the cache directory"):
+        assert cache.get_record("probe:x:cpu") is None
+    assert target.read_text() == "precious"
+    # and through every command that walks or empties the store
+    cache.close()
+    point_row_at(cache.path, key, name, mode)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CacheWarning)
+        assert main(["cache", "list", "--cache-dir", str(cache.path)]) == 0
+        assert main(["cache", "clear", "--cache-dir", str(cache.path)]) == 0
+    assert target.read_text() == "precious" and target.parent.is_dir()
+
+
+def test_value_path_through_a_symlinked_folder_is_refused(tmp_path):
+    target = victim_file(tmp_path)
+    cache = PlanCache(tmp_path / "c")
+    cache.set_record("probe:x:cpu", {"a": 1})
+    cache.close()
+    (cache.path / "ab").symlink_to(target.parent)
+    point_row_at(cache.path, "probe:x:cpu", "ab/secret.txt")
+    cache = PlanCache(tmp_path / "c")
+    with pytest.warns(CacheWarning, match="lies outside the cache directory"):
+        assert cache.get_record("probe:x:cpu") is None
+    assert cache.keys("probe:") == [] and target.read_text() == "precious"
+
+
+def test_read_only_store_refuses_value_paths_outside(tmp_path):
+    target = victim_file(tmp_path)
+    cache = PlanCache(tmp_path / "c")
+    cache.set_record("probe:x:cpu", {"a": 1})
+    cache.close()
+    point_row_at(cache.path, "probe:x:cpu", target)
+    reader = ReadOnlyStore(cache.path)
+    with pytest.raises(Exception, match="lies outside the cache directory"):
+        reader.get("probe:x:cpu")
+    reader.close()
+
+
+def test_large_values_inside_the_cache_still_round_trip_and_are_removed(tmp_path):
+    """The refusal leaves diskcache's own value files (``ab/cd/<hex>.val``) working."""
+    cache = PlanCache(tmp_path / "c")
+    big = os.urandom(100_000)  # over diskcache's 32 KiB min_file_size: stored in a file
+    cache.add_artifact("artifact:a:b:aot", big)
+    files = [p for p in cache.path.rglob("*.val")]
+    assert len(files) == 1
+    assert cache.get_artifact("artifact:a:b:aot", hashlib.sha256(big).hexdigest()) == big
+    cache.forget("artifact:a:b:aot")
+    assert not files[0].exists() and not files[0].parent.exists()
+    assert (cache.path / "cache.db").is_file()
