@@ -12,6 +12,9 @@ import warnings
 
 import torch
 
+from trnplan.cache import default_cache
+from trnplan.cache.store import PlanCache
+from trnplan.core.errors import WisdomMiss
 from trnplan.core.node import PlanNode
 from trnplan.core.problem import Problem
 from trnplan.plan.autograd import PlanFunction
@@ -40,6 +43,28 @@ def _pack_on_device(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
     (exact: the products by 1 and i and the sum with a zero part round nothing)."""
     cdtype = torch.complex128 if re.dtype == torch.float64 else torch.complex64
     return re.to(cdtype) + im.to(cdtype) * 1j
+
+
+def _restore_plan(plan_many, request: dict, tree: str) -> Plan:
+    """Unpickle a :class:`Plan` (its ``__reduce__``): rebuild it from its request and tree.
+
+    First from the plan cache as it was made (``effort="wisdom_only"``: a lookup, and the stored
+    artifact where there is one), so production under ``TRNPLAN_WISDOM_ONLY=1`` rebuilds without
+    planning; where the cache has no answer, or answers with another tree (another machine's
+    wisdom), the pickled tree is forced as the strategy, which replays it through its solvers
+    without searching. Either way the plan is the one that was pickled.
+    """
+    request = dict(request)
+    where = request.pop("cache")
+    cache = default_cache() if where == "default" else PlanCache(where) if where is not None else None
+    if cache is not None:
+        try:
+            plan = plan_many(**request, cache=cache, effort="wisdom_only")
+            if str(plan.tree) == tree:
+                return plan
+        except WisdomMiss:
+            pass
+    return plan_many(**{**request, "strategy": tree, "effort": "estimate"}, cache=cache)
 
 
 __all__ = ["Plan"]
@@ -235,6 +260,45 @@ class Plan:
             self._accepted.add(signature)
             if self._native is not None and signature[0] == self._lib_in:
                 self._direct[signature] = self._native
+
+    # ------------------------------------------------------------------ shapes
+    @property
+    def input_shape(self) -> tuple:
+        """The shape :meth:`execute` takes: ``(batch, *shape)`` (c2r: last axis ``shape[-1] // 2 + 1``).
+
+        Any leading dimensions multiplying to :attr:`batch` are accepted too."""
+        return (self.problem.batch, *self.problem.in_shape)
+
+    @property
+    def output_shape(self) -> tuple:
+        """The shape :meth:`execute` returns for an input of :attr:`input_shape`."""
+        return (self.problem.batch, *self.problem.out_shape)
+
+    @property
+    def batch(self) -> int:
+        """Transforms per :meth:`execute` call."""
+        return self.problem.batch
+
+    # ------------------------------------------------------------------ pickling
+    def __reduce__(self):
+        """Pickle as the request and the tree (never the module, closures or compiled artifact).
+
+        Unpickling (:func:`_restore_plan`) rebuilds the plan in the loading process: from the
+        plan cache where it has the plan, else by replaying the pickled tree. So plans of every
+        solver pickle, ``multiprocessing`` can pass them, and ``torch.save`` of a module holding
+        one works (load it with ``torch.load(..., weights_only=False)``, as any pickled module).
+        """
+        if self._replan is None:
+            raise TypeError("this Plan was not made by trnplan.plan_many, which is what rebuilds it on unpickling")
+        p, made = self.problem, self._replan.keywords
+        cache = made["cache"]
+        where = "default" if cache is not None and cache is default_cache() else (
+            str(cache.path) if cache is not None else None)
+        request = {"shape": p.shape, "batch": p.batch, "kind": p.kind, "inverse": p.inverse, "dtype": p.dtype,
+                   "precision": p.precision, "norm": p.norm, "cores": p.cores, "strategy": self.strategy,
+                   "device": "neuron" if p.device == "neuron" else str(self.device), "tol": made["tol"],
+                   "compile": made["compile"], "cache": where}
+        return (_restore_plan, (self._replan.func, request, str(self.tree)))
 
     # ------------------------------------------------------------------ explaining
     def explain(self) -> str:
