@@ -3,6 +3,7 @@ made them (a library solver's module holds closures that cannot pickle)."""
 
 from __future__ import annotations
 
+import copy
 import io
 import multiprocessing
 import pickle
@@ -131,3 +132,13 @@ def test_shape_attributes(kind, shape, n_in, n_out):
     assert plan.output_shape == (5, *shape[:-1], n_out)
     x = torch.randn(plan.input_shape, dtype=torch.float32 if kind == "r2c" else torch.complex64)
     assert tuple(plan.execute(x).shape) == plan.output_shape
+
+
+def test_copy_and_deepcopy_share_the_executable():
+    model = Spectral()
+    plan = model.plan
+    for clone in (copy.copy(plan), copy.deepcopy(plan), copy.deepcopy(model).plan):
+        assert clone is not plan and type(clone) is trnplan.Plan
+        assert clone.module is plan.module  # shared, not re-planned
+        x = torch.randn(4, 256, dtype=torch.complex64)
+        assert torch.equal(clone.execute(x), plan.execute(x))

@@ -300,6 +300,17 @@ class Plan:
                    "compile": made["compile"], "cache": where}
         return (_restore_plan, (self._replan.func, request, str(self.tree)))
 
+    def __copy__(self) -> Plan:
+        """A new Plan object sharing this one's module, artifact and adjoint (not a rebuild)."""
+        clone = object.__new__(Plan)
+        clone.__dict__.update(self.__dict__)
+        return clone
+
+    def __deepcopy__(self, memo) -> Plan:
+        """As :meth:`__copy__`: a plan is an immutable executable, so ``copy.deepcopy`` of a model
+        holding one (an EMA copy, say) shares its module and constants rather than re-planning."""
+        return self.__copy__()
+
     # ------------------------------------------------------------------ explaining
     def explain(self) -> str:
         """A multi-line report: the problem, the tree with its predicted costs, the candidates, provenance."""
