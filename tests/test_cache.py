@@ -384,7 +384,8 @@ def test_aot_untrusted_dir_refuses_artifact(aot_cache, tmp_path, monkeypatch):
     """No compile: loads process A's artifact from a world-writable copy."""
     cache_dir = _copy_cache(aot_cache, tmp_path / "cache")
     cache_dir.chmod(0o777)
-    with pytest.raises(UntrustedCacheError, match="TRNPLAN_TRUST_CACHE") as info:
+    with pytest.raises(UntrustedCacheError, match="TRNPLAN_TRUST_CACHE") as info, \
+            pytest.warns(CacheWarning, match="its plans are used .*its artifacts are refused"):
         trnplan.plan_many(64, batch=4, compile="aot", effort="wisdom_only", cache=PlanCache(cache_dir))
     assert "drwxrwxrwx" in str(info.value) and "other users" in str(info.value)
     # wisdom is data, not code: an eager plan from the same directory is fine
@@ -961,7 +962,7 @@ def test_check_trusted(tmp_path, monkeypatch):
         cache.check_trusted()
     msg = str(info.value)
     assert "drwxrwxrwx" in msg and "other users" in msg and "TRNPLAN_TRUST_CACHE=1" in msg
-    assert str(path) in msg and "chmod go-w" in msg
+    assert str(path) in msg and "chmod -R go-w" in msg
     assert isinstance(info.value, PermissionError) and isinstance(info.value, TrnplanError)
     path.chmod(0o775)
     with pytest.raises(UntrustedCacheError, match="its group.*drwxrwxr-x"):

@@ -18,7 +18,7 @@ import diskcache
 import pytest
 
 import trnplan
-from trnplan.cache import CacheWarning, PlanCache
+from trnplan.cache import CacheWarning, PlanCache, UntrustedCacheError
 from trnplan.cache.store import ReadOnlyStore
 from trnplan.cli import main
 
@@ -116,3 +116,54 @@ def test_large_values_inside_the_cache_still_round_trip_and_are_removed(tmp_path
     cache.forget("artifact:a:b:aot")
     assert not files[0].exists() and not files[0].parent.exists()
     assert (cache.path / "cache.db").is_file()
+
+
+# ---------------------------------------------------------------------- item 4: trust of every file
+def _filled_cache(tmp_path) -> PlanCache:
+    cache = PlanCache(tmp_path / "c")
+    trnplan.plan_many(64, batch=2, cache=cache)
+    cache.add_artifact("artifact:a:b:aot", os.urandom(100_000))  # a value file under ab/cd/
+    cache.path.chmod(0o755)
+    return cache
+
+
+def _value_file(cache: PlanCache):
+    (val,) = cache.path.rglob("*.val")
+    return val
+
+
+@pytest.mark.parametrize("what", ["cache.db", "cache.db-wal", "cache.db-shm", "value file", "value folder"])
+@pytest.mark.parametrize("how", ["world", "group", "owner"])
+def test_trust_check_covers_the_database_and_value_files(tmp_path, what, how):
+    """A 0755 directory is not enough: under umask 000 the database and value files are
+    world-writable, and whoever can write them chooses the artifact's bytes and sha256."""
+    cache = _filled_cache(tmp_path)
+    cache.check_trusted()
+    val = _value_file(cache)
+    target = {"value file": val, "value folder": val.parent}.get(what, cache.path / what)
+    if not target.exists():  # diskcache keeps the WAL files while a connection is open
+        target.write_bytes(b"")
+    if how == "owner":
+        os.chown(target, 4321, -1)  # the tests run as root (tests/test_cache.py's chmod checks too)
+    else:
+        target.chmod(target.stat().st_mode | (0o002 if how == "world" else 0o020))
+    name = str(target.relative_to(cache.path))
+    who = {"world": "other users", "group": "its group", "owner": "uid 4321"}[how]
+    with pytest.raises(UntrustedCacheError, match=f"{name} can be written by {who}.*TRNPLAN_TRUST_CACHE=1"):
+        cache.check_trusted()
+
+
+def test_wisdom_from_an_untrusted_cache_warns_once(tmp_path):
+    cache = _filled_cache(tmp_path)
+    (cache.path / "cache.db").chmod(0o666)
+    trnplan.clear_plan_cache()
+    other = PlanCache(cache.path)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            trnplan.clear_plan_cache()
+            plan = trnplan.plan_many(64, batch=2, cache=other)
+            assert plan.provenance.origin == "wisdom hit"
+    untrusted = [w for w in caught if "cache.db can be written by other users" in str(w.message)]
+    assert len(untrusted) == 1 and issubclass(untrusted[0].category, CacheWarning)
+    assert "its artifacts are refused" in str(untrusted[0].message)

@@ -139,6 +139,33 @@ def default_cache_dir() -> Path:
     return Path(base) / "trnplan"
 
 
+def _writable_by_others(st) -> str | None:
+    """Who besides this user (and root) can write a file with this ``stat``; None: no one."""
+    if st.st_mode & stat.S_IWOTH:
+        return "other users"
+    if st.st_mode & stat.S_IWGRP:
+        return "its group"
+    # root's files are trusted (root can change anything anyway): an image built as root and
+    # run as another user keeps working
+    if hasattr(os, "getuid") and st.st_uid not in (os.getuid(), 0):
+        return f"uid {st.st_uid}"
+    return None
+
+
+def _cache_files(root: Path):
+    """The directory, its database files, then every folder and value file below it."""
+    yield root
+    for name in ("cache.db", "cache.db-wal", "cache.db-shm"):
+        yield root / name
+    for folder, dirs, files in os.walk(root):  # diskcache's ab/cd/<hex>.val (symbolic links not followed)
+        base = Path(folder)
+        for name in dirs:
+            yield base / name
+        for name in files:
+            if name.endswith(".val"):
+                yield base / name
+
+
 def _warn(message: str) -> None:
     warnings.warn(message, CacheWarning, stacklevel=4)
 
@@ -170,6 +197,7 @@ class PlanCache:
         self._broken: str | None = None  # why the cache is unusable, once found out
         self._readonly = False
         self._warned_readonly = False
+        self._warned_untrusted = False
 
     def __repr__(self) -> str:
         return f"PlanCache({str(self.path)!r})"
@@ -205,27 +233,50 @@ class PlanCache:
         return self._open() is not None
 
     def check_trusted(self) -> None:
-        """Raise :class:`UntrustedCacheError` if other users can write the cache directory.
+        """Raise :class:`UntrustedCacheError` if other users can write the cache.
 
-        Untrusted: group- or world-writable, or owned by a user other than this one or root.
+        Untrusted: the directory, its database (``cache.db`` and SQLite's ``-wal`` and ``-shm``
+        files, which hold the records and the artifacts' sha256) or any of its value files and
+        folders is group- or world-writable, or owned by a user other than this one or root.
 
-        Artifacts are code (compiled kernels); loading them from a directory another user can
+        Artifacts are native code (compiled kernels); loading them from files another user can
         write is running that user's code. ``TRNPLAN_TRUST_CACHE=1`` opts in.
         """
-        if config.trust_cache() or not self.path.exists():
-            return
-        st = self.path.stat()
-        group_or_world = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-        # root's directories are trusted (root can change anything anyway): an image built as
-        # root and run as another user keeps working
-        other_owner = hasattr(os, "getuid") and st.st_uid not in (os.getuid(), 0)
-        if group_or_world or other_owner:
-            who = "other users" if st.st_mode & stat.S_IWOTH else "its group" if group_or_world else f"uid {st.st_uid}"
+        reason = self.untrusted_reason()
+        if reason is not None:
             raise UntrustedCacheError(
-                f"the plan cache {self.path} can be written by {who} (mode {stat.filemode(st.st_mode)}, "
-                f"owner uid {st.st_uid}); its compiled artifacts would run that code. Fix its permissions "
-                f"(chmod go-w), use another TRNPLAN_CACHE_DIR, or set TRNPLAN_TRUST_CACHE=1 to trust it"
+                f"the plan cache {self.path}: {reason}; its compiled artifacts would run that code. Fix its "
+                f"permissions (chmod -R go-w), use another TRNPLAN_CACHE_DIR, or set TRNPLAN_TRUST_CACHE=1 "
+                f"to trust it"
             )
+
+    def untrusted_reason(self) -> str | None:
+        """What in the cache other users can write (None: nothing, or ``TRNPLAN_TRUST_CACHE=1``)."""
+        if config.trust_cache() or not self.path.exists():
+            return None
+        for path in _cache_files(self.path):
+            try:
+                st = path.lstat()
+            except OSError:
+                continue  # gone meanwhile (a WAL merged, a value evicted)
+            why = _writable_by_others(st)
+            if why is not None:
+                what = "the directory" if path == self.path else str(path.relative_to(self.path))
+                return (f"{what} can be written by {why} (mode {stat.filemode(st.st_mode)}, "
+                        f"owner uid {st.st_uid})")
+        return None
+
+    def _warn_untrusted_wisdom(self) -> None:
+        """Wisdom is data (validated on read, never executed), but a plan another user planted
+        can still be slow or steer which code runs: say so, once per cache."""
+        if self._warned_untrusted:
+            return
+        self._warned_untrusted = True
+        reason = self.untrusted_reason()
+        if reason is not None:
+            _warn(f"plan cache {self.path}: {reason}; its plans are used (validated JSON) but another user "
+                  f"may have written them, and its artifacts are refused. Fix its permissions (chmod -R go-w) "
+                  f"or set TRNPLAN_TRUST_CACHE=1")
 
     # ------------------------------------------------------------------ raw access
     def _get(self, key: str):
@@ -339,6 +390,7 @@ class PlanCache:
         text = self._get(key)
         if text is None:
             return None
+        self._warn_untrusted_wisdom()
         record = parse_wisdom(text)
         if record is None:
             _warn(f"plan cache {self.path}: wisdom entry {key!r} is not a valid record; forgetting it and re-planning")
