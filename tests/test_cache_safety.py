@@ -16,9 +16,13 @@ import warnings
 
 import diskcache
 import pytest
+import torch
+from conftest import BAR, random_complex, reference, rel_l2
 
 import trnplan
+from trnplan.backends import get_backend
 from trnplan.cache import CacheWarning, PlanCache, UntrustedCacheError
+from trnplan.cache.bundle import UntrustedBundleError, export_bundle, import_bundle
 from trnplan.cache.store import ReadOnlyStore
 from trnplan.cli import main
 
@@ -167,3 +171,54 @@ def test_wisdom_from_an_untrusted_cache_warns_once(tmp_path):
     untrusted = [w for w in caught if "cache.db can be written by other users" in str(w.message)]
     assert len(untrusted) == 1 and issubclass(untrusted[0].category, CacheWarning)
     assert "its artifacts are refused" in str(untrusted[0].message)
+
+
+# ---------------------------------------------------------------------- item 5: artifacts are native code
+def _bundle_with_a_broken_artifact(tmp_path, monkeypatch):
+    """A bundle whose one plan names an AOT artifact that matches its sha256 and does not load
+    (a stand-in for the compiler returns bytes that are no package: no real compile is needed)."""
+    monkeypatch.setenv("TRNPLAN_AOT_LOAD_CHECK", "0")
+    backend = type(get_backend("cpu"))
+    monkeypatch.setattr(backend, "build_artifact", lambda self, module, example, mode: (b"not a package", {}))
+    src = PlanCache(tmp_path / "src")
+    with pytest.warns(CacheWarning, match="did not load .*running .* eagerly"):
+        plan = trnplan.plan_many(64, batch=4, compile="aot", cache=src)
+    assert plan.provenance.artifact is None and "did not load" in plan.provenance.artifact_error
+    akey = plan.provenance.artifact_key
+    assert src.keys("artifact:") == []  # the broken bytes were forgotten
+    monkeypatch.undo()
+    monkeypatch.setenv("TRNPLAN_AOT_LOAD_CHECK", "0")
+    data = b"\x7fELF not really a shared library"
+    src.add_artifact(akey, data)
+    (key, record), = src.records()
+    src.update_wisdom(key, {**record, "artifacts": {"aot": {"key": akey, "sha256": hashlib.sha256(data).hexdigest(),
+                                                            "bytes": len(data), "compile_s": 1.0}}})
+    bundle = tmp_path / "b.zip"
+    assert export_bundle(src, bundle) == {"wisdom": 1, "artifacts": 1}
+    return bundle, akey
+
+
+def test_bundle_artifacts_need_trust_and_a_broken_one_runs_eagerly(tmp_path, monkeypatch, capsys):
+    bundle, akey = _bundle_with_a_broken_artifact(tmp_path, monkeypatch)
+    dst = PlanCache(tmp_path / "dst")
+    with pytest.raises(UntrustedBundleError, match=r"holds compiled artifacts \(1 aot for cpu\): native code.*"
+                                                   r"--trust-artifacts.*--plans-only.*nothing was imported"):
+        import_bundle(dst, bundle)
+    assert dst.keys() == []
+    assert main(["cache", "import", str(bundle), "--cache-dir", str(dst.path)]) == 2
+    assert "native code" in capsys.readouterr().err and dst.keys() == []
+    # plans only: the plan, not the artifact
+    report = import_bundle(dst, bundle, plans_only=True)
+    assert (report.wisdom, report.artifacts, report.trusted) == (1, 0, "")
+    assert dst.keys("artifact:") == [] and dst.records()[0][1]["artifacts"] == {}
+    # trusted: said, and the artifact that does not load falls back to eager with a warning
+    dst = PlanCache(tmp_path / "dst2")
+    assert main(["cache", "import", str(bundle), "--trust-artifacts", "--cache-dir", str(dst.path)]) == 0
+    assert "trusted as native code: 1 aot for cpu" in capsys.readouterr().out
+    trnplan.clear_plan_cache()
+    with pytest.warns(CacheWarning, match=f"the aot artifact {akey} did not load .*running .* eagerly"):
+        plan = trnplan.plan_many(64, batch=4, compile="aot", effort="wisdom_only", cache=dst)
+    assert plan.provenance.origin == "wisdom hit" and plan.provenance.compile_mode == "eager"
+    assert dst.keys("artifact:") == []
+    x = random_complex((4, 64))
+    assert rel_l2(plan.execute(torch.from_numpy(x).to(torch.complex64)), reference(x, False)) <= BAR["fp32"]

@@ -186,7 +186,7 @@ def test_import_rejects_tampered_entries(tmp_path):
     with zipfile.ZipFile(bundle, "w") as zf:
         zf.writestr("bundle.json", json.dumps(meta))
         zf.writestr("artifacts/0.bin", b"not the artifact")
-    report = import_bundle(PlanCache(tmp_path / "dst"), bundle)
+    report = import_bundle(PlanCache(tmp_path / "dst"), bundle, trust_artifacts=True)
     assert report.wisdom == 1 and len(report.rejected) == 2
     reasons = " ".join(why for _, why in report.rejected)
     assert "sha256 does not match" in reasons and "not a valid wisdom record" in reasons

@@ -67,7 +67,7 @@ def test_bundle_cannot_write_outside_the_artifact_store(tmp_path):
         zf.writestr("bundle.json", json.dumps(meta))
         zf.writestr("artifacts/0.bin", payload)
     dst = PlanCache(tmp_path / "dst")
-    report = import_bundle(dst, bundle)
+    report = import_bundle(dst, bundle, trust_artifacts=True)
     assert report.wisdom == 0 and "outside the artifact store" in report.rejected[0][1]
     trnplan.plan_many(128, cache=dst)  # counters intact: a miss still works
     assert dst.stats()["wisdom_misses"] == 1

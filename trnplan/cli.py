@@ -137,6 +137,11 @@ def _add_cache(sub) -> None:
                     help="list/drop: only plans made with effort measure or patient")
     ca.add_argument("--older-than", type=float, default=None, metavar="DAYS",
                     help="drop: only measured plans measured more than DAYS days ago")
+    ca.add_argument("--trust-artifacts", action="store_true",
+                    help="import: also import the bundle's compiled artifacts, which are native code this "
+                         "machine will run; only for bundles from a builder you trust")
+    ca.add_argument("--plans-only", action="store_true",
+                    help="import: import the bundle's plans without its artifacts (compiled here when used)")
     _cache_args(ca)
 
 
@@ -251,7 +256,7 @@ def _cmd_cache(args) -> int:
         counts = export_bundle(cache, args.file)
         print(f"exported {counts['wisdom']} plan(s) and {counts['artifacts']} artifact(s) to {args.file}")
     else:
-        report = import_bundle(cache, args.file)
+        report = import_bundle(cache, args.file, trust_artifacts=args.trust_artifacts, plans_only=args.plans_only)
         print(f"{report} into {cache.path}")
         return EXIT_OVER_BOUND if report.rejected else EXIT_OK
     return EXIT_OK

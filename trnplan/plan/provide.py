@@ -685,9 +685,24 @@ def _artifact(req: _Request, decision: _Decision, entry: dict | None, facts: dic
             return None, None
         entry = {**entry, "load_check": "ok"}
     t0 = time.perf_counter()
-    runner = req.backend.load_artifact(data, mode, req.device)
+    try:
+        runner = req.backend.load_artifact(data, mode, req.device)
+    except Exception as exc:  # noqa: BLE001 - any loader failure: the plan runs eagerly, with a warning
+        return _broken_artifact(req, tree, akey, exc, facts), None
     facts.update(load_ms=(time.perf_counter() - t0) * 1e3, artifact_bytes=len(data))
     return runner, entry
+
+
+def _broken_artifact(req: _Request, tree, akey: str, exc: Exception, facts: dict) -> None:
+    """An artifact whose bytes match their sha256 but do not load (a damaged or foreign build, a
+    bundle made for another torch): forget the bytes, run eagerly, say so. A loader crash that
+    kills the process is the load check's business (TRNPLAN_AOT_LOAD_CHECK)."""
+    mode = req.mode
+    reason = f"the {mode} artifact {akey} did not load ({type(exc).__name__}: {str(exc)[:300]})"
+    _warn(f"{reason}; forgetting it and running {tree} eagerly (a later plan builds it again)")
+    facts.update(compile_reason=f"{reason}; eager instead", artifact_error=reason, artifact=None)
+    if req.cache is not None:
+        req.cache.forget(akey)
 
 
 def _stored_artifact(cache, akey: str, entry: dict | None, facts: dict) -> bytes | None:
