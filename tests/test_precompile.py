@@ -8,6 +8,7 @@ import sys
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -278,3 +279,68 @@ def test_real_read_only_mount(tmp_path):
         assert out.stdout.strip() == "wisdom hit"
     finally:
         subprocess.run(["umount", str(mnt)], capture_output=True)
+
+
+# ---------------------------------------------------------------- training under wisdom_only: the adjoint plans
+
+
+def _train_step(kind, n, batch, seed=3):
+    """One forward + backward of L = Re(Σ conj(c)·plan(x)); returns (c, x.grad, plan)."""
+    rng = np.random.default_rng(seed)
+    if kind == "r2c":
+        x = torch.from_numpy(rng.standard_normal((batch, n))).to(torch.float32).requires_grad_()
+        m = n // 2 + 1
+    else:
+        x = torch.from_numpy(random_complex((batch, n), seed)).to(torch.complex64).requires_grad_()
+        m = n
+    c = random_complex((batch, m), seed + 1)
+    plan = trnplan.plan_many(n, batch, kind=kind)
+    y = plan.execute(x)
+    (y * torch.from_numpy(c).to(torch.complex64).conj()).real.sum().backward()
+    return c, x.grad, plan
+
+
+def _grad_reference(kind, n, c):
+    """∂L/∂Re x + i ∂L/∂Im x in float64: Fᴴ c, with F the forward DFT matrix (c2c); its real part,
+    with F's first n//2+1 rows, for r2c."""
+    k = np.arange(c.shape[-1])[:, None]
+    f = np.exp(-2j * np.pi * ((k * np.arange(n)[None, :]) % n) / n)
+    g = c @ f.conj()
+    return g.real if kind == "r2c" else g
+
+
+@pytest.mark.parametrize("kind", ["c2c", "r2c"])
+def test_backward_key_lets_training_run_under_wisdom_only(kind, tmp_path, monkeypatch):
+    cache_dir = tmp_path / "prod"
+    results = precompile([{"shape": [64], "batch": 3, "kind": kind, "backward": True}], cache=cache_dir,
+                         progress=False)
+    assert [r.ok for r in results] == [True, True]  # the forward entry and its adjoint
+    adjoint_kind = {"c2c": "c2c", "r2c": "c2r"}[kind]
+    assert results[1].problem.startswith(f"{adjoint_kind} inverse (64,) × batch 3")
+    assert "norm forward" in results[1].problem  # the adjoint of the unscaled forward: the unscaled inverse
+    monkeypatch.setenv("TRNPLAN_CACHE_DIR", str(cache_dir))
+    monkeypatch.setenv("TRNPLAN_WISDOM_ONLY", "1")  # production: nothing may be planned
+    trnplan.clear_plan_cache()
+    c, grad, plan = _train_step(kind, 64, 3)
+    assert plan.provenance.origin == "wisdom hit" and plan.adjoint().provenance.origin == "wisdom hit"
+    assert rel_l2(grad, _grad_reference(kind, 64, c)) <= BAR["fp32"]
+
+
+def test_without_the_backward_key_the_miss_names_the_backward_pass(tmp_path, monkeypatch):
+    cache_dir = tmp_path / "prod"
+    assert all(r.ok for r in precompile([{"shape": [64], "batch": 3}], cache=cache_dir, progress=False))
+    monkeypatch.setenv("TRNPLAN_CACHE_DIR", str(cache_dir))
+    monkeypatch.setenv("TRNPLAN_WISDOM_ONLY", "1")
+    trnplan.clear_plan_cache()
+    with pytest.raises(trnplan.WisdomMiss, match=r"backward pass \(autograd\).*backward = true"):
+        _train_step("c2c", 64, 3)
+
+
+def test_backward_key_in_a_toml_manifest(tmp_path):
+    manifest = tmp_path / "m.toml"
+    manifest.write_text('[defaults]\nbackward = true\n\n[[plan]]\nshape = [32, 16]\nkind = "c2r"\nnorm = "ortho"\n')
+    results = precompile(manifest, cache=tmp_path / "c", progress=False)
+    assert [r.ok for r in results] == [True, True]
+    cache = PlanCache(tmp_path / "c")
+    kinds = sorted((rec["problem"]["kind"], rec["problem"]["norm"]) for _, rec in cache.records())
+    assert kinds == [("c2r", "ortho"), ("r2c", "ortho")]

@@ -11,7 +11,8 @@ The format is documented in docs/cache.md; ``examples/plans.toml`` is a working 
     shape = [4096]        # transform shape (an int is accepted for 1-D)
     batch = 64
     kind = "c2c"          # optional keys: kind, inverse, precision, dtype, norm, device, cores,
-    inverse = false       #   effort, strategy, tol, compile (plan_many's arguments)
+    inverse = false       #   effort, strategy, tol, compile, verify (plan_many's arguments)
+    backward = true       # also the adjoint plan autograd's backward pass runs (training)
 """
 
 from __future__ import annotations
@@ -28,13 +29,15 @@ import torch
 
 from trnplan.cache import PlanCache, default_cache
 from trnplan.core.errors import TrnplanError
+from trnplan.core.problem import Problem
 from trnplan.plan.api import plan_many, plan_many_uncached
+from trnplan.plan.plan import adjoint_arguments
 
 #: manifest keys and the types they take (plan_many's arguments)
 KEYS = {
     "shape": (list, int), "batch": (int,), "kind": (str,), "inverse": (bool,), "precision": (str,),
     "dtype": (str,), "norm": (str,), "device": (str,), "cores": (int,), "effort": (str,),
-    "strategy": (str,), "tol": (float, int), "compile": (str,), "verify": (bool,),
+    "strategy": (str,), "tol": (float, int), "compile": (str,), "verify": (bool,), "backward": (bool,),
 }
 _DTYPES = {"complex64": torch.complex64, "complex128": torch.complex128}
 
@@ -110,6 +113,34 @@ def validate_entry(entry: dict, where: str = "entry", need_shape: bool = True) -
     return entry
 
 
+def with_adjoints(entries: list[dict]) -> list[dict]:
+    """The entries with each ``backward = true`` entry followed by its adjoint's entry.
+
+    The adjoint is the plan autograd's backward pass runs (:meth:`trnplan.Plan.adjoint`): without
+    it, ``loss.backward()`` under ``TRNPLAN_WISDOM_ONLY=1`` raises WisdomMiss. It is planned with
+    the entry's tol, compile, effort and device, as ``Plan.adjoint`` asks for it (no strategy: a
+    forced forward tree says nothing about the adjoint's)."""
+    out = []
+    for entry in entries:
+        entry = dict(entry)
+        backward = entry.pop("backward", False)
+        out.append(entry)
+        if not backward:
+            continue
+        kwargs = _plan_kwargs(entry)
+        try:
+            problem = Problem.create(kwargs["shape"], kwargs.get("batch", 1), kind=kwargs.get("kind", "c2c"),
+                                     inverse=kwargs.get("inverse"), dtype=kwargs.get("dtype", torch.complex64),
+                                     precision=kwargs.get("precision"), norm=kwargs.get("norm", "backward"),
+                                     cores=kwargs.get("cores", 1))
+        except (TypeError, ValueError):
+            continue  # the entry itself fails in its own row, with plan_many's message
+        adjoint = adjoint_arguments(problem)
+        out.append({**{k: v for k, v in entry.items() if k != "strategy"}, **adjoint, "shape": list(problem.shape),
+                    "dtype": problem.dtype})
+    return out
+
+
 def _plan_kwargs(entry: dict) -> dict:
     kwargs = dict(entry)
     shape = kwargs.pop("shape")
@@ -149,7 +180,10 @@ def precompile(problems, *, cache=None, jobs: int = 1, progress: bool = True) ->
     Parameters
     ----------
     problems : list of dict, or a path to a TOML manifest
-        Each dict holds ``plan_many`` arguments (``shape`` required; see :data:`KEYS`).
+        Each dict holds ``plan_many`` arguments (``shape`` required; see :data:`KEYS`), and
+        optionally ``backward=True``: also precompile the adjoint plan that autograd's backward
+        pass runs (:meth:`trnplan.Plan.adjoint`), for training under ``TRNPLAN_WISDOM_ONLY=1``.
+        It is one more entry in the results, after its forward one.
     cache : PlanCache, str or Path, optional
         Where to store; default the process-wide default cache.
     jobs : int, default 1
@@ -172,6 +206,7 @@ def precompile(problems, *, cache=None, jobs: int = 1, progress: bool = True) ->
         entries = load_manifest(problems)
     else:
         entries = [validate_entry(dict(p), f"problem #{i + 1}") for i, p in enumerate(problems)]
+    entries = with_adjoints(entries)
     if isinstance(cache, PlanCache):
         cache_path = str(cache.path)
     else:

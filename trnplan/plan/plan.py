@@ -45,6 +45,17 @@ def _pack_on_device(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
     return re.to(cdtype) + im.to(cdtype) * 1j
 
 
+def adjoint_arguments(problem: Problem) -> dict:
+    """plan_many's arguments (less device and how to plan) for the adjoint of ``problem``: the
+    plan autograd's backward pass runs (:meth:`Plan.adjoint`), and what precompile's ``backward``
+    key plans. The adjoint of a DFT with scale s is the opposite-direction DFT with the same
+    scale: ``inverse`` flips, ``norm`` mirrors ("backward" ↔ "forward"), r2c and c2r swap."""
+    p = problem
+    return {"shape": p.shape, "batch": p.batch, "kind": {"c2c": "c2c", "r2c": "c2r", "c2r": "r2c"}[p.kind],
+            "inverse": not p.inverse, "dtype": p.torch_dtype, "precision": p.precision,
+            "norm": {"backward": "forward", "forward": "backward", "ortho": "ortho"}[p.norm], "cores": p.cores}
+
+
 def _restore_plan(plan_many, request: dict, tree: str) -> Plan:
     """Unpickle a :class:`Plan` (its ``__reduce__``): rebuild it from its request and tree.
 
@@ -67,7 +78,7 @@ def _restore_plan(plan_many, request: dict, tree: str) -> Plan:
     return plan_many(**{**request, "strategy": tree, "effort": "estimate"}, cache=cache)
 
 
-__all__ = ["Plan"]
+__all__ = ["Plan", "adjoint_arguments"]
 
 
 class Plan:
@@ -211,13 +222,17 @@ class Plan:
         """
         if self._adjoint is None:
             p = self.problem
-            kind = {"c2c": "c2c", "r2c": "c2r", "c2r": "r2c"}[p.kind]
-            norm = {"backward": "forward", "forward": "backward", "ortho": "ortho"}[p.norm]
             if self._replan is None:
                 raise RuntimeError("this Plan was not made by trnplan.plan_many, which is what plans its adjoint")
-            self._adjoint = self._replan(p.shape, p.batch, kind=kind, inverse=not p.inverse, dtype=p.torch_dtype,
-                                         precision=p.precision, norm=norm, cores=p.cores,
-                                         device="neuron" if p.device == "neuron" else self.device)
+            adjoint = adjoint_arguments(p)
+            try:
+                self._adjoint = self._replan(**adjoint, device="neuron" if p.device == "neuron" else self.device)
+            except WisdomMiss as exc:
+                raise WisdomMiss(
+                    f"the backward pass (autograd) of the plan for {p.describe()} runs its adjoint plan, which "
+                    f"the plan cache does not hold: {exc}. Precompile the adjoint too: `backward = true` in the "
+                    f"manifest entry, or `trnplan precompile --backward ...`, or trnplan.precompile([{{..., "
+                    f"'backward': True}}])") from None
         return self._adjoint
 
     def backward(self, g: torch.Tensor) -> torch.Tensor:
