@@ -21,10 +21,13 @@ from conftest import BAR, random_complex, reference, rel_l2
 
 import trnplan
 from trnplan.backends import get_backend
-from trnplan.cache import CacheWarning, PlanCache, UntrustedCacheError
+from trnplan.backends.base import PrecisionProbe
+from trnplan.cache import CacheWarning, PlanCache, UntrustedCacheError, fingerprint, fingerprint_digest
 from trnplan.cache.bundle import UntrustedBundleError, export_bundle, import_bundle
 from trnplan.cache.store import ReadOnlyStore
 from trnplan.cli import main
+from trnplan.plan import provide
+from trnplan.planner import leafcost
 
 
 def victim_file(tmp_path, name="secret.txt"):
@@ -222,3 +225,111 @@ def test_bundle_artifacts_need_trust_and_a_broken_one_runs_eagerly(tmp_path, mon
     assert dst.keys("artifact:") == []
     x = random_complex((4, 64))
     assert rel_l2(plan.execute(torch.from_numpy(x).to(torch.complex64)), reference(x, False)) <= BAR["fp32"]
+
+
+# ---------------------------------------------------------------------- item 6: damaged records
+DEEP = "[" * 200_000 + "]" * 200_000  # past json's recursion limit: RecursionError, not ValueError
+
+
+def _calibration_key():
+    return f"calibration:{fingerprint_digest(fingerprint('cpu'))}:cpu"
+
+
+def _good_calibration():
+    return {"samples": [[{"launches": 3.0}, 12.5]], "scales": {"launches": 1.5}, "count": 1,
+            "rms_before": 0.1, "rms_after": 0.05}
+
+
+@pytest.mark.parametrize("damage", [
+    {"scales": {"launches": 0}},  # ZeroDivisionError in every plan_many
+    {"scales": {"launches": -2.0}},
+    {"scales": {"launches": "2"}},
+    {"scales": {"launches": float("inf")}},
+    {"count": "3"},
+    {"count": 1.5},
+    {"samples": [[{"launches": "x"}, 1.0]]},
+    {"samples": [[{"launches": 1.0}, 0]]},
+    {"samples": [1, 2, 3]},
+    "deep",
+])
+def test_a_damaged_calibration_record_is_forgotten_with_one_warning(tmp_path, damage):
+    cache = PlanCache(tmp_path / "c")
+    key = _calibration_key()
+    if damage == "deep":
+        cache._set(key, DEEP)
+    else:
+        cache.set_record(key, {**_good_calibration(), **damage})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plan = trnplan.plan_many(24, batch=2, cache=cache)
+        trnplan.clear_plan_cache()
+        trnplan.plan_many(40, batch=2, cache=cache)
+    said = [w for w in caught if "calibration record" in str(w.message)]
+    assert len(said) == 1 and issubclass(said[0].category, CacheWarning)
+    assert "is not valid" in str(said[0].message) and "forgetting it" in str(said[0].message)
+    assert cache.keys("calibration:") == []
+    x = random_complex((2, 24))
+    assert rel_l2(plan.execute(torch.from_numpy(x).to(torch.complex64)), reference(x, False)) <= BAR["fp32"]
+
+
+def test_a_good_calibration_record_is_read():
+    from trnplan.planner import learn
+
+    assert learn.parse_record(_good_calibration()) == _good_calibration()
+
+
+@pytest.mark.parametrize("kind,value", [
+    ("probe", {"bf16_products_exact": "yes", "fp32_matmul": "fp32", "source": "x"}),
+    ("probe", ["not", "a", "probe"]),
+    ("probe", "deep"),
+    ("load_check", {"why": 7}),
+    ("load_check", "deep"),
+    ("leafmodel", {"leaves": {"native": {"call_us": 1.0, "gflops": [0.0, 1.0, 1.0]}}, "rms_heldout": 0.1}),
+    ("leafmodel", {"leaves": {"native": {"call_us": "1", "gflops": [1.0]}}, "rms_heldout": 0.1}),
+    ("wisdom", "deep"),
+])
+def test_every_record_kind_is_validated_and_forgotten(tmp_path, kind, value):
+    cache = PlanCache(tmp_path / "c")
+    key = f"{kind}:x:cpu"
+    if value == "deep":
+        cache._set(key, DEEP)
+    else:
+        cache.set_record(key, value)
+    parse = {"probe": PrecisionProbe.from_dict, "load_check": provide._load_check_why,
+             "leafmodel": leafcost.parse_record}.get(kind)
+    with pytest.warns(CacheWarning, match=f"{kind} .*{key!r} is not valid.*forgetting it|wisdom entry"):
+        got = cache.get_wisdom(key) if kind == "wisdom" else cache.get_record(key, parse)
+    assert got is None and cache.keys(kind) == []
+
+
+def test_damaged_records_through_plan_many(tmp_path):
+    """The probe and load-check records as plan_many reads them: forgotten, the plan still made."""
+    cache = PlanCache(tmp_path / "c")
+    fpd = fingerprint_digest(fingerprint("cpu"))
+    cache._set(f"load_check:{fpd}:aot", DEEP)
+    cache.set_record(f"leafmodel:{fpd}:{torch.get_num_threads()}", {"leaves": {"x": {"gflops": "fast"}}})
+    with pytest.warns(CacheWarning, match="is not valid"):
+        plan = trnplan.plan_many(48, batch=2, cache=cache)
+    assert cache.keys("leafmodel:") == []
+    x = random_complex((2, 48))
+    assert rel_l2(plan.execute(torch.from_numpy(x).to(torch.complex64)), reference(x, False)) <= BAR["fp32"]
+
+
+@pytest.mark.parametrize("setting,value", [("disk_min_file_size", "big"), ("disk_foo", 1), ("size_limit", "abc"),
+                                           ("eviction_policy", "bogus"), ("cull_limit", "x")])
+def test_a_damaged_settings_row_does_not_break_the_cache(tmp_path, setting, value):
+    cache = PlanCache(tmp_path / "c")
+    trnplan.plan_many(64, batch=2, cache=cache)
+    cache.close()
+    con = sqlite3.connect(cache.path / "cache.db")
+    with con:
+        con.execute("INSERT OR REPLACE INTO Settings VALUES (?, ?)", (setting, value))
+    con.close()
+    trnplan.clear_plan_cache()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again = PlanCache(cache.path)
+        plan = trnplan.plan_many(64, batch=2, cache=again)
+        again.set_record("probe:y:cpu", {"b": 2})
+    assert plan.provenance.origin == "wisdom hit" and again.get_record("probe:y:cpu") == {"b": 2}
+    assert all("Settings table is damaged" in str(w.message) for w in caught)

@@ -14,7 +14,7 @@ from trnplan.core.spec import parse_strategy
 from trnplan import calibrate
 from trnplan.backends import get_backend
 from trnplan.backends.cpu import CPU_PROFILE
-from trnplan.cache import PlanCache
+from trnplan.cache import CacheWarning, PlanCache
 from trnplan.cache.fingerprint import fingerprint, fingerprint_digest
 from trnplan.core.cost import LeafCost
 from trnplan.core.problem import Problem
@@ -186,7 +186,7 @@ def test_a_corrupt_stored_fit_is_ignored_with_a_warning(tmp_path):
     cache = PlanCache(tmp_path / "c")
     fpd = fingerprint_digest(fingerprint("cpu"))
     cache.set_record(leafcost.record_key(fpd, torch.get_num_threads()), {"leaves": {"native": {"call_us": 1}}})
-    with pytest.warns(RuntimeWarning, match="leaf-model record"):
+    with pytest.warns(CacheWarning, match="leafmodel record .* is not valid.*forgetting it"):
         profile = leafcost.fitted_profile(CPU_PROFILE, cache, fpd)
     assert profile.leaves == {} and profile.sigma_fitted is None
 

@@ -282,7 +282,7 @@ def test_calibration_record_that_is_garbage_is_dropped(tmp_path):
     key = f"calibration:{fingerprint_digest(fingerprint('cpu'))}:cpu"
     cache.set_record(key, {"samples": "not a list"})
     trnplan.clear_plan_cache()
-    with pytest.warns(RuntimeWarning, match="calibration record .* is not valid"):
+    with pytest.warns(CacheWarning, match="calibration record .* is not valid"):
         plan = trnplan.plan_many(24, batch=2, cache=cache)
     assert cache.get_record(key) is None
     _check(plan, 24, 2)

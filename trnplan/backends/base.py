@@ -52,9 +52,10 @@ class PrecisionProbe:
 
     @classmethod
     def from_dict(cls, data: dict) -> PrecisionProbe:
-        if set(data) != {"bf16_products_exact", "fp32_matmul", "source"} or data["fp32_matmul"] not in (
-                "fp32", "tf32", "bf16") or not isinstance(data["bf16_products_exact"], bool):
-            raise ValueError(f"not a precision probe record: {data!r}")
+        if not isinstance(data, dict) or set(data) != {"bf16_products_exact", "fp32_matmul", "source"} or data[
+                "fp32_matmul"] not in ("fp32", "tf32", "bf16") or not isinstance(data["bf16_products_exact"], bool) \
+                or not isinstance(data["source"], str):
+            raise ValueError(f"not a precision probe record: {str(data)[:200]}")
         return cls(**data)
 
 

@@ -53,6 +53,10 @@ from trnplan.core.errors import TrnplanError
 
 WISDOM_FORMAT = 1
 
+#: what reading a damaged record can raise: bad JSON (ValueError), JSON nested past the parser's
+#: recursion limit (RecursionError: 200,000 brackets), a field of the wrong type or range
+RECORD_ERRORS = (ValueError, TypeError, KeyError, IndexError, AttributeError, ArithmeticError, RecursionError)
+
 
 class CacheWarning(UserWarning):
     """The plan cache could not be used as asked; the result is still correct."""
@@ -166,6 +170,21 @@ def _cache_files(root: Path):
                 yield base / name
 
 
+def _reset_settings(db: Path) -> None:
+    """Drop every diskcache Settings row but its counters, and recount those from the Cache table
+    (diskcache writes the settings back on open)."""
+    con = sqlite3.connect(db, timeout=30)
+    try:
+        with con:
+            con.execute("DELETE FROM Settings WHERE key NOT IN ('count', 'size', 'hits', 'misses')")
+            con.execute("INSERT OR REPLACE INTO Settings VALUES ('count', (SELECT COUNT(*) FROM Cache))")
+            con.execute("INSERT OR REPLACE INTO Settings VALUES ('size', (SELECT COALESCE(SUM(size), 0) FROM Cache))")
+            con.execute("INSERT OR REPLACE INTO Settings VALUES ('hits', 0)")
+            con.execute("INSERT OR REPLACE INTO Settings VALUES ('misses', 0)")
+    finally:
+        con.close()
+
+
 def _warn(message: str) -> None:
     warnings.warn(message, CacheWarning, stacklevel=4)
 
@@ -208,8 +227,7 @@ class PlanCache:
             return self._store
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            self._store = diskcache.Cache(str(self.path), disk=JSONOnlyDisk, size_limit=self.size_limit,
-                                          eviction_policy="least-recently-used", timeout=30)
+            self._store = self._open_diskcache()
         except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
             # a read-only image (the production container) cannot open a diskcache for writing:
             # read it directly, so precompiled plans still load
@@ -221,6 +239,20 @@ class PlanCache:
                                 f"read-only: {type(exc2).__name__}: {exc2})")
                 _warn(self._broken + "; planning without it")
         return self._store
+
+    def _open_diskcache(self):
+        """diskcache's Cache over the directory, every setting given here, so that none is read
+        from the database's Settings table (a row of the wrong type there broke every open);
+        a table that still fails (an unknown ``disk_`` key) is reset with one warning."""
+        settings = {**diskcache.core.DEFAULT_SETTINGS, "size_limit": self.size_limit,
+                    "eviction_policy": "least-recently-used"}
+        try:
+            return diskcache.Cache(str(self.path), disk=JSONOnlyDisk, timeout=30, **settings)
+        except (TypeError, ValueError, AttributeError, KeyError) as exc:
+            _warn(f"plan cache {self.path}: its Settings table is damaged ({type(exc).__name__}: {exc}); "
+                  f"resetting it (the entries are kept)")
+            _reset_settings(self.path / "cache.db")
+            return diskcache.Cache(str(self.path), disk=JSONOnlyDisk, timeout=30, **settings)
 
     @property
     def unusable_reason(self) -> str | None:
@@ -356,17 +388,39 @@ class PlanCache:
     # The typed API every caller uses: JSON records under string keys. The record kinds besides
     # wisdom and artifacts, each keyed by the fingerprint digest: ``probe:`` (a device's precision
     # probe), ``calibration:`` (the learned cost model), ``load_check:`` (an AOT load failure).
-    def get_record(self, key: str):
-        r"""The JSON record under ``key``, or None if there is none.
+    def get_record(self, key: str, parse=None):
+        """The JSON record under ``key``, checked by ``parse``; None if there is none or it is damaged.
 
-        Raises
-        ------
-        ValueError
-            The entry is not JSON: the caller, which knows what the record should hold, decides
-            (it warns and :meth:`forget`\ s it, as it does for a record of the wrong shape).
+        The one damaged-record policy of the cache: an entry that is not JSON text, is nested
+        too deep to parse, or that ``parse`` rejects (by raising any of :data:`RECORD_ERRORS`) is
+        forgotten with one :class:`CacheWarning` naming the key and what is wrong, and reads as
+        a miss. A record kind is written by one module and read back through its ``parse``,
+        which checks every field's type and range (a multiplier of 0 or a string where a count
+        belongs must never reach arithmetic: one such record would break every ``plan_many``
+        on the machine until removed by hand).
+
+        Parameters
+        ----------
+        key : str
+            The record's key (``probe:...``, ``calibration:...``, ...).
+        parse : callable, optional
+            record -> what the caller uses; raises on a record that is not one of its kind.
+            None: the JSON value as it is.
         """
         text = self._get(key)
-        return None if text is None else json.loads(text)
+        if text is None:
+            return None
+        try:
+            if not isinstance(text, str):
+                raise TypeError(f"a {type(text).__name__} entry, not JSON text")
+            record = json.loads(text)
+            return record if parse is None else parse(record)
+        except RECORD_ERRORS as exc:
+            kind = key.split(":", 1)[0]
+            _warn(f"plan cache {self.path}: {kind} record {key!r} is not valid ({type(exc).__name__}: "
+                  f"{str(exc)[:200]}); forgetting it")
+            self._delete(key)
+            return None
 
     def add_record(self, key: str, record) -> bool:
         """Store ``record`` (JSON) unless an entry exists: the first writer wins. True if written."""
@@ -544,7 +598,7 @@ def parse_wisdom(text) -> dict | None:
         return None
     try:
         record = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     required = {"format": int, "problem": dict, "fingerprint": dict, "tree": dict}
     if not isinstance(record, dict) or any(not isinstance(record.get(k), t) for k, t in required.items()):

@@ -166,13 +166,9 @@ def precision_probe(backend, device: torch.device, cache: PlanCache | None, fpd:
     if backend.has_probe(device):
         return backend.precision_probe(device), "from this process"
     key = f"probe:{fpd}:{device}"
-    try:
-        stored = cache.get_record(key) if cache is not None else None
-        if stored is not None:
-            return backend.remember_probe(device, PrecisionProbe.from_dict(stored)), "from the plan cache"
-    except (ValueError, TypeError) as exc:
-        _warn(f"plan cache {cache.path}: precision probe {key!r} is not valid ({exc}); probing again")
-        cache.forget(key)
+    stored = cache.get_record(key, PrecisionProbe.from_dict) if cache is not None else None
+    if stored is not None:
+        return backend.remember_probe(device, stored), "from the plan cache"
     probe = backend.precision_probe(device)
     if cache is not None:
         cache.add_record(key, probe.to_dict())
@@ -510,7 +506,7 @@ def _assumed_probe(problem, device, cache, effort):
     if effort != "estimate" or not backend.probe_can_wait(problem) or backend.has_probe(device):
         return None
     fpd = fingerprint_digest(fingerprint(problem.device, device))
-    if cache is not None and cache.get_record(f"probe:{fpd}:{device}") is not None:
+    if cache is not None and cache.get_record(f"probe:{fpd}:{device}", PrecisionProbe.from_dict) is not None:
         return None
     return backend.assumed_probe("the host fallback runs this plan, so nothing was compiled to probe"), "assumed"
 
@@ -637,11 +633,15 @@ def _failed_load_check(cache, fpd: str, mode: str) -> str | None:
     """Why AOT artifacts do not load on this fingerprint, if a load check said so before."""
     why = _FAILED_LOAD_CHECKS.get((fpd, mode))
     if why is None and cache is not None:
-        try:
-            stored = cache.get_record(f"load_check:{fpd}:{mode}")
-            why = stored["why"] if stored is not None else None
-        except (ValueError, TypeError, KeyError):
-            cache.forget(f"load_check:{fpd}:{mode}")
+        why = cache.get_record(f"load_check:{fpd}:{mode}", _load_check_why)
+    return why
+
+
+def _load_check_why(record: dict) -> str:
+    """A ``load_check:`` record's reason (see PlanCache.get_record's damaged-record policy)."""
+    why = record["why"]
+    if not isinstance(why, str) or not why:
+        raise TypeError(f"'why' must be a text, got {why!r}")
     return why
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 
 import attrs
 import numpy as np
@@ -224,22 +223,36 @@ def store(cache, fpd: str, threads: int, leaves: dict, report: dict) -> None:
         "leaves": {k: attrs.asdict(v) for k, v in leaves.items()}, "time": time.time(), **report})
 
 
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _leaf(fields) -> LeafCost:
+    """One stored LeafCost: every field a finite number (rates positive), nothing else."""
+    if not isinstance(fields, dict) or not isinstance(fields.get("gflops"), list):
+        raise TypeError("a leaf must be a table with a gflops list")
+    if not all(_finite(g) and g > 0 for g in fields["gflops"]):
+        raise ValueError(f"gflops {fields['gflops']!r} are not positive numbers")
+    if not all(_finite(v) and v >= 0 for f, v in fields.items() if f != "gflops"):
+        raise ValueError("a leaf's fields must be numbers ≥ 0")
+    return LeafCost(**{f: tuple(map(float, x)) if f == "gflops" else float(x) for f, x in fields.items()})
+
+
+def parse_record(record) -> dict:
+    """A stored ``leafmodel:`` record with its leaves as LeafCost; raises if it is not one (the
+    plan cache forgets it with a warning: PlanCache.get_record)."""
+    leaves = {k: _leaf(v) for k, v in record["leaves"].items()}
+    if not (_finite(record["rms_heldout"]) and record["rms_heldout"] >= 0) or not _finite(record.get("time", 0)):
+        raise ValueError("rms_heldout / time are not numbers")
+    return {**record, "leaves": leaves, "rms_heldout": float(record["rms_heldout"])}
+
+
 def load(cache, fpd: str, threads: int) -> dict | None:
-    """The stored fit of this machine at ``threads`` ({"leaves": {name: LeafCost}, ...}), or None."""
+    """The stored fit of this machine at ``threads`` ({"leaves": {name: LeafCost}, ...}), or None
+    (a damaged record is forgotten with a warning: refit with python bench/calibrate.py --fit)."""
     if cache is None:
         return None
-    key = record_key(fpd, threads)
-    try:
-        record = cache.get_record(key)
-        if record is None:
-            return None
-        leaves = {k: LeafCost(**{f: tuple(map(float, x)) if f == "gflops" else float(x) for f, x in v.items()})
-                  for k, v in record["leaves"].items()}
-        return {**record, "leaves": leaves, "rms_heldout": float(record["rms_heldout"])}
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        warnings.warn(f"plan cache {cache.path}: leaf-model record {key!r} is not valid ({exc}); ignored "
-                      f"(refit with python bench/calibrate.py --fit)", RuntimeWarning, stacklevel=2)
-        return None
+    return cache.get_record(record_key(fpd, threads), parse_record)
 
 
 def fitted_profile(profile, cache, fpd: str, threads: int | None = None):

@@ -29,7 +29,6 @@ never from ``rms_after`` here (an in-sample error over whatever happened to be m
 from __future__ import annotations
 
 import math
-import warnings
 
 import attrs
 import numpy as np
@@ -146,29 +145,46 @@ def _key(fpd: str, device) -> str:
     return f"calibration:{fpd}:{device}"
 
 
-def _load_record(cache, fpd, device) -> dict | None:
-    try:
-        record = cache.get_record(_key(fpd, device))
-        if record is None:
-            return None
-        if not isinstance(record.get("samples"), list) or not isinstance(record.get("scales"), dict):
-            raise TypeError("missing samples or scales")
-        return record
-    except (ValueError, TypeError, AttributeError) as exc:
-        warnings.warn(f"plan cache {cache.path}: calibration record {_key(fpd, device)!r} is not valid ({exc}); "
-                      f"starting it afresh", RuntimeWarning, stacklevel=3)
-        cache.forget(_key(fpd, device))
-        return None
+def _finite(x, low: float = 0.0) -> bool:
+    """A JSON number (not a bool), finite and ≥ ``low``."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= low
+
+
+def parse_record(record) -> dict:
+    """A stored ``calibration:`` record, checked field by field; raises ValueError/TypeError if it
+    is not one (the plan cache then forgets it with a warning: PlanCache.get_record).
+
+    The fit clips every multiplier to [1/CLIP, CLIP] (a multiplier of 0 would divide by zero in
+    :meth:`Calibration.apply`), counts are integers ≥ 0, timings positive and finite.
+    """
+    if not isinstance(record, dict) or not isinstance(record.get("samples"), list) \
+            or not isinstance(record.get("scales"), dict):
+        raise TypeError("missing samples or scales")
+    slack = 1 + 1e-9  # exp(log(CLIP)) rounds
+    for term, scale in record["scales"].items():
+        if not (_finite(scale) and 1 / (CLIP * slack) <= scale <= CLIP * slack):
+            raise ValueError(f"scale {term}={scale!r} is not a number in [1/{CLIP:g}, {CLIP:g}]")
+    for sample in record["samples"]:
+        if not (isinstance(sample, list) and len(sample) == 2 and isinstance(sample[0], dict)
+                and all(isinstance(k, str) and _finite(v) for k, v in sample[0].items())
+                and _finite(sample[1]) and sample[1] > 0):
+            raise ValueError(f"sample {str(sample)[:80]} is not [terms, positive µs]")
+    count = record.get("count", 0)
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise ValueError(f"count {count!r} is not an integer ≥ 0")
+    if not all(_finite(record.get(k, 0.0)) for k in ("rms_before", "rms_after")):
+        raise ValueError("rms_before / rms_after are not numbers ≥ 0")
+    return record
 
 
 def load(cache, fpd: str, device) -> Calibration | None:
     """The stored calibration of this machine (fingerprint digest ``fpd``) and device, if any."""
     if cache is None:
         return None
-    record = _load_record(cache, fpd, device)
+    record = cache.get_record(_key(fpd, device), parse_record)
     if record is None:
         return None
-    return Calibration(record["scales"], int(record.get("count", 0)), float(record.get("rms_before", 0.0)),
+    return Calibration(record["scales"], record.get("count", 0), float(record.get("rms_before", 0.0)),
                        float(record.get("rms_after", 0.0)))
 
 
@@ -183,7 +199,7 @@ def record(cache, fpd: str, device, samples, profile: CostProfile) -> Calibratio
     ``profile`` and store the result; returns the new calibration (None without a cache)."""
     if cache is None or not samples:
         return None
-    old = _load_record(cache, fpd, device) or {"samples": []}
+    old = cache.get_record(_key(fpd, device), parse_record) or {"samples": []}
     kept = (old["samples"] + [[dict(t), float(us)] for t, us in samples])[-MAX_SAMPLES:]
     cal = fit([(t, us) for t, us in kept], profile)
     cache.set_record(_key(fpd, device), {
