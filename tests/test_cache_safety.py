@@ -333,3 +333,92 @@ def test_a_damaged_settings_row_does_not_break_the_cache(tmp_path, setting, valu
         again.set_record("probe:y:cpu", {"b": 2})
     assert plan.provenance.origin == "wisdom hit" and again.get_record("probe:y:cpu") == {"b": 2}
     assert all("Settings table is damaged" in str(w.message) for w in caught)
+
+
+# ---------------------------------------------------------------------- item 7: a damaged database
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_a_damaged_database_is_said_and_rebuilt_by_clear(tmp_path, capsys, damage):
+    cache = PlanCache(tmp_path / "c")
+    trnplan.plan_many(64, batch=2, cache=cache)
+    cache.add_artifact("artifact:a:b:aot", os.urandom(100_000))  # a value file the rebuild removes
+    (tmp_path / "c" / "notes.txt").write_text("mine")  # not diskcache's: left alone
+    cache.close()
+    db = cache.path / "cache.db"
+    if damage == "garbage":
+        db.write_bytes(b"this is not sqlite " * 64)
+    else:  # a header that promises pages the file no longer has
+        db.write_bytes(db.read_bytes()[:100] + b"\x00" * 4000)
+    trnplan.clear_plan_cache()
+    damaged = PlanCache(cache.path)
+    with pytest.warns(CacheWarning, match="its database is damaged .*`trnplan cache clear` moves it aside"):
+        plan = trnplan.plan_many(64, batch=2, cache=damaged)
+    assert plan.provenance.origin == "planned now" and damaged.damaged
+    # info and list say so, as an error (not zeros with exit 0)
+    for action in ("info", "list"):
+        assert main(["cache", action, "--cache-dir", str(cache.path)]) == 2
+        err = capsys.readouterr().err
+        assert "is damaged" in err and "trnplan cache clear" in err
+    # clear rebuilds: the damaged file is kept aside, the value files go, a fresh cache works
+    assert main(["cache", "clear", "--cache-dir", str(cache.path)]) == 0
+    out = capsys.readouterr().out
+    assert "was damaged" in out and "moved it to cache.db.damaged-" in out and "1 value file(s)" in out
+    assert "a new empty cache is ready" in out
+    assert len(list(cache.path.glob("cache.db.damaged-*Z"))) == 1 and list(cache.path.rglob("*.val")) == []
+    assert (cache.path / "notes.txt").read_text() == "mine"
+    trnplan.clear_plan_cache()
+    fresh = PlanCache(cache.path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CacheWarning)
+        trnplan.plan_many(64, batch=2, cache=fresh)
+        trnplan.clear_plan_cache()
+        assert trnplan.plan_many(64, batch=2, cache=fresh).provenance.origin == "wisdom hit"
+
+
+def test_rebuild_of_a_healthy_cache_does_nothing(tmp_path):
+    cache = PlanCache(tmp_path / "c")
+    trnplan.plan_many(64, batch=2, cache=cache)
+    assert "not damaged; nothing rebuilt" in cache.rebuild()
+    assert len(cache.records()) == 1
+
+
+# ---------------------------------------------------------------------- item 12: the cache's clear errors
+def test_cache_is_created_private_under_a_group_writable_umask(tmp_path):
+    old = os.umask(0o002)  # Debian's and Ubuntu's default for users
+    try:
+        cache = PlanCache(tmp_path / "new" / "trnplan")
+        trnplan.plan_many(64, batch=2, cache=cache)
+    finally:
+        os.umask(old)
+    assert cache.path.stat().st_mode & 0o777 == 0o700
+    assert cache.path.parent.stat().st_mode & 0o777 == 0o700
+    cache.check_trusted()  # compile="aot" would accept it
+
+
+def test_a_full_disk_is_not_called_read_only(tmp_path, monkeypatch):
+    cache = PlanCache(tmp_path / "c")
+    trnplan.plan_many(64, batch=2, cache=cache)
+    cache.close()
+
+    def full(*args, **kwargs):
+        raise sqlite3.OperationalError("database or disk is full")
+
+    monkeypatch.setattr(diskcache, "Cache", full)
+    again = PlanCache(cache.path)
+    with pytest.warns(CacheWarning, match="is on a full disk .*disk is full.*free some space; new plans are not"
+                      ) as caught:
+        trnplan.plan_many(128, batch=2, cache=again)
+    assert not any("read-only" in str(w.message) for w in caught)
+
+
+@pytest.mark.parametrize("action", ["info", "list", "clear", "drop"])
+def test_cache_commands_never_create_the_directory(tmp_path, capsys, action):
+    target = tmp_path / "system" / "dir"
+    argv = ["cache", action, "--cache-dir", str(target)] + (["--measured"] if action == "drop" else [])
+    assert main(argv) == 0
+    assert f"no plan cache at {target}" in capsys.readouterr().out
+    assert not target.exists()
+    target.mkdir(parents=True)  # an existing directory that holds no cache: no cache.db written into it
+    assert main(argv) == 0
+    assert list(target.iterdir()) == []
+    assert main(["cache", "export", str(tmp_path / "b.zip"), "--cache-dir", str(target)]) == 2
+    assert "no plan cache at" in capsys.readouterr().err and list(target.iterdir()) == []

@@ -19,13 +19,14 @@ import argparse
 import statistics
 import sys
 import time
+import warnings
 
 import numpy as np
 import torch
 
 from trnplan import __version__, benchsuite, xla_audit
 from trnplan.audit import audit, audit_grid
-from trnplan.cache import PlanCache, default_cache
+from trnplan.cache import CacheWarning, PlanCache, default_cache, default_cache_dir
 from trnplan.cache.bundle import export_bundle, import_bundle
 from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.errors import TrnplanError
@@ -238,11 +239,41 @@ def _cmd_precompile(args) -> int:
     return EXIT_OVER_BOUND if failed else EXIT_OK
 
 
+def _inspected_cache(args):
+    """The cache that ``trnplan cache info|list|drop|clear|export`` reads: never created by reading
+    (pointed at a system directory, it would write a cache.db there)."""
+    return PlanCache(args.cache_dir or default_cache_dir(), create=False)
+
+
+def _cache_state(cache, action: str) -> int | None:
+    """An exit code when the cache is missing or damaged (said on stdout or stderr), else None."""
+    if not (cache.path / "cache.db").is_file():
+        if action == "export":
+            print(f"error: no plan cache at {cache.path}", file=sys.stderr)
+            return EXIT_USAGE
+        print(f"no plan cache at {cache.path} (nothing stored yet)")
+        return EXIT_OK
+    if cache.damaged is None:
+        return None
+    if action == "clear":
+        print(cache.rebuild())
+        return EXIT_OK
+    print(f"error: the plan cache database in {cache.path} is damaged ({cache.damaged}); `trnplan cache clear "
+          f"--cache-dir {cache.path}` moves it aside and starts a new one", file=sys.stderr)
+    return EXIT_USAGE
+
+
 def _cmd_cache(args) -> int:
-    cache = _cache(args)
     if args.action in ("export", "import") and not args.file:
         print(f"error: trnplan cache {args.action} needs a FILE", file=sys.stderr)
         return EXIT_USAGE
+    cache = _cache(args) if args.action == "import" else _inspected_cache(args)
+    if args.action != "import":
+        with warnings.catch_warnings():  # the damage is said once, below, as an error
+            warnings.simplefilter("ignore", CacheWarning)
+            state = _cache_state(cache, args.action)
+        if state is not None:
+            return state
     if args.action == "info":
         for key, value in cache.stats().items():
             print(f"{key:<22} {value}")

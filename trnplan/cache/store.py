@@ -38,11 +38,13 @@ Safety rules, each tested in tests/test_cache.py:
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
 import sqlite3
 import stat
+import time
 import warnings
 from pathlib import Path
 
@@ -170,6 +172,56 @@ def _cache_files(root: Path):
                 yield base / name
 
 
+def _make_private_dir(path: Path) -> None:
+    """Create ``path`` and its missing parents with mode 0700 (Path.mkdir(parents=True) would
+    give the parents the umask's mode: 0775 under umask 002, Debian's and Ubuntu's default,
+    which the trust check then refuses)."""
+    missing = []
+    for folder in (path, *path.parents):
+        if folder.exists():
+            break
+        missing.append(folder)
+    for folder in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # another process made it meanwhile
+            folder.mkdir(mode=0o700)
+    if not path.is_dir():
+        raise NotADirectoryError(f"{path} is not a directory")
+
+
+def _is_damaged(exc) -> bool:
+    """SQLite found the database file itself unreadable ("file is not a database", "database
+    disk image is malformed"), as opposed to unreachable (permissions, a lock, a full disk:
+    OperationalError)."""
+    return isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
+
+
+def _why_not_writable(exc) -> str:
+    """Why a cache opens read-only, in words: a full disk is not a read-only directory."""
+    text = f"{type(exc).__name__}: {exc}"
+    if getattr(exc, "errno", None) == errno.ENOSPC or "disk is full" in str(exc):
+        return f"is on a full disk ({text}); free some space"
+    if getattr(exc, "errno", None) in (errno.EROFS, errno.EACCES, errno.EPERM) or "readonly" in str(exc):
+        return f"is read-only ({text})"
+    return f"cannot be opened for writing ({text})"
+
+
+def _remove_value_files(root: Path) -> int:
+    """Remove diskcache's value files (``ab/cd/<hex>.val``) under ``root`` and their emptied
+    folders; nothing else, nothing through a symbolic link."""
+    removed = 0
+    for folder in sorted(root.glob("[0-9a-f][0-9a-f]/[0-9a-f][0-9a-f]")):
+        if folder.is_symlink() or folder.parent.is_symlink() or not folder.is_dir():
+            continue
+        for val in folder.glob("*.val"):
+            if val.is_file() and not val.is_symlink():
+                val.unlink()
+                removed += 1
+        for empty in (folder, folder.parent):
+            with contextlib.suppress(OSError):
+                empty.rmdir()
+    return removed
+
+
 def _reset_settings(db: Path) -> None:
     """Drop every diskcache Settings row but its counters, and recount those from the Cache table
     (diskcache writes the settings back on open)."""
@@ -199,22 +251,31 @@ class PlanCache:
     Parameters
     ----------
     path : str or Path, optional
-        The cache directory; created if missing.
+        The cache directory; created if missing (mode 0700, as are missing parents), unless
+        ``create`` is False.
     size_limit : int, default 2 GiB
         Bytes kept on disk; least-recently-used entries are evicted beyond it.
+    create : bool, default True
+        False: never create the directory nor a database in it (``trnplan cache info`` pointed
+        at a directory that holds no cache reads it as empty instead of writing a cache there).
 
     Notes
     -----
     Opening is lazy: nothing touches the disk until the first lookup. Every method that fails
-    on a disk or database error warns (:class:`CacheWarning`) and behaves as a miss.
+    on a disk or database error warns (:class:`CacheWarning`) and behaves as a miss. A damaged
+    database (:attr:`damaged`) is left as it is until :meth:`clear` (or :meth:`rebuild`) moves
+    it aside and starts a new one.
     """
 
-    def __init__(self, path=None, *, size_limit: int = 2 * 2**30):
+    def __init__(self, path=None, *, size_limit: int = 2 * 2**30, create: bool = True):
         self.path = Path(path).expanduser() if path is not None else default_cache_dir()
         self.size_limit = size_limit
+        self.create = create
         self._store = None
         self._broken: str | None = None  # why the cache is unusable, once found out
+        self._damaged: str | None = None  # why its database is damaged, once found out
         self._readonly = False
+        self._readonly_why = "is read-only"
         self._warned_readonly = False
         self._warned_untrusted = False
 
@@ -225,15 +286,26 @@ class PlanCache:
     def _open(self):
         if self._store is not None or self._broken is not None:
             return self._store
+        if not self.create and not (self.path / "cache.db").is_file():
+            self._broken = f"no plan cache at {self.path}"  # read as empty, nothing written, nothing said
+            return None
         try:
-            self.path.mkdir(parents=True, exist_ok=True)
+            _make_private_dir(self.path)
             self._store = self._open_diskcache()
         except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
+            if _is_damaged(exc):
+                self._mark_damaged(exc)
+                self._broken = (f"cannot open the plan cache at {self.path}: its database is damaged "
+                                f"({self._damaged}); planning without it. `trnplan cache clear` moves it aside "
+                                f"and starts a new one")
+                _warn(self._broken)
+                return None
             # a read-only image (the production container) cannot open a diskcache for writing:
             # read it directly, so precompiled plans still load
             try:
                 self._store = ReadOnlyStore(self.path)
                 self._readonly = True
+                self._readonly_why = _why_not_writable(exc)
             except (OSError, sqlite3.Error) as exc2:
                 self._broken = (f"cannot open the plan cache at {self.path} ({type(exc).__name__}: {exc}; "
                                 f"read-only: {type(exc2).__name__}: {exc2})")
@@ -253,6 +325,42 @@ class PlanCache:
                   f"resetting it (the entries are kept)")
             _reset_settings(self.path / "cache.db")
             return diskcache.Cache(str(self.path), disk=JSONOnlyDisk, timeout=30, **settings)
+
+    def _mark_damaged(self, exc) -> None:
+        self._damaged = f"{type(exc).__name__}: {exc}"
+
+    @property
+    def damaged(self) -> str | None:
+        """Why the cache's database is damaged (SQLite cannot read it), or None."""
+        self._open()
+        return self._damaged
+
+    def rebuild(self) -> str:
+        """Move a damaged database aside (``cache.db.damaged-<UTC time>``, with its ``-wal`` and
+        ``-shm``), remove the value files it named, start a new empty cache; say what was done.
+
+        Nothing is deleted but diskcache's own value files (``ab/cd/<hex>.val`` inside the
+        directory): the damaged database is kept for inspection.
+        """
+        why = self.damaged
+        if why is None:
+            return f"the plan cache in {self.path} is not damaged; nothing rebuilt"
+        self.close()
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        moved = self.path / f"cache.db.damaged-{stamp}"
+        for suffix in ("", "-wal", "-shm"):
+            old = self.path / f"cache.db{suffix}"
+            if old.exists():
+                old.rename(self.path / f"{moved.name}{suffix}")
+        removed = _remove_value_files(self.path)
+        self._broken = self._damaged = None
+        self._readonly = self._warned_readonly = False
+        self.create = True  # it held a cache: the new one goes where the damaged one was
+        self._open()
+        state = "a new empty cache is ready" if self._store is not None and not self._readonly else (
+            f"a new cache could not be opened: {self._broken or 'it ' + self._readonly_why}")
+        return (f"the plan cache database in {self.path} was damaged ({why}): moved it to {moved.name}, removed "
+                f"{removed} value file(s); {state}")
 
     @property
     def unusable_reason(self) -> str | None:
@@ -322,7 +430,10 @@ class PlanCache:
                   f"forgetting it")
             self._delete(key)
         except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
-            _warn(f"plan cache {self.path}: cannot read {key!r} ({type(exc).__name__}: {exc}); treating it as a miss")
+            if _is_damaged(exc):
+                self._mark_damaged(exc)
+            _warn(f"plan cache {self.path}: cannot read {key!r} ({type(exc).__name__}: {exc}); treating it as a miss"
+                  + ("; its database is damaged: `trnplan cache clear` rebuilds it" if self._damaged else ""))
         return None
 
     def _write(self, op: str, key: str, value) -> bool:
@@ -337,7 +448,7 @@ class PlanCache:
         if self._readonly:
             if not self._warned_readonly:
                 self._warned_readonly = True
-                _warn(f"plan cache {self.path} is read-only; new plans are not stored")
+                _warn(f"plan cache {self.path} {self._readonly_why}; new plans are not stored")
             return False
         try:
             return getattr(store, op)(key, value)
@@ -574,11 +685,16 @@ class PlanCache:
         return out
 
     def clear(self) -> int:
+        """Delete every entry; the number deleted. A damaged database is rebuilt (:meth:`rebuild`,
+        with a warning saying so) and 0 returned."""
         store = self._open()
+        if self._damaged is not None:
+            _warn(self.rebuild())
+            return 0
         if store is None:
             return 0
         if self._readonly:
-            _warn(f"plan cache {self.path} is read-only; nothing cleared")
+            _warn(f"plan cache {self.path} {self._readonly_why}; nothing cleared")
             return 0
         try:
             return store.clear()
