@@ -79,7 +79,7 @@ def _on_device(plan) -> bool:
 
 def step_compile(cache_dir: str) -> dict:
     plan = trnplan.plan_many((256,), batch=4, device="neuron", strategy="dft-gemm", cache=PlanCache(cache_dir))
-    print(plan.explain())
+    print(plan.explain(full=True))
     got = _check(plan, 4, 256, seed=1)
     got["ok"] = got["ok"] and _on_device(plan)
     got["compile_s"] = plan.provenance.compile_s
@@ -90,7 +90,7 @@ def step_warm(cache_dir: str) -> dict:
     cache = PlanCache(cache_dir)
     before = cache.stats()["compiles"]
     plan = trnplan.plan_many((256,), batch=4, device="neuron", strategy="dft-gemm", cache=cache)
-    print(plan.explain())
+    print(plan.explain(full=True))
     got = _check(plan, 4, 256, seed=2)
     got["compiles"] = cache.stats()["compiles"] - before
     got["origin"] = plan.provenance.origin
@@ -101,7 +101,7 @@ def step_warm(cache_dir: str) -> dict:
 
 def step_threads(cache_dir: str) -> dict:
     plan = trnplan.plan_many((256,), batch=8, device="neuron", cores=2, strategy="dft-gemm", cache=PlanCache(cache_dir))
-    print(plan.explain())
+    print(plan.explain(full=True))
     results, errors = [], []
 
     def work(seed):

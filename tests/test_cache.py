@@ -135,7 +135,7 @@ def test_wisdom_round_trip_in_process(tmp_path):
     assert record["tree"] == first.tree.to_dict()
     assert record["strategy"] is None and record["tol"] == 5e-7 and record["artifacts"] == {}  # the resolved bound
     json.dumps(record)  # plain JSON, nothing else
-    assert "stored as " + key in first.explain()
+    assert "stored as " + key in first.explain(full=True)
 
     trnplan.clear_plan_cache()
     again = trnplan.plan_many(64, batch=4, cache=cache)
@@ -144,7 +144,7 @@ def test_wisdom_round_trip_in_process(tmp_path):
     assert again.provenance.wisdom_key == key
     assert again.provenance.searches == 0
     assert str(again.tree) == str(first.tree)
-    text = again.explain()
+    text = again.explain(full=True)
     assert "wisdom hit" in text and key in text and str(cache.path) in text
     assert_correct(again, 64, 4, seed=1)
     assert len(cache.records()) == 1  # a hit writes no new record
@@ -160,7 +160,7 @@ def test_cache_none_bypasses_the_disk(tmp_path):
     plan = trnplan.plan_many(64, batch=4, cache=None)
     assert plan.provenance.origin == "planned now"
     assert plan.provenance.cache_path is None and plan.provenance.wisdom_key is None
-    assert "(no plan cache)" in plan.explain()
+    assert "(no plan cache)" in plan.explain(full=True)
     assert_correct(plan, 64, 4)
     assert not default_dir.exists()  # nothing written anywhere
     # a later cached plan of the same problem does not see anything from it
@@ -230,8 +230,8 @@ def test_explain_candidates_after_wisdom_hit_match_planned_now(tmp_path):
     def candidates(text):
         return text.split("candidates at the top level", 1)[1]
 
-    assert f"cheapest predicted: {first.tree}" in candidates(first.explain())
-    assert candidates(again.explain()) == candidates(first.explain())
+    assert f"cheapest predicted: {first.tree}" in candidates(first.explain(full=True))
+    assert candidates(again.explain(full=True)) == candidates(first.explain(full=True))
 
 
 # ====================================================================== 2. cross-process
@@ -253,7 +253,7 @@ def test_cross_process_wisdom_and_wisdom_only(tmp_path):
         plan = trnplan.plan_many(96, batch=3)
         np.save(os.path.join(OUT, "b.npy"), run(plan, rnd((3, 96), 0)))
         done(origin=plan.provenance.origin, key=plan.provenance.wisdom_key, tree=str(plan.tree),
-             searches=plan.provenance.searches, explain=plan.explain())
+             searches=plan.provenance.searches, explain=plan.explain(full=True))
     """, cache_dir, out, TRNPLAN_WISDOM_ONLY="1")
     assert b["origin"] == "wisdom hit" and b["searches"] == 0
     assert b["key"] == a["key"] and b["tree"] == a["tree"]
@@ -358,7 +358,7 @@ def test_aot_cross_process_artifact_hit(aot_cache, tmp_path):
         stats = trnplan.cache.default_cache().stats()
         done(origin=pv.origin, artifact=pv.artifact, mode=pv.compile_mode, compile_s=pv.compile_s,
              dynamic=pv.dynamic_batch, key=pv.artifact_key, load_s=load_s, load_ms=pv.load_ms,
-             runner=type(plan._runner).__name__, explain=plan.explain(), stats=stats)
+             runner=type(plan._runner).__name__, explain=plan.explain(full=True), stats=stats)
     """, cache_dir, out)
     print(f"\n[aot] process B: plan_many(wisdom_only, compile='aot') took {b['load_s'] * 1e3:.1f} ms "
           f"(artifact load {b['load_ms']:.1f} ms) vs {a['compile_s']:.1f} s to compile in A")
@@ -505,7 +505,7 @@ def test_aot_load_check_loads_a_real_package_in_a_child_once(aot_cache, tmp_path
     pv = plan.provenance
     assert len(calls) == 1 and pv.artifact == "artifact hit" and pv.load_check_s > 0
     assert type(plan._runner).__name__ == "AOTRunner"
-    assert "loaded first in a child process" in plan.explain()
+    assert "loaded first in a child process" in plan.explain(full=True)
     assert_correct(plan, 64, 4)
     assert only_records(PlanCache(cache_dir))[0]["artifacts"]["aot"]["load_check"] == "ok"
     # the plan cache remembers that it loaded: no second child
@@ -542,7 +542,7 @@ def test_aot_load_check_a_fresh_package_is_checked_before_it_is_stored(aot_cache
         plan = trnplan.plan_many(64, batch=4, compile="aot", cache=cache)
     pv = plan.provenance
     assert pv.compile_mode == "eager" and pv.artifact is None and plan._runner is None
-    assert "killed by SIGSEGV" in plan.explain()
+    assert "killed by SIGSEGV" in plan.explain(full=True)
     assert_correct(plan, 64, 4)
     assert only_records(cache)[0]["artifacts"] == {} and cache.stats()["artifact_entries"] == 0
 
@@ -579,7 +579,7 @@ def test_aot_load_check_a_crash_is_remembered_per_fingerprint(aot_cache, tmp_pat
     with pytest.warns(CacheWarning, match=r"aot artifacts crash at load on this machine \(the child process "
                                           r"loading it was killed by SIGSEGV.*TRNPLAN_AOT_LOAD_CHECK=1 checks again"):
         other = trnplan.plan_many(32, batch=4, compile="aot", cache=PlanCache(cache_dir))
-    assert other.provenance.compile_mode == "eager" and "crash at load" in other.explain()
+    assert other.provenance.compile_mode == "eager" and "crash at load" in other.explain(full=True)
     assert_correct(other, 32, 4)
 
     # TRNPLAN_AOT_LOAD_CHECK=0: the user takes the risk; the package loads here (it does on the CPU)
@@ -627,7 +627,7 @@ def test_fingerprint_change_is_reported(tmp_path):
     assert caught[0].filename == __file__  # the warning points at the caller
     assert replanned.provenance.origin == "planned now"
     assert field in replanned.provenance.fingerprint_note
-    text = replanned.explain()
+    text = replanned.explain(full=True)
     assert "note" in text and field in text
     assert str(replanned.tree) == str(plan.tree)
     assert_correct(replanned, 64, 4)

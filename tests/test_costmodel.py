@@ -79,7 +79,7 @@ def test_large_prime_library_leaf_beats_the_margin():
     plan = trnplan.plan_many(16411, 8, cache=None)
     if ratio * math.exp(Planner.MARGIN_SIGMAS * CPU_PROFILE.sigma) < 1.0:
         assert plan.tree.solver == best.solver != "native"
-        assert "replaced" in plan.explain()
+        assert "replaced" in plan.explain(full=True)
     else:
         assert plan.tree.solver == "native"
 
@@ -100,7 +100,7 @@ def test_dft_gemm_within_the_error_does_not_replace_torch_fft_at_256():
 
 
 def test_explain_states_the_rule_sigma_and_its_source():
-    text = trnplan.plan_many(6000, 64, cache=None).explain()
+    text = trnplan.plan_many(6000, 64, cache=None).explain(full=True)
     estimate = next(line for line in text.splitlines() if line.lstrip().startswith("estimate"))
     assert f"sigma {CPU_PROFILE.sigma:.2f}" in estimate and "uncalibrated" in estimate
     assert "kept: (pyfftw 6000)" in estimate or "kept:" in estimate
@@ -177,7 +177,7 @@ def test_fit_cpu_model_stores_a_fit_the_planner_uses(tmp_path, monkeypatch):
     assert planner.margin_sigma(four, native)[0] == CPU_PROFILE.sigma
 
     plan = trnplan.plan_many(4096, 64, cache=cache)  # plan_many reads the stored fit
-    assert "fitted" in plan.explain()
+    assert "fitted" in plan.explain(full=True)
     x = torch.from_numpy(random_complex((64, 4096), seed=1).astype("complex64"))
     assert rel_l2(plan.execute(x), reference(x.numpy(), inverse=False)) <= BAR["fp32"]
 

@@ -180,7 +180,7 @@ def test_inductor_compiled_gemm_tree_on_cuda(precision, bar):
 
     plan = trnplan.plan_many(4096, batch=32, device="cuda", precision=precision, compile="inductor", cache=None,
                              strategy="(four-step 4096=64x64 (dft-gemm) (dft-gemm))")
-    assert isinstance(plan._runner, InductorRunner), plan.explain()
+    assert isinstance(plan._runner, InductorRunner), plan.explain(full=True)
     x = random_complex((32, 4096), seed=4)
     y = plan.execute(torch.from_numpy(x).to(torch.complex64).cuda()).cpu().numpy()
     err = rel_l2(y, reference(x, False))

@@ -25,7 +25,7 @@ def test_a_compiled_gemm_tree_matches_numpy_and_says_how_it_runs(tmp_path):
     plan = trnplan.plan_many(4096, batch=3, strategy=strategy, compile="inductor", cache=cache)
     assert isinstance(plan._runner, artifacts.InductorRunner)
     assert plan.provenance.compile_mode == "inductor" and plan.provenance.compile_s > 0
-    text = plan.explain()
+    text = plan.explain(full=True)
     assert "inductor: torch.compile'd in this process in" in text and "kept in no plan cache" in text
     x = random_complex((3, 4096), seed=1)
     y = plan(torch.from_numpy(x.astype(np.complex64)))
@@ -81,7 +81,7 @@ def test_a_failed_compile_runs_eagerly_with_a_warning(monkeypatch):
     with pytest.warns(UserWarning, match=r"could not compile .* with inductor \(RuntimeError: inductor is broken here\)"):
         plan = trnplan.plan_many(64, batch=2, compile="inductor", cache=None)
     assert plan._runner is None and plan.provenance.compile_mode == "eager"
-    assert "inductor failed to compile (RuntimeError); eager instead" in plan.explain()
+    assert "inductor failed to compile (RuntimeError); eager instead" in plan.explain(full=True)
     x = random_complex((2, 64), seed=3)
     assert rel_l2(plan(torch.from_numpy(x.astype(np.complex64))), reference(x, False)) <= BAR["fp32"]
 

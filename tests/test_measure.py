@@ -114,7 +114,7 @@ def test_estimate_falls_for_the_delay_solver_and_measure_does_not(slow):
     slow_c = next(c for c in plan.candidates if c.solver == "slow-native")
     assert "measured" in slow_c.reason and "× the chosen plan" in slow_c.reason
     _check(plan, 256, 2)
-    text = plan.explain()
+    text = plan.explain(full=True)
     assert "measured candidates (effort measure" in text and "← chosen" in text and "(estimate's pick)" in text
     assert "regret of effort 'estimate'" in text
 
@@ -134,7 +134,7 @@ def test_timings_are_stored_and_replayed_without_measuring(slow, tmp_path):
     assert slow.calls == 0  # no candidate was run: the winner came from wisdom
     assert again.provenance.origin == "wisdom hit" and again.provenance.effort == "measure"
     assert str(again.tree) == str(first.tree) and again.tree.measured_us == first.tree.measured_us
-    assert "measured candidates" in again.explain()
+    assert "measured candidates" in again.explain(full=True)
     _check(again, 128, 4)
 
 
@@ -238,11 +238,11 @@ def test_measure_with_a_strategy_times_only_matching_trees():
 def test_measure_calibrates_the_cost_model(tmp_path):
     cache = PlanCache(tmp_path / "c")
     before = trnplan.plan_many(32, batch=8, cache=cache)
-    assert "not calibrated" in before.explain()
+    assert "not calibrated" in before.explain(full=True)
     trnplan.plan_many(256, batch=8, effort="measure", cache=cache)
     trnplan.clear_plan_cache()
     after = trnplan.plan_many(48, batch=8, cache=cache)  # a new problem, planned by estimate
-    assert "calibrated from" in after.explain()
+    assert "calibrated from" in after.explain(full=True)
     fpd = next(k for k in cache.keys("calibration:"))
     stored = cache.get_record(fpd)
     assert len(stored["samples"]) >= 2 and stored["scales"]
@@ -452,7 +452,7 @@ def test_measured_plan_records_default_threads_and_when(tmp_path):
     # a winner other than the default beat it beyond the noise
     w = m.winner
     assert w.default or beats_default(w.vs_default, w.noise)
-    text = plan.explain()
+    text = plan.explain(full=True)
     assert "round-robin" in text and "(default)" in text and "rule:" in text
     # stored and read back with the new fields
     again = Measurement.from_dict(m.to_dict())
@@ -474,7 +474,7 @@ def test_bogus_measured_wisdom_is_remeasured_and_replaced_once(slow, tmp_path):
     with pytest.warns(CacheWarning, match=r"now measures .*× the default \(native 256\).*re-measuring .*and replacing"):
         plan = trnplan.plan_many(256, batch=4, effort="measure", cache=cache)
     assert str(plan.tree) != bogus and plan.provenance.origin == "planned now"
-    assert "re-measured" in plan.explain() and "days ago" in plan.provenance.replaced
+    assert "re-measured" in plan.explain(full=True) and "days ago" in plan.provenance.replaced
     stored = cache.get_wisdom(key)
     assert stored["tree"] == plan.tree.to_dict()  # replaced, not first-writer-wins
     assert Measurement.from_dict(stored["measurement"]).winner.tree == str(plan.tree)
@@ -640,3 +640,20 @@ def test_candidates_many_times_slower_leave_the_rounds(monkeypatch):
     assert calls["slow"] == 2 * MIN_ROUNDS  # a warm and a timed call per round, first rounds only
     ratio, noise = paired(samples[1], samples[0])  # paired over the rounds both ran
     assert ratio == pytest.approx(10.0) and noise == pytest.approx(0.0, abs=1e-9)
+
+
+def test_a_candidate_measured_faster_but_not_chosen_is_not_called_more_expensive():
+    """The default kept by the noise rule while another solver's tree measured faster by its median:
+    explain() must not call that candidate "more expensive" next to a ratio below 1."""
+    from trnplan.planner.measure import NOT_CHOSEN_NOISE, ranked_candidates
+    from trnplan.planner.planner import MORE_EXPENSIVE, Candidate
+
+    timings = (Timing("(native 64)", "native", 10.0, 1e-7, measured_us=10.0, verdict=FASTEST, default=True),
+               Timing("(pyfftw 64)", "pyfftw", 9.0, 1e-7, measured_us=7.7, verdict=SLOWER),
+               Timing("(stockham 64=8x8)", "stockham", 30.0, 1e-7, measured_us=30.0, verdict=SLOWER))
+    m = Measurement("measure", timings, 3, 6, 5.0, 0.1, None, "(native 64)")
+    cands = (Candidate("native", CHOSEN), Candidate("pyfftw", CHOSEN), Candidate("stockham", CHOSEN))
+    ranked = {c.solver: c for c in ranked_candidates(cands, m)}
+    assert ranked["native"].verdict == CHOSEN
+    assert ranked["pyfftw"].verdict == NOT_CHOSEN_NOISE and "measured 0.77×" in ranked["pyfftw"].reason
+    assert ranked["stockham"].verdict == MORE_EXPENSIVE and "measured 3.00×" in ranked["stockham"].reason

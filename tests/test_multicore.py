@@ -110,7 +110,7 @@ def test_one_large_transform_is_split_through_the_four_step_passes():
 def test_the_cost_model_does_not_split_small_work():
     plan = trnplan.plan_many(16, batch=2, cores=2, cache=None)
     assert all(node.solver != "multicore" for _, node in plan.tree.walk())
-    line = next(l for l in plan.explain().splitlines() if l.strip().startswith("cores"))
+    line = next(l for l in plan.explain(full=True).splitlines() if l.strip().startswith("cores"))
     assert "no node splits its batch" in line and "predicted at" in line
 
 
@@ -132,7 +132,7 @@ def test_a_per_core_profile_splits_large_batches():
 
 def test_explain_shows_the_shards_and_the_child_plan():
     plan = trnplan.plan_many(1024, batch=5, cores=2, strategy="multicore", cache=None)
-    text = plan.explain()
+    text = plan.explain(full=True)
     assert "2 cores" in text and "multicore n=1024 [shards=2]" in text
     line = next(l for l in text.splitlines() if l.strip().startswith("cores"))
     assert "2 shards of 3/2" in line and "per-core child (" in line

@@ -310,8 +310,8 @@ def test_many_batch_sizes_compile_few_artifacts_padded_and_cropped(standin, tmp_
         # the stand-in's loaded model refuses any shape but the traced bucket: padding is checked
         assert rel_l2(plan.execute(x), reference(x64, False)) <= BAR["fp32"]
         assert plan.provenance.compile_mode == "neuron"
-        assert f"bucket     batch {b} over 1 NeuronCore(s)" in plan.explain()
-        assert "runs on    NeuronCore 0 of those this process sees" in plan.explain()
+        assert f"bucket     batch {b} over 1 NeuronCore(s)" in plan.explain(full=True)
+        assert "runs on    NeuronCore 0 of those this process sees" in plan.explain(full=True)
     assert len(standin.CALLS) == 1 + len({neuron.bucket_batch(b) for b in batches}) == 7  # the probe, 6 buckets
     assert all(c["compiler_args"] == neuron.compiler_args() and c["compiler_args"][:2] == ["--auto-cast", "none"]
                and not c["cpu_backend"] for c in standin.CALLS)
@@ -337,7 +337,7 @@ _CHILD = textwrap.dedent(r"""
     standin = sys.modules["torch_neuronx"]
     print(json.dumps({{"traces": len(standin.CALLS), "placements": standin.PLACEMENTS,
                       "artifact": plan.provenance.artifact, "origin": plan.provenance.origin,
-                      "explain": plan.explain(), "y": y.numpy().view(np.float32).tolist()}}))
+                      "explain": plan.explain(full=True), "y": y.numpy().view(np.float32).tolist()}}))
 """)
 
 
@@ -378,8 +378,8 @@ def test_plan_trace_cache_fresh_process_load_sharded_execute(standin, standin_ho
     assert "probed on a NeuronCore" in plan.provenance.probe and "products into the fp32 accumulator: exact" in (
         plan.provenance.probe)
     assert plan.provenance.artifact == "compiled now" and len(standin.CALLS) == 2  # the probe, the plan
-    assert "bucket     batch 7 over 2 NeuronCore(s): 2 call(s) of the compiled batch 4" in plan.explain()
-    assert "runs on    NeuronCores 0–1 of those this process sees" in plan.explain()
+    assert "bucket     batch 7 over 2 NeuronCore(s): 2 call(s) of the compiled batch 4" in plan.explain(full=True)
+    assert "runs on    NeuronCores 0–1 of those this process sees" in plan.explain(full=True)
     x64, x = _complex_input((7, 256), seed=3)
     assert rel_l2(plan.execute(x), reference(x64, False)) <= MODE_BAR[precision]
     # a fresh process: only the plan cache carries the plan and the traced bytes
@@ -420,7 +420,7 @@ def test_a_plan_on_a_build_host_is_built_and_says_it_cannot_run_here(build_host,
                                  cache=PlanCache(tmp_path / "c"))
         assert [c["compiler_args"] for c in tnx.CALLS] == [["--auto-cast", "none", "--target", "trn2"]]
         assert tnx.CALLS[0]["cpu_backend"] is True and "assumed" in plan.provenance.probe
-        assert "runs on    nowhere on this host: this host has no Neuron device" in plan.explain()
+        assert "runs on    nowhere on this host: this host has no Neuron device" in plan.explain(full=True)
         with pytest.raises(BackendUnavailable, match=r"built but cannot run here.*--target trn2.*TRNPLAN_WISDOM_ONLY"):
             plan.execute(torch.zeros(4, 64, dtype=torch.complex64))
 
@@ -500,8 +500,8 @@ def test_the_host_fallback_after_a_failed_compile_is_opt_in_and_said(standin, tm
     with pytest.warns(trnplan.cache.CacheWarning, match="could not build the neuron artifact"):
         plan = trnplan.plan_many((256,), batch=4, device="neuron", strategy="dft-gemm", cache=PlanCache(tmp_path / "c"))
     assert plan.provenance.compile_mode == "eager" and "CompileError" in plan.provenance.artifact_error
-    assert "runs on    the host CPU, not a NeuronCore: neuron failed to build" in plan.explain()
-    assert "TRNPLAN_NEURON_HOST_FALLBACK=1" in plan.explain()
+    assert "runs on    the host CPU, not a NeuronCore: neuron failed to build" in plan.explain(full=True)
+    assert "TRNPLAN_NEURON_HOST_FALLBACK=1" in plan.explain(full=True)
     x64, x = _complex_input((4, 256))
     assert rel_l2(plan.execute(x), reference(x64, False)) <= BAR["fp32"]
 
@@ -532,8 +532,8 @@ def test_cost_model_keeps_small_problems_on_the_host_and_large_batches_on_the_de
 def test_host_fallback_runs_on_the_host_without_compiling_even_the_probe(standin):
     plan = trnplan.plan_many((256,), batch=2, device="neuron", cache=None)
     assert plan.tree.solver in HOST_LEAVES and plan.provenance.compile_mode == "eager"
-    assert "host fallback" in plan.explain() and plan.provenance.artifact is None
-    assert "runs on    the host CPU, not a NeuronCore: host fallback: the cost model prices" in plan.explain()
+    assert "host fallback" in plan.explain(full=True) and plan.provenance.artifact is None
+    assert "runs on    the host CPU, not a NeuronCore: host fallback: the cost model prices" in plan.explain(full=True)
     assert standin.CALLS == []  # nothing compiled: not the plan, and not the precision probe (defect 5)
     assert "assumed" in plan.provenance.probe and "host fallback runs this plan" in plan.provenance.probe
     x64, x = _complex_input((2, 256))
@@ -622,7 +622,7 @@ def test_on_a_neuroncore(tmp_path, n, batch, strategy, precision):
     assert plan.provenance.compile_mode == "neuron"
     x64, x = _complex_input((batch, n))
     err = rel_l2(plan.execute(x), reference(x64, False))
-    print(plan.explain(), f"\nmeasured relative L2 error {err:.2e}")
+    print(plan.explain(full=True), f"\nmeasured relative L2 error {err:.2e}")
     assert err <= plan.tol
 
 

@@ -107,7 +107,7 @@ def test_in_process_cache_returns_the_same_plan():
     b = trnplan.plan_many((4096,), batch=8)
     assert a is b
     assert a.cache_hits == 1
-    assert "returned from the in-process plan cache 1 time(s)" in a.explain()
+    assert "returned from the in-process plan cache 1 time(s)" in a.explain(full=True)
     assert trnplan.plan_many(4096, batch=8, inverse=True) is not a
     assert trnplan.plan_cache_info()["size"] == 2
     trnplan.clear_plan_cache()
@@ -124,7 +124,7 @@ def test_cache_is_bounded(monkeypatch):
 
 def test_explain_tells_the_story():
     plan = trnplan.plan_many(4096, batch=64)
-    text = plan.explain()
+    text = plan.explain(full=True)
     for needle in ("c2c forward (4096,) × batch 64", "planned now in", "plan tree", "flop", "B ",
                    "predicted", "candidates at the top level", "chosen", "more expensive", "not applicable",
                    "bluestein", str(plan.tree)):
@@ -132,19 +132,63 @@ def test_explain_tells_the_story():
     # every solver appears among the candidates with a verdict
     for name in trnplan.solver_names():
         assert any(line.strip().startswith(name) for line in text.splitlines()), name
-    tree_text = trnplan.plan_many(4096, strategy="(four-step 4096=64x64 (dft-gemm) (stockham))").explain()
+    tree_text = trnplan.plan_many(4096, strategy="(four-step 4096=64x64 (dft-gemm) (stockham))").explain(full=True)
     assert "four-step n=4096" in tree_text and "    dft-gemm n=64" in tree_text and "strategy forced" in tree_text
+
+
+SHORT_CASES = [
+    ((4096,), {}),
+    ((97,), {"strategy": "bluestein"}),
+    ((64, 64, 64), {"kind": "r2c"}),
+    ((1000,), {"precision": "auto", "tol": 1e-3}),
+    ((4096,), {"strategy": "(four-step 4096=64x64 (four-step 64=8x8 (dft-gemm 8) (dft-gemm 8)) "
+                           "(four-step 64=8x8 (dft-gemm 8) (butterfly 8)))"}),
+    ((256,), {"cores": 2, "strategy": "multicore"}),
+]
+
+
+@pytest.mark.parametrize("shape, options", SHORT_CASES)
+def test_short_explain_fits_a_screen(shape, options):
+    """explain()'s default: at most 15 lines of at most 100 columns, with the tree, the predicted
+    time, the error bound, why and where the plan came from; full=True has the detail."""
+    from trnplan.plan.explain import SHORT_LINES, SHORT_WIDTH
+
+    plan = trnplan.plan_many(shape, batch=4, **options)
+    text = plan.explain()
+    lines = text.splitlines()
+    assert len(lines) <= SHORT_LINES and max(map(len, lines)) <= SHORT_WIDTH, text
+    assert lines[0] == f"trnplan plan — {plan.problem.describe()}"
+    labels = [line.split()[0] for line in lines[1:] if line.startswith("  ") and not line.startswith("   ")]
+    assert labels == ["tree", "time", "error", "why", "from", "runs"], text
+    assert f"bound {plan.tol:.0e}" in text and "predicted" in text
+    assert lines[-1].startswith("explain(full=True)")
+    full = plan.explain(full=True)
+    assert "candidates at the top level" in full and "candidates at the top level" not in text
+    if len(str(plan.tree)) <= SHORT_WIDTH - 12:
+        assert str(plan.tree) in text
+    if "strategy" in options:
+        assert "the strategy was forced" in text
+
+
+def test_short_explain_says_why_the_default_was_kept():
+    plan = trnplan.plan_many(4096, batch=64, cache=None)
+    kept = [c for c in plan.candidates if c.verdict == "within the model's error"]
+    text = " ".join(plan.explain().split())  # unwrapped
+    if kept:
+        assert f"the cheapest other tree, {kept[0].node}, is predicted at" in text
+    else:
+        assert "the cheapest predicted of" in text
 
 
 def test_over_bound_candidate_is_reported():
     plan = trnplan.plan_many(1024, batch=1)
-    text = plan.explain()
+    text = plan.explain(full=True)
     assert "dft-gemm" in text
     verdicts = {c.solver: c.verdict for c in plan.candidates}
     # fp32 dft-gemm at n=1024 is predicted under the bound; a tight tol pushes it over
     tight = trnplan.plan_many(1024, batch=1, tol=3e-7)
     assert {c.solver: c.verdict for c in tight.candidates}["dft-gemm"] == "over the accuracy bound"
-    assert "exceeds the bound" in tight.explain()
+    assert "exceeds the bound" in tight.explain(full=True)
     assert verdicts["native"] in ("chosen", "more expensive")
 
 

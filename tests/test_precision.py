@@ -276,7 +276,7 @@ def test_probe_on_this_cpu_finds_exact_products_and_true_fp32(fresh_probe):
     probe = get_backend("cpu").precision_probe(torch.device("cpu"))
     assert probe.bf16_products_exact and probe.fp32_matmul == "fp32"
     plan = trnplan.plan_many(64, precision="bf16x3", strategy="dft-gemm")
-    assert "probe      bf16×bf16 products into the fp32 accumulator: exact" in plan.explain()
+    assert "probe      bf16×bf16 products into the fp32 accumulator: exact" in plan.explain(full=True)
 
 
 def test_probe_detects_rounded_products_and_the_planner_refuses_bf16x3(fresh_probe, monkeypatch):
@@ -291,7 +291,7 @@ def test_probe_detects_rounded_products_and_the_planner_refuses_bf16x3(fresh_pro
     plan2 = trnplan.plan_many(256, batch=2, precision="bf16x3", strategy="dft-gemm", tol=1.0)
     err = rel_l2(plan2(_c64(x)), reference(x, False))
     assert 1e-4 < err <= plan2.tree.error  # bf16-level, as the probe predicted (not bf16x3's ~4e-6)
-    assert "NOT exact" in plan.explain()
+    assert "NOT exact" in plan.explain(full=True)
 
 
 def test_probe_detects_autocast_fp32(fresh_probe, monkeypatch):
@@ -323,13 +323,13 @@ def test_verify_stores_and_shows_the_measured_error(tmp_path):
     plan = trnplan.plan_many(1000, batch=2, precision="bf16x3", verify=True, cache=cache)
     measured = plan.tree.measured_error
     assert measured is not None and 1e-7 < measured <= plan.tree.error
-    assert f"measured {measured:.1e} vs fp64 (seeded random input)" in plan.explain()
+    assert f"measured {measured:.1e} vs fp64 (seeded random input)" in plan.explain(full=True)
     record = cache.get_wisdom(plan.provenance.wisdom_key)
     assert record["tree"]["measured_error"] == measured
     trnplan.clear_plan_cache()
     hit = trnplan.plan_many(1000, batch=2, precision="bf16x3", cache=cache)
     assert hit.provenance.origin == "wisdom hit" and hit.tree.measured_error == measured
-    assert "measured" in hit.explain()
+    assert "measured" in hit.explain(full=True)
 
 
 def test_verify_measures_against_numpy(tmp_path):

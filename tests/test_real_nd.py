@@ -113,7 +113,7 @@ def test_forced_row_column_children_per_axis():
     assert again.tree.digest() == plan.tree.digest()
     x, ref = _data("r2c", (8, 12), 2)
     assert rel_l2(plan.execute(_tensor(x, plan)), ref("backward")) <= BAR["fp32"]
-    explained = plan.explain()
+    explained = plan.explain(full=True)
     assert "nd n=96" in explained and "real n=12" in explained and "dft-gemm n=6" in explained
 
 

@@ -89,7 +89,7 @@ def test_wisdom_without_candidates_still_explains(tmp_path):
     trnplan.clear_plan_cache()
     again = trnplan.plan_many(64, cache=cache)
     assert again.provenance.origin == "wisdom hit" and str(again.tree) == str(plan.tree)
-    assert "(not recorded with this wisdom)" in again.explain()
+    assert "(not recorded with this wisdom)" in again.explain(full=True)
 
 
 def test_importing_a_file_that_is_not_a_zip_is_a_clear_error(tmp_path, capsys):

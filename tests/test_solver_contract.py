@@ -128,14 +128,14 @@ def test_a_registered_solver_plans_and_executes_forced(toy, n, dtype, precision,
     err = _rel_l2(y, _reference(x, inverse, norm))
     assert err <= DEFAULT_TOL[precision], f"toy-dft n={n} {precision}: {err:.2e}"
     assert err <= plan.tree.error  # its own predicted bound holds
-    assert "toy-dft" in plan.explain()
+    assert "toy-dft" in plan.explain(full=True)
 
 
 def test_the_free_search_asks_a_registered_solver_and_explain_lists_its_verdict(toy):
     plan = trnplan.plan_many(16, batch=2, cache=None)
     verdicts = {c.solver: c for c in plan.candidates}
     assert "toy-dft" in verdicts and verdicts["toy-dft"].node is not None  # it applied and was priced
-    assert "toy-dft" in plan.explain()
+    assert "toy-dft" in plan.explain(full=True)
     over = trnplan.plan_many(128, batch=2, cache=None)
     toy_at_128 = next(c for c in over.candidates if c.solver == "toy-dft")
     assert toy_at_128.verdict == NOT_APPLICABLE and "over the toy's n ≤ 64" in toy_at_128.reason

@@ -203,7 +203,7 @@ def _cmd_plan(args) -> int:
         y = plan.execute(x)
         sync()
         times.append((time.perf_counter() - t0) * 1e6)
-    print(plan.explain() if args.explain else f"plan: {plan.problem.describe()}\ntree: {plan.tree}")
+    print(plan.explain(full=True) if args.explain else f"plan: {plan.problem.describe()}\ntree: {plan.tree}")
     print(f"\nexecute: median {statistics.median(times):.1f} µs over {args.repeats} runs "
           f"(predicted {plan.tree.time_us:.1f} µs)")
     if not args.verify:

@@ -171,11 +171,11 @@ def test_eager_is_selectable():
     assert plan.provenance.compile_mode == "eager" and plan._runner is None
     x = host_complex((BATCH, 256))
     assert rel(plan.execute(x.to(DEV)), np.fft.fft(x.to(torch.complex128).numpy())) <= DEFAULT_TOL["fp32"]
-    assert "bucket     none: eager" in plan.explain()
+    assert "bucket     none: eager" in plan.explain(full=True)
 
 
 def test_explain_names_runtime_backend_cache_and_bucket():
-    text = trnplan.plan_many(1024, 5, device="xla", cache=None).explain()
+    text = trnplan.plan_many(1024, 5, device="xla", cache=None).explain(full=True)
     assert "torch.compile(backend='openxla', fullgraph=True, dynamic=False)" in text
     assert "runtime    torch-xla 2.9.0" in text
     assert "jit cache  " in text and "NEURON_COMPILE_CACHE_URL=" in text

@@ -1,6 +1,14 @@
-"""explain(): a plan's problem, tree, predicted and measured costs, candidates and provenance, as text."""
+"""explain(): a plan's problem, tree, predicted and measured costs, candidates and provenance, as text.
+
+Two forms: the short default (:func:`render_short`: at most :data:`SHORT_LINES` lines of at most
+:data:`SHORT_WIDTH` columns: the tree, the predicted and measured time, the error bound, why this
+plan, where it came from), and the full report (:func:`render_explain`: every node's cost, every
+candidate with its verdict, the backend fingerprint, the cost model and its calibration).
+"""
 
 from __future__ import annotations
+
+import textwrap
 
 import torch
 
@@ -10,12 +18,105 @@ from trnplan.kernels import hostlib
 from trnplan.plan.verify import describe_measured
 from trnplan.planner.measure import describe as measure_lines
 from trnplan.planner.multicore import shard_sizes
-from trnplan.planner.planner import CHOSEN
+from trnplan.planner.planner import CHOSEN, WITHIN_MARGIN
+
+#: the short explain()'s limits: one screen, one terminal width
+SHORT_LINES, SHORT_WIDTH = 15, 100
+_LABEL = 10  # label column width ("  why      ")
+#: tree rows the short form shows before "… N more nodes"
+_SHORT_TREE_ROWS = 5
 
 
 def _node_line(node: PlanNode) -> str:
     params = " ".join(a for a in node.atoms()[1:])
     return f"{node.solver} n={node.n}" + (f" [{params}]" if params else "") + f" ×{node.batch}"
+
+
+def render_short(plan) -> str:
+    """The text of ``Plan.explain()``: the plan in at most 15 lines of at most 100 columns."""
+    p, tree, pv = plan.problem, plan.tree, plan.provenance
+    lines = _wrap("", f"trnplan plan — {p.describe()}", indent=2)
+    lines += _tree_short(tree)
+    timing = f"predicted {format_time(tree.time_us)}"
+    if tree.measured_us is not None:
+        timing += f"; measured {format_time(tree.measured_us)} per call (median, effort {pv.effort})"
+    lines += _wrap("time", timing)
+    error = f"relative L2 ≤ {tree.error:.1e} predicted (bound {plan.tol:.0e})"
+    if tree.measured_error is not None:
+        error += f"; measured {tree.measured_error:.1e}"
+    lines += _wrap("error", error)
+    lines += _wrap("why", _why(plan))
+    lines += _wrap("from", _origin_short(plan))
+    if pv.fingerprint_note:
+        lines += _wrap("note", pv.fingerprint_note)[:2]
+    lines += _wrap("runs", _runs_short(plan))
+    more = "explain(full=True): every node's cost, every candidate, the backend and the cost model"
+    lines = lines[: SHORT_LINES - 1] + [more]
+    return "\n".join(line if len(line) <= SHORT_WIDTH else line[: SHORT_WIDTH - 1] + "…" for line in lines)
+
+
+def _wrap(label: str, text: str, indent: int = _LABEL + 2) -> list[str]:
+    """``text`` under ``label``, wrapped to the short form's width (at most 3 lines)."""
+    first = f"  {label:<{_LABEL - 1}} " if label else ""
+    wrapped = textwrap.wrap(text, SHORT_WIDTH, initial_indent=first, subsequent_indent=" " * indent,
+                            break_long_words=True, break_on_hyphens=False)
+    return wrapped[:3]
+
+
+def _tree_short(tree: PlanNode) -> list[str]:
+    """The tree on one line where it fits, else one node per line (the first few)."""
+    text = str(tree)
+    if len(text) <= SHORT_WIDTH - _LABEL - 2:
+        return [f"  {'tree':<{_LABEL - 1}} {text}"]
+    rows = [("  " * d + _node_line(node)) for d, node in tree.walk()]
+    shown = [f"  {'tree':<{_LABEL - 1}} {rows[0]}", *(" " * (_LABEL + 2) + r for r in rows[1:_SHORT_TREE_ROWS])]
+    if len(rows) > _SHORT_TREE_ROWS:
+        shown.append(" " * (_LABEL + 2) + f"… {len(rows) - _SHORT_TREE_ROWS} more node(s)")
+    return shown
+
+
+def _why(plan) -> str:
+    """Why this plan, in a sentence: forced, measured fastest, or the cost model's pick."""
+    if plan.strategy:
+        return f"the strategy was forced: {plan.strategy}"
+    m = plan.provenance.measurement
+    if m is not None:
+        w, timed = m.winner, sum(t.measured_us is not None for t in m.timings)
+        if w.default:
+            return (f"the device's own FFT: none of the {timed} timed tree(s) measured faster beyond the noise "
+                    f"(effort {m.effort})")
+        vs = f", {w.vs_default:.2g}× the time of the device's own FFT {m.default_tree}" if w.vs_default is not None else ""
+        return f"measured fastest of {timed} timed tree(s) (effort {m.effort}){vs}"
+    kept = next((c for c in plan.candidates if c.verdict == WITHIN_MARGIN and c.node is not None), None)
+    if kept is not None:
+        ratio = kept.node.time_us / max(plan.tree.time_us, 1e-9)
+        return (f"the device's own FFT, kept: the cheapest other tree, {kept.node}, is predicted at "
+                f"{ratio:.2f}× its time, inside the cost model's error (effort 'measure' times both)")
+    viable = sum(c.node is not None for c in plan.candidates)
+    if viable <= 1:
+        return "the only applicable plan within the accuracy bound"
+    return f"the cheapest predicted of {viable} candidate plans within the accuracy bound"
+
+
+def _origin_short(plan) -> str:
+    pv = plan.provenance
+    if pv.origin == "wisdom hit":
+        return f"plan cache {pv.cache_path} (effort {pv.effort}), loaded in {format_time(pv.planning_ms * 1e3)}"
+    where = f"stored in {pv.cache_path}" if pv.wisdom_key else "not stored (no plan cache)"
+    return f"planned now in {format_time(pv.planning_ms * 1e3)} (effort {pv.effort}); {where}"
+
+
+def _runs_short(plan) -> str:
+    pv = plan.provenance
+    if pv.artifact == "artifact hit":
+        return f"{pv.compile_mode} artifact ({pv.artifact_bytes / 1e6:.2f} MB), loaded in {pv.load_ms:.1f} ms"
+    if pv.artifact == "compiled now":
+        return f"{pv.compile_mode} artifact, compiled now in {pv.compile_s:.1f} s"
+    if pv.compile_mode == "dynamo" or pv.artifact == "compiled in process":
+        return f"{pv.compile_mode}: compiled in this process in {pv.compile_s:.1f} s on {plan.device}"
+    if pv.runs_on:
+        return pv.runs_on
+    return f"eager torch on {plan.device}"
 
 
 def render_explain(plan) -> str:
@@ -152,4 +253,4 @@ def _libraries() -> str:
     return "available: " + ", ".join(found) + (f"; not installed: {', '.join(absent)}" if absent else "")
 
 
-__all__ = ["render_explain"]
+__all__ = ["SHORT_LINES", "SHORT_WIDTH", "render_explain", "render_short"]

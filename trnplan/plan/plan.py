@@ -18,7 +18,7 @@ from trnplan.core.errors import WisdomMiss
 from trnplan.core.node import PlanNode
 from trnplan.core.problem import Problem
 from trnplan.plan.autograd import PlanFunction
-from trnplan.plan.explain import render_explain
+from trnplan.plan.explain import render_explain, render_short
 from trnplan.plan.validation import check_layout, check_pair, check_tensor, dtype_name, wanted
 from trnplan.planner.planner import PlanModule
 from trnplan.planner.real import hermitian_weights
@@ -327,9 +327,23 @@ class Plan:
         return self.__copy__()
 
     # ------------------------------------------------------------------ explaining
-    def explain(self) -> str:
-        """A multi-line report: the problem, the tree with its predicted costs, the candidates, provenance."""
-        return render_explain(self)
+    def explain(self, full: bool = False) -> str:
+        """Why this plan, as text.
+
+        Parameters
+        ----------
+        full : bool, default False
+            False: at most 15 lines of at most 100 columns: the problem, the tree, the predicted
+            (and measured) time, the error bound (and measured error), why this plan, where it
+            came from and how it runs. True: the full report: every node's predicted cost, every
+            candidate the planner considered with its verdict, the measured candidates, the
+            backend fingerprint, the cost model and its calibration, the provenance.
+
+        Returns
+        -------
+        str
+        """
+        return render_explain(self) if full else render_short(self)
 
     def __repr__(self) -> str:
         return f"<trnplan.Plan {self.problem.describe()}: {self.tree}>"

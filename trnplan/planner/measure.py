@@ -60,6 +60,9 @@ SLOWER = "slower"
 OVER_BOUND_MEASURED = "over the bound (measured)"
 NOT_TIMED_LIMIT = "not timed (time limit)"
 NOT_TIMED_TOP_K = "not timed (outside the top K)"
+#: a top-level candidate whose best tree measured faster than the chosen one by its median, but not
+#: beyond the noise the rule asks for (explain()'s candidate list)
+NOT_CHOSEN_NOISE = "within the noise"
 FAILED = "failed"
 
 #: calls are grouped so that one timed sample lasts at least this long (timer resolution, noise)
@@ -517,9 +520,15 @@ def ranked_candidates(candidates, measurement: Measurement):
             out.append(attrs.evolve(c, verdict=CHOSEN, reason=f"measured: {winner.tree}"))
         elif c.verdict in (CHOSEN, MORE_EXPENSIVE):
             t = best_by_solver.get(c.solver)
-            why = (f"measured {t / winner.measured_us:.2f}× the chosen plan's time" if t is not None
+            ratio = t / winner.measured_us if t is not None else None
+            why = (f"measured {ratio:.2f}× the chosen plan's time" if ratio is not None
                    else "not timed (see the measured candidates)")
-            out.append(attrs.evolve(c, verdict=MORE_EXPENSIVE, reason=why))
+            # faster by its median but not chosen: the rule (its line below the measured candidates)
+            # keeps the default unless a tree is faster beyond the noise; "more expensive" would be false
+            verdict = NOT_CHOSEN_NOISE if ratio is not None and ratio < 1 else MORE_EXPENSIVE
+            if verdict == NOT_CHOSEN_NOISE:
+                why += ", not faster beyond the noise (see the rule)"
+            out.append(attrs.evolve(c, verdict=verdict, reason=why))
         else:
             out.append(c)
     return tuple(out)
