@@ -261,3 +261,43 @@ def test_plans_with_the_same_input_shape_do_not_share_library_state(solver):
     two = trnplan.plan_many((8, 8), batch=5, strategy=solver, dtype=torch.complex128)
     assert rel_l2(one.execute(z), np.fft.fft(z.numpy(), axis=-1)) <= BAR["fp64"]
     assert rel_l2(two.execute(z), np.fft.fftn(z.numpy(), axes=(-2, -1))) <= BAR["fp64"]
+
+
+def _fftw_flags(monkeypatch) -> list:
+    """Every flags tuple pyFFTW is asked to plan with, recorded (FFTW's wisdom and hostlib's plan
+    cache emptied first: this process as a new one)."""
+    pyfftw = pytest.importorskip("pyfftw")
+    pyfftw.forget_wisdom()
+    hostlib._FFTW.clear()
+    seen, real = [], pyfftw.FFTW
+
+    def spy(*args, **kwargs):
+        seen.append((kwargs.get("flags"), kwargs.get("planning_timelimit")))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(pyfftw, "FFTW", spy)
+    return seen
+
+
+def test_estimate_never_runs_fftws_measuring_planner(monkeypatch):
+    """Issue 34: Bluestein's pyFFTW leaves ran FFTW_MEASURE at effort estimate (plan_many(1000003, 2)
+    took 7-12 minutes). Estimate plans with FFTW_ESTIMATE or from wisdom only."""
+    seen = _fftw_flags(monkeypatch)
+    n = 1009  # prime: Bluestein over a padded length, with pyFFTW leaves forced
+    plan = trnplan.plan_many(n, batch=2, strategy="(bluestein (pyfftw) (pyfftw))", cache=None)
+    x = torch.randn(2, n, dtype=torch.complex64)
+    y = plan.execute(x)
+    assert seen and all("FFTW_MEASURE" not in flags or "FFTW_WISDOM_ONLY" in flags for flags, _ in seen), seen
+    assert ("FFTW_ESTIMATE",) in [flags for flags, _ in seen]
+    ref = np.fft.fft(x.numpy().astype(np.complex128))
+    assert np.linalg.norm(y.numpy() - ref) / np.linalg.norm(ref) <= plan.tol
+
+
+def test_measured_planning_measures_within_its_time_limit(monkeypatch):
+    seen = _fftw_flags(monkeypatch)
+    trnplan.set_timelimit(2.0)
+    try:
+        trnplan.plan_many(96, batch=2, strategy="pyfftw", effort="measure", cache=None)
+    finally:
+        trnplan.set_timelimit(None)
+    assert (("FFTW_MEASURE",), 2.0) in seen, seen

@@ -7,8 +7,10 @@ Three libraries, each optional (``pip install 'trnplan[fftw]'`` / ``'trnplan[mkl
     batch only (``workers=``): a single 1-D transform runs on one thread.
 ``pyfftw`` — :mod:`pyfftw`
     FFTW 3 (Frigo & Johnson, "The design and implementation of FFTW3", Proc. IEEE 93(2), 2005).
-    Plans are made once with ``FFTW_MEASURE`` per (shape, dtype, kind, direction, calling
-    thread) and reused, single-threaded (FFTW's thread pool stalled against torch's OpenMP
+    Plans are made once per (shape, dtype, kind, direction, calling thread, rigor) and reused,
+    from FFTW's wisdom where it knows the problem, else with ``FFTW_ESTIMATE`` (FFTW's heuristic
+    planner: no timing) or, inside measured planning (:func:`fftw_rigor`), ``FFTW_MEASURE``
+    within the planning time limit; single-threaded (FFTW's thread pool stalled against torch's OpenMP
     threads: see :func:`_fftw_threads`); what FFTW learns while measuring (its *wisdom*) is
     exported and imported with :func:`export_wisdom` / :func:`import_wisdom`, and
     :func:`prepare` has FFTW decide when a trnplan plan is built, so the decision is stored
@@ -37,6 +39,8 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+import contextvars
 import functools
 import importlib
 import importlib.metadata
@@ -51,6 +55,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
+from trnplan.core import config
 from trnplan.core.errors import PlanningError
 
 #: library key -> (module that holds the transforms, distribution whose version is reported)
@@ -476,7 +481,26 @@ _FFTW_LOCK = threading.Lock()
 #: ``measured`` were timed by FFTW itself (its wisdom had no answer, so the algorithm it picks
 #: may differ from another process's). The build pipeline compares ``measured`` before and after
 #: lowering a cached plan, and stores the new wisdom when it moved.
-FFTW_PLANS = {"from_wisdom": 0, "measured": 0}
+FFTW_PLANS = {"from_wisdom": 0, "measured": 0, "estimated": 0}
+
+#: How FFTW plans a problem its wisdom does not know: the effort of the trnplan plan being made.
+#: "estimate": FFTW_ESTIMATE, FFTW's heuristics with no timing. FFTW_MEASURE at estimate made
+#: ``plan_many(1000003, 2)`` take 7-12 minutes (Bluestein's leaves of m = 2,025,000: 432 s of
+#: FFTW_MEASURE alone, issue 34, where torch.fft takes 60 ms); FFTW_ESTIMATE plans that length in
+#: 14 ms here, and n = 65536 in 0.2 ms against 3.4 s measured (its plan ran 1.3x slower: 178 vs
+#: 136 µs, busy machine). "measure" / "patient": FFTW_MEASURE, bounded by the effort's time limit
+#: (:func:`trnplan.core.config.timelimit`, as FFTW's own ``planning_timelimit``).
+_RIGOR: contextvars.ContextVar[str] = contextvars.ContextVar("trnplan_fftw_rigor", default="estimate")
+
+
+@contextlib.contextmanager
+def fftw_rigor(effort: str):
+    """Within this block, pyFFTW leaves that are built plan as ``effort`` asks (see :data:`_RIGOR`)."""
+    token = _RIGOR.set(effort if effort in ("measure", "patient") else "estimate")
+    try:
+        yield
+    finally:
+        _RIGOR.reset(token)
 
 
 def _out_shape(shape: tuple, kind: str, batch_shape: tuple) -> tuple:
@@ -488,28 +512,36 @@ def _out_shape(shape: tuple, kind: str, batch_shape: tuple) -> tuple:
     return batch_shape
 
 
-def _new_fftw(shape: tuple, dtype: np.dtype, kind: str, inverse: bool, threads: int, batch_shape: tuple):
+def _new_fftw(shape: tuple, dtype: np.dtype, kind: str, inverse: bool, threads: int, batch_shape: tuple,
+              rigor: str = "estimate"):
     """A pyfftw.FFTW object for ``batch_shape`` inputs: from FFTW's wisdom when it knows the
-    problem, else FFTW_MEASURE (counted in :data:`FFTW_PLANS`).
+    problem (wisdom of a measured plan serves an estimate too), else planned with ``rigor``'s
+    flag (:data:`_RIGOR`; counted in :data:`FFTW_PLANS`).
 
-    The flags and aligned arrays are those pyfftw.builders used before (FFTW_MEASURE, input
-    preserved where FFTW can, simd-aligned arrays), so wisdom stored by earlier versions stays valid.
+    The aligned arrays are those pyfftw.builders used before (input preserved where FFTW can,
+    simd-aligned arrays), so wisdom stored by earlier versions stays valid.
     """
     pyfftw = library_module("pyfftw")
     out_dtype = (_REAL if kind == "c2r" else _COMPLEX)[dtype]
     template = pyfftw.empty_aligned(batch_shape, dtype)
     output = pyfftw.empty_aligned(_out_shape(shape, kind, batch_shape), out_dtype)
     args = (template, output, tuple(range(-len(shape), 0)), "FFTW_BACKWARD" if inverse else "FFTW_FORWARD")
+    flag = "FFTW_ESTIMATE" if rigor == "estimate" else "FFTW_MEASURE"
     try:
-        fftw = pyfftw.FFTW(*args, flags=("FFTW_MEASURE", "FFTW_WISDOM_ONLY"), threads=threads)
+        fftw = pyfftw.FFTW(*args, flags=(flag, "FFTW_WISDOM_ONLY"), threads=threads)
         FFTW_PLANS["from_wisdom"] += 1
     except RuntimeError:  # "No FFTW wisdom is known for this plan."
-        fftw = pyfftw.FFTW(*args, flags=("FFTW_MEASURE",), threads=threads)
-        FFTW_PLANS["measured"] += 1
+        if rigor == "estimate":
+            fftw = pyfftw.FFTW(*args, flags=(flag,), threads=threads)
+            FFTW_PLANS["estimated"] += 1
+        else:
+            fftw = pyfftw.FFTW(*args, flags=(flag,), threads=threads, planning_timelimit=config.timelimit(rigor))
+            FFTW_PLANS["measured"] += 1
     return fftw
 
 
-def _fftw_plan(shape: tuple, dtype: np.dtype, kind: str, inverse: bool, threads: int, batch_shape: tuple):
+def _fftw_plan(shape: tuple, dtype: np.dtype, kind: str, inverse: bool, threads: int, batch_shape: tuple,
+               rigor: str = "estimate"):
     """The cached :class:`_FFTWCall` for an input of ``batch_shape`` (made on first use).
 
     One per calling thread: a plan object is re-pointed at each call's arrays, so threads sharing
@@ -517,7 +549,7 @@ def _fftw_plan(shape: tuple, dtype: np.dtype, kind: str, inverse: bool, threads:
     speed); FFTW's wisdom makes the second thread's plan cheap, and the same algorithm.
     """
     # the transform shape too: a c2r input of (…, 8, 5) is the half spectrum of both 8×8 and 8×9
-    key = (tuple(shape), batch_shape, dtype, kind, inverse, threads, threading.get_ident())
+    key = (tuple(shape), batch_shape, dtype, kind, inverse, threads, threading.get_ident(), rigor)
     with _FFTW_LOCK:
         hit = _FFTW.get(key)
         if hit is not None:
@@ -528,7 +560,7 @@ def _fftw_plan(shape: tuple, dtype: np.dtype, kind: str, inverse: bool, threads:
     destroys = kind == "c2r" and len(shape) > 1
     # the leading transform axes, counted in a column a[..., j] (which has lost the last axis)
     hermitian = (tuple(range(1 - len(shape), 0)), shape[-1] % 2 == 0) if destroys else ()
-    call = _FFTWCall(_new_fftw(shape, dtype, kind, inverse, threads, batch_shape), copy_input=destroys,
+    call = _FFTWCall(_new_fftw(shape, dtype, kind, inverse, threads, batch_shape, rigor), copy_input=destroys,
                      hermitian=hermitian)
     with _FFTW_LOCK:  # built outside the lock (MEASURE takes ms to s), re-checked after
         hit = _FFTW.get(key)
@@ -570,6 +602,7 @@ def _pyfftw_call(shape, kind, inverse, norm, threads: int):
     :func:`transform` wraps them; this one is the whole call, to keep the per-call work small)."""
     n = math.prod(shape)
     scale = _scale(norm, inverse, n)
+    rigor = _RIGOR.get()  # of the plan this leaf belongs to: later batch shapes plan the same way
     plans: dict = {}  # this callable's plans by input (shape, dtype, thread): skips the shared lock
     get_ident, from_numpy = threading.get_ident, torch.from_numpy
 
@@ -581,7 +614,7 @@ def _pyfftw_call(shape, kind, inverse, norm, threads: int):
         key = (a.shape, a.dtype, get_ident())
         plan = plans.get(key)
         if plan is None:
-            plan = plans[key] = _fftw_plan(shape, a.dtype, kind, inverse, threads, a.shape)
+            plan = plans[key] = _fftw_plan(shape, a.dtype, kind, inverse, threads, a.shape, rigor)
         out = plan(a)
         if scale != 1.0:
             np.multiply(out, scale, out=out)  # a Python float keeps float32/complex64
@@ -619,7 +652,7 @@ def prepare(library: str, shape: tuple, kind: str, inverse: bool, batch: int, dt
     in_shape = (*shape[:-1], shape[-1] // 2 + 1) if kind == "c2r" else shape
     real = np.dtype(np.float64 if dtype == torch.float64 else np.float32)
     np_dtype = real if kind == "r2c" else np.dtype(_COMPLEX[real])
-    _fftw_plan(shape, np_dtype, kind, inverse, threads or _fftw_threads(), (batch, *in_shape))
+    _fftw_plan(shape, np_dtype, kind, inverse, threads or _fftw_threads(), (batch, *in_shape), _RIGOR.get())
 
 
 def export_wisdom() -> dict | None:

@@ -313,6 +313,11 @@ def _look_up(req: _Request) -> tuple[dict | None, str]:
     return None, req.store_key
 
 
+def _fftw_planned() -> int:
+    """FFTW plans made in this process without wisdom (estimated or measured)."""
+    return hostlib.FFTW_PLANS["measured"] + hostlib.FFTW_PLANS["estimated"]
+
+
 def _trust(req: _Request, record: dict, key: str) -> _Decision | None:
     """Step 2: the record's tree, replayed and lowered — or None, the record forgotten, if it is bogus."""
     problem = req.problem
@@ -320,9 +325,10 @@ def _trust(req: _Request, record: dict, key: str) -> _Decision | None:
         tree = _trusted_tree(record, problem, req.planner)
         if record.get("host_wisdom"):
             hostlib.import_wisdom(record["host_wisdom"])
-        fftw_before = hostlib.FFTW_PLANS["measured"]
-        module = req.planner.lower_plan(tree, problem, req.device)
-        fftw_measured = hostlib.FFTW_PLANS["measured"] != fftw_before  # FFTW had to: the record lacked its decision
+        fftw_before = _fftw_planned()
+        with hostlib.fftw_rigor(record.get("effort", "estimate")):  # as the process that stored it
+            module = req.planner.lower_plan(tree, problem, req.device)
+        fftw_measured = _fftw_planned() != fftw_before  # FFTW had to: the record lacked its decision
         candidates = _candidates_from_json(record.get("candidates"))
         stored = record.get("measurement")
         measurement = Measurement.from_dict(stored) if stored is not None else None
@@ -389,11 +395,12 @@ def _plan_or_measure(req: _Request, tol) -> _Decision:
         raise OverBoundError(f"{why}. ({exc})" if why else str(exc), candidates=exc.candidates,
                              tol=exc.tol) from None
     measurement, prebuilt = None, {}
-    if req.effort in ("measure", "patient"):
-        tree, measurement, samples = _measure(problem, req.spec, req.device, planner, req.effort, tree, prebuilt)
-        candidates = ranked_candidates(candidates, measurement)
-        learn.record(req.cache, req.fpd, req.device, samples, req.backend.profile)
-    module = planner.lower_plan(tree, problem, req.device)
+    with hostlib.fftw_rigor(req.effort):  # FFTW_MEASURE only in measured planning
+        if req.effort in ("measure", "patient"):
+            tree, measurement, samples = _measure(problem, req.spec, req.device, planner, req.effort, tree, prebuilt)
+            candidates = ranked_candidates(candidates, measurement)
+            learn.record(req.cache, req.fpd, req.device, samples, req.backend.profile)
+        module = planner.lower_plan(tree, problem, req.device)
     return _Decision(tree, module, tuple(candidates), req.store_key, "planned now", req.effort,
                      measurement=measurement, searches=planner.searches,
                      fingerprint_note=note + " (re-planned)" if other_fingerprint else None, prebuilt=prebuilt)

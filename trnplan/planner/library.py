@@ -148,7 +148,7 @@ class HostLibrary(WholeShape, Solver):
 
     def build(self, node, ctx):
         shape, kind = tuple(node.param("factors") or (node.n,)), node.param("kind", "c2c")
-        # FFTW decides its algorithm now (from the plan record's wisdom, or by measuring), not at
+        # FFTW decides its algorithm now (from the plan record's wisdom, or by planning), not at
         # the first call: the build pipeline stores FFTW's wisdom after lowering, and a decision
         # made later was missing from it, so a new process re-measured and could pick another
         # algorithm (bitwise different results: the 48×40×36 r2c differed by 1.4e-4)
@@ -231,7 +231,8 @@ class ScipyFFT(HostLibrary):
 
 
 class PyFFTW(HostLibrary):
-    """pyFFTW (FFTW 3), plans made with FFTW_MEASURE once per shape and reused."""
+    """pyFFTW (FFTW 3), plans made once per shape and reused: FFTW_ESTIMATE at effort estimate,
+    FFTW_MEASURE in measured planning (hostlib.fftw_rigor), from FFTW's wisdom where it knows them."""
 
     name = "pyfftw"
     library = "pyfftw"
