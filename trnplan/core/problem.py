@@ -14,10 +14,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 from typing import Any
 
 import attrs
 import torch
+
+from trnplan.core.errors import PlanningError
 
 KINDS = ("c2c", "r2c", "c2r")
 NORMS = ("backward", "ortho", "forward")
@@ -267,6 +270,13 @@ class Problem:
             self, shape=(n,), batch=batch, kind=kind, inverse=inverse, norm="forward" if inverse else "backward"
         )
 
+    def data_bytes(self) -> int:
+        """Bytes of the whole batch's input and output, the least any plan of it holds at once."""
+        item = torch.empty((), dtype=self.real_dtype).element_size()
+        points_in = math.prod(self.in_shape) * (1 if self.real_input else 2)
+        points_out = math.prod(self.out_shape) * (1 if self.real_output else 2)
+        return self.batch * (points_in + points_out) * item
+
     def to_dict(self) -> dict[str, Any]:
         return {**attrs.asdict(self), "shape": list(self.shape)}
 
@@ -283,6 +293,37 @@ class Problem:
             f"{self.kind} {direction} {self.shape} × batch {self.batch}, {self.dtype} "
             f"{self.precision}, norm {self.norm}, {self.device}{cores}"
         )
+
+
+def host_memory_bytes() -> int | None:
+    """This machine's physical memory in bytes (None where the OS does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def check_fits(problem: Problem, memory: int | None = None) -> None:
+    """Refuse, before any search, a problem whose input and output alone exceed ``memory`` bytes
+    (default: this machine's memory, :func:`host_memory_bytes`).
+
+    Every plan's constants are computed on the host (in float64), its input is made or staged
+    there, and a plan's working set is at least its input and output; a problem over this bound
+    cannot run here. Without the check the search went on for minutes over hopeless sizes
+    (``plan_many(99999999999)``, ``65537**2``, a forced ``(bluestein 8 m=99999999999)``: issue 34).
+
+    Raises
+    ------
+    PlanningError
+        Naming the problem, the bytes it needs and the memory there is.
+    """
+    memory = host_memory_bytes() if memory is None else memory
+    need = problem.data_bytes()
+    if memory is not None and need > memory:
+        raise PlanningError(
+            f"{problem.describe()} needs {need / 2**30:.1f} GiB for its input and output alone, more than this "
+            f"machine's {memory / 2**30:.1f} GiB of memory: split the batch or the transform (or plan it where it "
+            f"fits)")
 
 
 def privateuse1_name() -> str | None:

@@ -20,6 +20,7 @@ from trnplan.backends import get_backend
 from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.errors import OverBoundError, PlanningError
 from trnplan.core.node import PlanNode
+from trnplan.core.problem import check_fits
 from trnplan.core.spec import Spec, parse_strategy
 from trnplan.planner import registry
 from trnplan.planner.solver import VARIANTS, BuildContext
@@ -184,6 +185,7 @@ class Planner:
         key = (problem, spec, tol, self.at_root(problem))
         if key in self._memo:
             return self._memo[key]
+        check_fits(problem)  # before searching: a hopeless size failed after minutes of search
         self.searches += 1
         self._active.append((problem, tol))
         token = VARIANTS.set(None)  # a child's variants are not the enumerated problem's
