@@ -24,7 +24,7 @@ from trnplan.cli import EXIT_USAGE, main
 
 PLAN_OPTIONS = ["--batch", "--kind", "--inverse", "--precision", "--norm", "--device", "--strategy", "--tol",
                 "--explain", "--verify", "--repeats", "--seed", "--compile", "--cache-dir", "--no-cache",
-                "--wisdom-only", "--effort"]
+                "--wisdom-only", "--effort", "--dtype", "--cores"]
 VERIFY = re.compile(r"^verify:  relative L2 error (\S+) vs numpy\.fft complex128; bound (\S+); predicted ≤ (\S+) -> "
                     r"(OK|OVER THE BOUND)$", re.M)
 EXECUTE = re.compile(r"^execute: median [0-9.]+ µs over (\d+) runs \(predicted [0-9.]+ µs\)$", re.M)
@@ -319,3 +319,54 @@ def test_cache_list_measured_shows_age_noise_and_drop_forgets(capsys, tmp_path):
     assert "dropped 1 measured plan(s)" in out and len(cache.records()) == 1  # the estimate stays
     code, _, err = run_cli(capsys, "cache", "drop", "--cache-dir", str(tmp_path))
     assert code == EXIT_USAGE and "takes --measured" in err
+
+
+def test_plan_takes_dtype_and_cores(capsys):
+    code, out, err = run_cli(capsys, "plan", "256", "--batch", "4", "--dtype", "complex128", "--cores", "2",
+                             "--strategy", "multicore", "--verify", "--repeats", "1", "--no-cache")
+    assert code == 0, err
+    assert "complex128 fp64" in out and "2 cores" in out and "(multicore 256 shards=2" in out
+    rel, bound, _, verdict = verify_line(out)
+    assert verdict == "OK" and bound == trnplan.core.accuracy.DEFAULT_TOL["fp64"]
+
+
+def test_calibrate_fits_and_stores(capsys, tmp_path):
+    code, out, err = run_cli(capsys, "calibrate", "--quick", "--seconds", "1", "--cache-dir", str(tmp_path / "c"))
+    assert code == 0, err
+    assert out.startswith("cost model fit at ") and f"stored in {tmp_path / 'c'}" in out
+
+
+def test_calibrate_refuses_bad_threads(capsys):
+    code, out, err = run_cli(capsys, "calibrate", "--threads", "two")
+    assert code == EXIT_USAGE and "--threads takes counts like 1,2" in err
+
+
+def _message_strings():
+    """Every string literal in trnplan/ that is not a docstring: what users can see (messages, help,
+    explain()), as (file, line, text)."""
+    import ast
+
+    root = Path(trnplan.__file__).parent
+    for path in sorted(root.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)
+                      and isinstance(node.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                yield path.relative_to(root.parent), node.lineno, node.value
+
+
+def test_every_hint_works_from_the_wheel():
+    """A message may tell an installed user to run a `trnplan` subcommand (which must exist), never a
+    script or file of the source checkout (bench/, tools/, examples/), which the wheel does not ship."""
+    commands = set(trnplan.cli.build_parser()._subparsers._group_actions[0].choices)
+    checkout = re.compile(r"python (bench|tools|examples)/|\bexamples/\w+\.(toml|py)")
+    # `trnplan X ...`, (trnplan X), (trnplan X ARG ...), (trnplan X --flag ...): how messages quote commands
+    hinted = re.compile(r"`trnplan ([a-z-]+)|\(trnplan ([a-z-]+)(?:\)| [A-Z]| --)")
+    for path, line, text in _message_strings():
+        assert not checkout.search(text), f"{path}:{line}: {text!r}"
+        for match in hinted.finditer(text):
+            sub = next(g for g in match.groups() if g)
+            assert sub in commands, f"{path}:{line}: hints `trnplan {sub}`, which is no command: {text!r}"

@@ -344,3 +344,59 @@ def test_backward_key_in_a_toml_manifest(tmp_path):
     cache = PlanCache(tmp_path / "c")
     kinds = sorted((rec["problem"]["kind"], rec["problem"]["norm"]) for _, rec in cache.records())
     assert kinds == [("c2r", "ortho"), ("r2c", "ortho")]
+
+
+# ---------------------------------------------------------------- problems on the command line (fftw-wisdom style)
+
+
+@pytest.mark.parametrize("text, entry", [
+    ("4096", {"kind": "c2c", "shape": [4096]}),
+    ("c2c:4096@64", {"kind": "c2c", "shape": [4096], "batch": 64}),
+    ("c2c-inv:1024", {"kind": "c2c", "inverse": True, "shape": [1024]}),
+    ("r2c:256x256@8", {"kind": "r2c", "shape": [256, 256], "batch": 8}),
+    ("c2r:32x64x64@2", {"kind": "c2r", "shape": [32, 64, 64], "batch": 2}),
+])
+def test_parse_problem(text, entry):
+    from trnplan.precompile import parse_problem
+
+    assert parse_problem(text) == entry
+
+
+@pytest.mark.parametrize("text", ["c2q:64", "c2c:64@0", "c2c:0x4", "c2c:64@x", "c2c:", "r2c:64@", "abc"])
+def test_parse_problem_refuses_with_the_syntax(text):
+    from trnplan.precompile import ManifestError, parse_problem
+
+    with pytest.raises(ManifestError, match=r"neither a manifest file nor a problem \[KIND:\]SHAPE\[@BATCH\]"):
+        parse_problem(text)
+
+
+def test_precompile_problems_on_the_command_line(tmp_path, capsys):
+    cache_dir = tmp_path / "c"
+    code = main(["precompile", "c2c:64@2", "r2c:16x16@3", "--precision", "fp64", "--norm", "ortho", "--backward",
+                 "--cache-dir", str(cache_dir), "--quiet"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "4 of 4 plan(s) stored" in out
+    problems = sorted((r["problem"]["kind"], tuple(r["problem"]["shape"]), r["problem"]["batch"], r["problem"]["dtype"],
+                       r["problem"]["norm"]) for _, r in PlanCache(cache_dir).records())
+    assert problems == [("c2c", (64,), 2, "complex128", "ortho")] * 2 + [("c2r", (16, 16), 3, "complex128", "ortho"),
+                                                                         ("r2c", (16, 16), 3, "complex128", "ortho")]
+    plan = trnplan.plan_many((16, 16), 3, kind="r2c", dtype=torch.complex128, norm="ortho", effort="wisdom_only",
+                             cache=PlanCache(cache_dir))
+    assert plan.provenance.origin == "wisdom hit"
+
+
+def test_precompile_mixes_a_manifest_and_problems(tmp_path, capsys):
+    manifest = tmp_path / "m.toml"
+    manifest.write_text("[[plan]]\nshape = [32]\nbatch = 2\n")
+    code = main(["precompile", str(manifest), "c2c:48", "--cache-dir", str(tmp_path / "c"), "--quiet"])
+    assert code == 0 and "2 of 2 plan(s) stored" in capsys.readouterr().out
+
+
+def test_precompile_help_prints_a_manifest_example(capsys):
+    with pytest.raises(SystemExit):
+        main(["precompile", "--help"])
+    out = capsys.readouterr().out
+    for needle in ("[[plan]]", "[defaults]", "backward = true", "c2c:4096@64", "TRNPLAN_WISDOM_ONLY=1"):
+        assert needle in out, needle
+    assert "examples/" not in out and "docs/" not in out  # nothing the wheel does not ship

@@ -39,4 +39,13 @@ assert err <= bound, f"wheel check: error {err:.2e} over the fp32 bar {bound:.1e
 print(f"wheel check: {trnplan.__version__} from {trnplan.__file__}: {plan.tree} error {err:.2e} <= {bound:.1e}")
 PY
 "$tmp/venv/bin/trnplan" plan 64 --batch 2 --verify --cache-dir "$tmp/cache" >/dev/null
-echo "wheel check: ok (LICENSE, py.typed, import, plan, CLI)"
+# the commands trnplan's messages and help tell an installed user to run (tests/test_cli.py,
+# test_every_hint_works_from_the_wheel, checks no message names a file of the checkout instead)
+"$tmp/venv/bin/trnplan" precompile --help | grep -q '^  \[\[plan\]\]'
+"$tmp/venv/bin/trnplan" precompile c2c:64@2 r2c:16x16@2 --backward --cache-dir "$tmp/cache" --quiet >/dev/null
+TRNPLAN_CACHE_DIR="$tmp/cache" TRNPLAN_WISDOM_ONLY=1 "$tmp/venv/bin/python" -c "
+import torch, trnplan
+x = torch.randn(2, 16, 16, requires_grad=True)
+trnplan.plan_many((16, 16), 2, kind='r2c')(x).abs().sum().backward()  # the precompiled adjoint: no WisdomMiss"
+"$tmp/venv/bin/trnplan" calibrate --quick --seconds 2 --cache-dir "$tmp/cache" >/dev/null
+echo "wheel check: ok (LICENSE, py.typed, import, plan, CLI, precompile --backward + wisdom_only training, calibrate)"

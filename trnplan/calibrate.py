@@ -11,7 +11,7 @@ batches), for the fitted model and for the uncalibrated constants. The fit is st
 cache under this machine's fingerprint and the thread count (:mod:`trnplan.planner.leafcost`),
 with its held-out error, which the estimate's margin rule uses as sigma.
 
-    python bench/calibrate.py --fit [--quick] [--threads 1,2]
+    trnplan calibrate [--quick] [--threads 1,2]      (or python bench/calibrate.py --fit in a checkout)
 
 Timing runs in this process and is as good as the machine is quiet.
 """

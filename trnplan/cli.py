@@ -4,7 +4,8 @@
                  [--explain] [--verify]
     trnplan solvers
     trnplan bench [--quick] [--out DIR] [--docs PATH]
-    trnplan precompile MANIFEST [--cache-dir D] [--jobs N]
+    trnplan precompile MANIFEST_OR_PROBLEM... [--cache-dir D] [--jobs N] [--backward]
+    trnplan calibrate [--quick] [--threads 1,2]
     trnplan cache info|list|clear|export FILE|import FILE [--cache-dir D]
     trnplan audit [SHAPE] [--batch B] [--kind K] [--precision P] [--strategy S] [--grid]
 
@@ -20,6 +21,7 @@ import statistics
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -28,6 +30,7 @@ from trnplan import __version__, benchsuite, xla_audit
 from trnplan.audit import audit, audit_grid
 from trnplan.cache import CacheWarning, PlanCache, default_cache, default_cache_dir
 from trnplan.cache.bundle import export_bundle, import_bundle
+from trnplan.calibrate import fit_cpu_model
 from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.errors import TrnplanError
 from trnplan.core.problem import Problem
@@ -35,9 +38,10 @@ from trnplan.plan.api import plan_many
 from trnplan.planner import registry
 from trnplan.planner.measure import Measurement
 from trnplan.planner.registry import SOLVERS
-from trnplan.precompile import precompile, summary_table
+from trnplan.precompile import PROBLEM_SYNTAX, load_manifest, parse_problem, precompile, summary_table
 
 EXIT_OK, EXIT_OVER_BOUND, EXIT_USAGE = 0, 1, 2
+PRECISION_CHOICES = ["fp32", "fp64", "bf16", "bf16x3", "bf16x6", "tf32", "auto"]
 
 
 def parse_shape(text: str) -> tuple[int, ...]:
@@ -67,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("solvers", help="list the registered solvers in planner order",
                    description="List the registered solvers, in the order the planner tries them.")
     _add_precompile(sub)
+    _add_calibrate(sub)
     _add_cache(sub)
     _add_audit(sub)
     benchsuite.add_parser(sub)
@@ -84,13 +89,15 @@ def _add_plan(sub) -> None:
                    help="c2c (default), r2c (real input, half spectrum out) or c2r (its inverse)")
     p.add_argument("--batch", type=int, default=1, help="number of transforms per call (default 1)")
     p.add_argument("--inverse", action="store_true", help="plan the inverse transform")
-    p.add_argument("--precision", choices=["fp32", "fp64", "bf16", "bf16x3", "bf16x6", "tf32", "auto"], default=None,
+    p.add_argument("--precision", choices=PRECISION_CHOICES, default=None,
                    help="arithmetic: fp32 (complex64, default), fp64 (complex128), bf16 / bf16x3 / bf16x6 (bf16 "
-                        "GEMM operands, 1, 3 or 6 products), tf32 (CUDA), or auto (cheapest mode meeting --tol); "
-                        "see docs/precision.md")
+                        "GEMM operands, 1, 3 or 6 products), tf32 (CUDA), or auto (cheapest mode meeting --tol)")
+    p.add_argument("--dtype", choices=["complex64", "complex128"], default=None,
+                   help="data type (default: complex128 for --precision fp64, else complex64)")
     p.add_argument("--norm", choices=["backward", "ortho", "forward"], default="backward",
                    help="scaling, as in torch.fft (default backward)")
     p.add_argument("--device", default="cpu", help="cpu (default) or cuda[:i]")
+    p.add_argument("--cores", type=int, default=1, help="cores to split the work over (default 1)")
     p.add_argument("--strategy", default=None,
                    help="force a solver (" + ", ".join(s.name for s in SOLVERS) + ") or a tree s-expression, "
                         "e.g. '(four-step 4096=64x64 (dft-gemm) (stockham))'")
@@ -114,15 +121,67 @@ def _add_plan(sub) -> None:
                    help="never plan or compile: fail unless the cache has this plan (as TRNPLAN_WISDOM_ONLY=1)")
 
 
+MANIFEST_EXAMPLE = """\
+problems: manifest files (.toml) and/or problems on the command line, as
+  [KIND:]SHAPE[@BATCH]   KIND c2c (default), c2c-inv, r2c, c2r; SHAPE 4096 or 256x256
+e.g.  trnplan precompile c2c:4096@64 c2c-inv:4096@64 r2c:256x256@8 --cache-dir /opt/trnplan
+      trnplan precompile plans.toml --jobs 4 --cache-dir /opt/trnplan
+
+a manifest (TOML): one [[plan]] per problem, keys as plan_many's arguments
+  [defaults]              # optional: applies to every [[plan]] that does not set a key
+  compile = "auto"        # auto | eager | aot | neuron
+  backward = true         # also the adjoint plan loss.backward() runs (training)
+
+  [[plan]]
+  shape = [4096]          # required: an int or a list (the real shape for r2c/c2r)
+  batch = 64
+  kind = "c2c"            # c2c | r2c | c2r
+  inverse = false
+  precision = "fp32"      # fp32 fp64 bf16 bf16x3 bf16x6 tf32 auto
+  dtype = "complex64"     # complex64 | complex128
+  norm = "backward"       # backward | ortho | forward
+  # also: device, cores, effort, strategy, tol, verify
+
+production then runs with TRNPLAN_CACHE_DIR=<that directory> TRNPLAN_WISDOM_ONLY=1
+"""
+
+
 def _add_precompile(sub) -> None:
-    pc = sub.add_parser("precompile", help="plan and compile every problem of a TOML manifest into a cache",
-                        description="Plan (and compile, for artifact modes) every [[plan]] of a TOML manifest "
-                                    "into the plan cache; prints a summary table; exits 1 if any entry failed. "
-                                    "The manifest format is in docs/cache.md; examples/plans.toml is an example.")
-    pc.add_argument("manifest", metavar="MANIFEST", help="path of the TOML manifest")
+    pc = sub.add_parser("precompile", help="plan and compile problems (a manifest, or on the command line) into a cache",
+                        description="Plan (and compile, for artifact modes) every problem into the plan cache; "
+                                    "prints a summary table; exits 1 if any entry failed.",
+                        epilog=MANIFEST_EXAMPLE, formatter_class=argparse.RawDescriptionHelpFormatter)
+    pc.add_argument("problems", nargs="+", metavar="MANIFEST_OR_PROBLEM",
+                    help="a TOML manifest, or a problem " + PROBLEM_SYNTAX)
     _cache_args(pc)
     pc.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     pc.add_argument("--quiet", action="store_true", help="no progress lines")
+    group = pc.add_argument_group("options of the problems given on the command line (a manifest sets its own)")
+    group.add_argument("--batch", type=int, default=None, help="batch where a problem has no @BATCH (default 1)")
+    group.add_argument("--precision", choices=PRECISION_CHOICES, default=None)
+    group.add_argument("--dtype", choices=["complex64", "complex128"], default=None)
+    group.add_argument("--norm", choices=["backward", "ortho", "forward"], default=None)
+    group.add_argument("--device", default=None, help="cpu (default), cuda, neuron, ...")
+    group.add_argument("--cores", type=int, default=None, help="cores to split the work over (default 1)")
+    group.add_argument("--effort", choices=["estimate", "measure", "patient"], default=None)
+    group.add_argument("--compile", choices=["auto", "eager", "aot", "neuron"], default=None)
+    group.add_argument("--tol", type=float, default=None, help="relative L2 error bound (default per precision)")
+    pc.add_argument("--backward", action="store_true",
+                    help="also precompile every problem's adjoint plan, which autograd's backward pass runs "
+                         "(training); in a manifest: backward = true")
+
+
+def _add_calibrate(sub) -> None:
+    ca = sub.add_parser("calibrate", help="fit the CPU cost model on this machine and store it in the plan cache",
+                        description="Time the CPU FFT leaves (torch.fft, pyFFTW, mkl_fft, scipy) through trnplan's "
+                                    "plans on a training grid, fit the leaf cost model, print its error on a "
+                                    "held-out grid (and the uncalibrated constants'), and store the fit in the plan "
+                                    "cache, per machine and torch thread count; effort 'estimate' then prices with it. "
+                                    "Run it on a quiet machine: timing is as good as the machine is quiet.")
+    ca.add_argument("--quick", action="store_true", help="the smaller grids (about 10-40 s)")
+    ca.add_argument("--threads", default=None, help="comma-separated torch thread counts (default: the current)")
+    ca.add_argument("--seconds", type=float, default=None, help="time limit per thread count (default 40 quick, 600)")
+    _cache_args(ca)
 
 
 def _add_cache(sub) -> None:
@@ -180,13 +239,15 @@ def _cmd_plan(args) -> int:
     if args.batch < 1 or args.repeats < 1:
         print("error: --batch and --repeats must be positive", file=sys.stderr)
         return EXIT_USAGE
-    dtype = torch.complex128 if args.precision == "fp64" else torch.complex64
+    dtype = getattr(torch, args.dtype) if args.dtype else torch.complex128 if args.precision == "fp64" \
+        else torch.complex64
     if args.kind != "c2c" and args.inverse:
         print("error: --inverse is implied by --kind c2r and impossible for r2c; drop it", file=sys.stderr)
         return EXIT_USAGE
     inverse = True if args.kind == "c2r" else args.inverse
     plan = plan_many(args.shape, batch=args.batch, kind=args.kind, inverse=inverse, dtype=dtype, precision=args.precision,
-                     norm=args.norm, device=args.device, strategy=args.strategy, tol=args.tol, cache=_cache(args),
+                     norm=args.norm, device=args.device, cores=args.cores, strategy=args.strategy, tol=args.tol,
+                     cache=_cache(args),
                      compile=args.compile, effort="wisdom_only" if args.wisdom_only else args.effort)
     rng = np.random.default_rng(args.seed)
     p = plan.problem
@@ -230,8 +291,42 @@ def _cmd_solvers(_args) -> int:
     return EXIT_OK
 
 
+def _precompile_entries(args) -> list[dict]:
+    """The manifests' entries and the command line's problems, in the order given."""
+    options = {k: getattr(args, k) for k in ("batch", "precision", "dtype", "norm", "device", "cores", "effort",
+                                             "compile", "tol") if getattr(args, k) is not None}
+    if options.get("precision") == "fp64":  # fp64 computes on complex128 data: the dtype it implies
+        options.setdefault("dtype", "complex128")
+    entries = []
+    for item in args.problems:
+        if item.endswith(".toml") or Path(item).is_file():
+            entries += load_manifest(item)
+        else:
+            entries.append({**options, **parse_problem(item)})
+    if args.backward:
+        entries = [{**e, "backward": e.get("backward", True)} for e in entries]
+    return entries
+
+
+def _cmd_calibrate(args) -> int:
+    try:
+        threads = [int(t) for t in args.threads.split(",")] if args.threads else [torch.get_num_threads()]
+    except ValueError:
+        print(f"error: --threads takes counts like 1,2; got {args.threads!r}", file=sys.stderr)
+        return EXIT_USAGE
+    if any(t < 1 for t in threads):
+        print(f"error: --threads takes positive counts, got {args.threads!r}", file=sys.stderr)
+        return EXIT_USAGE
+    cache = _cache(args)
+    for t in threads:
+        report = fit_cpu_model(cache, threads=t, quick=args.quick, seconds=args.seconds)
+        print(report.describe())
+        print(f"stored in {cache.path}" if report.stored else "not stored (nothing was timed)")
+    return EXIT_OK
+
+
 def _cmd_precompile(args) -> int:
-    results = precompile(args.manifest, cache=_cache(args), jobs=args.jobs, progress=not args.quiet)
+    results = precompile(_precompile_entries(args), cache=_cache(args), jobs=args.jobs, progress=not args.quiet)
     print(summary_table(results))
     failed = [r for r in results if not r.ok]
     print(f"\n{len(results) - len(failed)} of {len(results)} plan(s) stored in {_cache(args).path}"
@@ -387,6 +482,7 @@ def _xla_audit_tree(problem, tree: str) -> bool:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     commands = {"plan": _cmd_plan, "solvers": _cmd_solvers, "precompile": _cmd_precompile, "cache": _cmd_cache,
+                "calibrate": _cmd_calibrate,
                 "bench": benchsuite.main, "audit": _cmd_audit}
     try:
         return commands[args.command](args)

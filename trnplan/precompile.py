@@ -2,7 +2,7 @@
 
 A manifest lists problems; each is planned (and compiled, for an artifact mode) into a plan
 cache, so that production can run with ``TRNPLAN_WISDOM_ONLY=1`` and never plan or compile.
-The format is documented in docs/cache.md; ``examples/plans.toml`` is a working example::
+The format (``trnplan precompile --help`` prints it too)::
 
     [defaults]            # optional: keys applied to every [[plan]] that does not set them
     compile = "auto"
@@ -111,6 +111,33 @@ def validate_entry(entry: dict, where: str = "entry", need_shape: bool = True) -
         raise ManifestError(f"{where}: compile = 'inductor' compiles in the running process and keeps nothing in "
                             f"the plan cache, so there is nothing to precompile; use compile = 'aot' (or 'auto')")
     return entry
+
+
+#: the command line's problem syntax (``trnplan precompile c2c:4096@64 r2c:256x256@8``), as
+#: FFTW's ``fftw-wisdom`` takes problems on its command line
+PROBLEM_SYNTAX = "[KIND:]SHAPE[@BATCH], KIND c2c (default), c2c-inv, r2c or c2r; SHAPE like 4096 or 256x256"
+_KIND_TOKENS = {"c2c": {"kind": "c2c"}, "c2c-inv": {"kind": "c2c", "inverse": True}, "r2c": {"kind": "r2c"},
+                "c2r": {"kind": "c2r"}}
+
+
+def parse_problem(text: str) -> dict:
+    """A manifest entry from the command line's syntax :data:`PROBLEM_SYNTAX`.
+
+    ``"c2c:4096@64"`` → ``{"kind": "c2c", "shape": [4096], "batch": 64}``; ``"r2c:256x256@8"`` →
+    a 2-D r2c of batch 8; ``"c2c-inv:1024"`` → an inverse c2c of batch 1 (or the command's
+    ``--batch``). Raises :class:`ManifestError` naming the syntax.
+    """
+    kind, _, rest = text.rpartition(":")
+    body, at, batch = rest.partition("@")
+    try:
+        shape = [int(n) for n in body.split("x")]
+        extra = {"batch": int(batch)} if at else {}
+    except ValueError:
+        shape, extra = [], {}
+    if (kind and kind not in _KIND_TOKENS) or not shape or min(shape) < 1 or extra.get("batch", 1) < 1:
+        raise ManifestError(f"{text!r} is neither a manifest file nor a problem {PROBLEM_SYNTAX} "
+                            f"(e.g. c2c:4096@64 or r2c:256x256@8)")
+    return {**_KIND_TOKENS[kind or "c2c"], "shape": shape, **extra}
 
 
 def with_adjoints(entries: list[dict]) -> list[dict]:

@@ -9,7 +9,7 @@ Every leaf that hands its whole transform to a library — ``native`` (torch.fft
   a leaf that runs on torch's threads (torch.fft, mkl_fft; scipy over a batch) changes its
   rate by ``(T / profile.threads) ** THREAD_EXPONENT``; pyFFTW leaves run single-threaded
   (trnplan.kernels.hostlib) and do not change.
-* **fitted**: where ``bench/calibrate.py --fit`` (:func:`trnplan.calibrate.fit_cpu_model`)
+* **fitted**: where ``trnplan calibrate`` (:func:`trnplan.calibrate.fit_cpu_model`)
   has timed the leaves on this machine at this thread count, the profile carries a
   :class:`~trnplan.core.cost.LeafCost` per leaf (per-call cost, a rate per size regime, the
   batch gain, the large-prime slowdown) and its held-out error, and the leaf costs what the
@@ -249,7 +249,7 @@ def parse_record(record) -> dict:
 
 def load(cache, fpd: str, threads: int) -> dict | None:
     """The stored fit of this machine at ``threads`` ({"leaves": {name: LeafCost}, ...}), or None
-    (a damaged record is forgotten with a warning: refit with python bench/calibrate.py --fit)."""
+    (a damaged record is forgotten with a warning: refit with trnplan calibrate)."""
     if cache is None:
         return None
     return cache.get_record(record_key(fpd, threads), parse_record)
@@ -265,7 +265,7 @@ def fitted_profile(profile, cache, fpd: str, threads: int | None = None):
         if not profile.sigma_source:  # a profile without a measured error (CUDA): nothing to add
             return profile
         return attrs.evolve(profile, sigma_source=f"{profile.sigma_source}; no fit for this machine at {threads} "
-                                                  f"threads (python bench/calibrate.py --fit)")
+                                                  f"threads (trnplan calibrate)")
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(record.get("time", 0)))
     return attrs.evolve(profile, leaves=record["leaves"], sigma_fitted=record["rms_heldout"],
                         sigma_source=(f"fitted {when} at {threads} thread(s), rms log-error on "
