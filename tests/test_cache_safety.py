@@ -422,3 +422,37 @@ def test_cache_commands_never_create_the_directory(tmp_path, capsys, action):
     assert list(target.iterdir()) == []
     assert main(["cache", "export", str(tmp_path / "b.zip"), "--cache-dir", str(target)]) == 2
     assert "no plan cache at" in capsys.readouterr().err and list(target.iterdir()) == []
+
+
+# ---------------------------------------------------------------------- item 8: concurrent calibration
+def test_concurrent_calibration_writers_keep_every_sample(tmp_path):
+    """Four writers (threads, each with its own PlanCache: its own SQLite connection, as a
+    process has) add 25 one-sample measurements each; every sample is kept."""
+    import threading
+
+    from trnplan.backends.cpu import CPU_PROFILE
+    from trnplan.planner import learn
+
+    path, fpd = tmp_path / "c", "f" * 16
+    PlanCache(path).set_record("probe:x:cpu", {"a": 1})  # the database exists before the race
+    start = threading.Barrier(4)
+    errors = []
+
+    def writer(w: int):
+        try:
+            cache = PlanCache(path)
+            start.wait()
+            for i in range(25):
+                learn.record(cache, fpd, "cpu", [({"launches": 1.0 + w, "bytes": 1e3 * (i + 1)}, 10.0 + i)],
+                             CPU_PROFILE)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    stored = PlanCache(path).get_record(f"calibration:{fpd}:cpu")
+    assert len(stored["samples"]) == 100 and stored["count"] == 100

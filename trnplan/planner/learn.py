@@ -196,16 +196,26 @@ def calibrated_profile(profile: CostProfile, cache, fpd: str, device) -> tuple[C
 
 def record(cache, fpd: str, device, samples, profile: CostProfile) -> Calibration | None:
     """Add ``samples`` (terms, measured µs) to the stored ones, refit against the *prior*
-    ``profile`` and store the result; returns the new calibration (None without a cache)."""
+    ``profile`` and store the result; returns the new calibration (None without a cache).
+
+    The read, the refit and the write are one transaction of the cache
+    (:meth:`~trnplan.cache.PlanCache.update_record`; the fit of 512 samples takes ~20 ms), so
+    processes measuring at once all keep their samples.
+    """
     if cache is None or not samples:
         return None
-    old = cache.get_record(_key(fpd, device), parse_record) or {"samples": []}
-    kept = (old["samples"] + [[dict(t), float(us)] for t, us in samples])[-MAX_SAMPLES:]
-    cal = fit([(t, us) for t, us in kept], profile)
-    cache.set_record(_key(fpd, device), {
-        "samples": kept, "scales": cal.scales, "count": cal.samples,
-        "rms_before": cal.rms_before, "rms_after": cal.rms_after})
-    return cal
+    new = [[dict(t), float(us)] for t, us in samples]
+    fitted = []
+
+    def merge(old):
+        kept = ((old or {"samples": []})["samples"] + new)[-MAX_SAMPLES:]
+        cal = fit([(t, us) for t, us in kept], profile)
+        fitted.append(cal)
+        return {"samples": kept, "scales": cal.scales, "count": cal.samples,
+                "rms_before": cal.rms_before, "rms_after": cal.rms_after}
+
+    cache.update_record(_key(fpd, device), merge, parse_record)
+    return fitted[-1] if fitted else None
 
 
 __all__ = ["Calibration", "calibrated_profile", "fit", "load", "record"]
