@@ -134,6 +134,12 @@ SEED = 20240605
 def reference(problem, x: np.ndarray) -> np.ndarray:
     """numpy.fft in float64/complex128 over the problem's last ``rank`` axes, with its norm."""
     axes = tuple(range(-problem.rank, 0))
+    if problem.r2r:  # scipy.fft's DCT/DST in float64 (pocketfft; scipy is needed only for these kinds)
+        import scipy.fft  # noqa: PLC0415 - optional dependency, deferred: only the r2r kinds need it
+
+        name = ("i" if problem.inverse else "") + problem.kind[:3] + "n"
+        with scipy.fft.set_backend("scipy", only=True):  # scipy's own, even where trnplan is its backend
+            return getattr(scipy.fft, name)(x, type=int(problem.kind[3]), axes=axes, norm=problem.norm)
     if problem.kind == "r2c":
         return np.fft.rfftn(x, axes=axes, norm=problem.norm)
     if problem.kind == "c2r":
@@ -150,7 +156,7 @@ def seeded_input(problem, seed: int = SEED) -> np.ndarray:
     """
     rng = np.random.default_rng(seed)
     shape = (problem.batch, *problem.shape)
-    if problem.kind == "r2c":
+    if problem.real_input:
         return rng.standard_normal(shape)
     if problem.kind == "c2r":
         return np.fft.rfftn(rng.standard_normal(shape), axes=tuple(range(-problem.rank, 0)))

@@ -22,7 +22,10 @@ import torch
 
 from trnplan.core.errors import PlanningError
 
-KINDS = ("c2c", "r2c", "c2r")
+#: the real-to-real kinds (FFTW's REDFT00/10/01/11 and RODFT00/10/01/11): DCT and DST types I–IV,
+#: with scipy.fft.dct/dst's definitions and norms (a real input, a real output of the same shape)
+R2R_KINDS = ("dct1", "dct2", "dct3", "dct4", "dst1", "dst2", "dst3", "dst4")
+KINDS = ("c2c", "r2c", "c2r", *R2R_KINDS)
 NORMS = ("backward", "ortho", "forward")
 #: device kinds trnplan plans for: the host, CUDA, Trainium ("neuron": TorchNeuron's native device,
 #: or the legacy torch_neuronx.trace route), torch-xla's lazy "xla" device, and "meta" (shapes and
@@ -100,9 +103,11 @@ class Problem:
         complex side's last axis holds ``shape[-1] // 2 + 1`` values).
     batch : int
         Number of independent transforms.
-    kind : {"c2c", "r2c", "c2r"}
+    kind : {"c2c", "r2c", "c2r", "dct1", …, "dct4", "dst1", …, "dst4"}
         Complex to complex; real to half-spectrum (forward only); half-spectrum to real
-        (inverse only). The last axis is the real one, as in torch.fft.rfftn.
+        (inverse only). The last axis is the real one, as in torch.fft.rfftn. The r2r kinds are
+        scipy.fft's DCT/DST types I–IV over every axis, real to real; ``inverse=True`` is
+        scipy.fft.idct/idst of that type.
     inverse : bool
         ``False`` for the forward transform (``exp(-2πi jk/n)``), ``True`` for the inverse.
     dtype : {"complex64", "complex128"}
@@ -136,6 +141,9 @@ class Problem:
         if self.kind == "c2r" and not self.inverse:
             raise ValueError("kind='c2r' is an inverse transform (n//2+1 complex inputs → n real outputs); "
                              "pass inverse=True, or use kind='r2c' for the forward real transform")
+        if self.kind == "dct1" and min(self.shape) < 2:
+            raise ValueError(f"kind='dct1' (DCT-I) is not defined for a length below 2, got shape {self.shape}; "
+                             f"its logical length is 2(n−1) (scipy.fft.dct type=1 refuses it too)")
         if self.precision in PRECISIONS and PRECISIONS[self.precision][0] != self.dtype:
             want = PRECISIONS[self.precision][0]
             raise ValueError(
@@ -179,7 +187,7 @@ class Problem:
             raise TypeError(
                 f"shape must be an int or a sequence of ints, got {type(shape).__name__}: {shape!r}"
             )
-        if kind in ("r2c", "c2r") and dtype in _REAL_PARTNER:
+        if kind in ("r2c", "c2r", *R2R_KINDS) and dtype in _REAL_PARTNER:
             dtype = _REAL_PARTNER[dtype]
         if isinstance(dtype, torch.dtype):
             if dtype not in _DTYPE_NAMES:
@@ -230,11 +238,16 @@ class Problem:
 
     @property
     def real_input(self) -> bool:
-        return self.kind == "r2c"
+        return self.kind == "r2c" or self.kind in R2R_KINDS
 
     @property
     def real_output(self) -> bool:
-        return self.kind == "c2r"
+        return self.kind == "c2r" or self.kind in R2R_KINDS
+
+    @property
+    def r2r(self) -> bool:
+        """A real-to-real kind (DCT/DST): real input and output of ``shape``, its norm applied by its solver."""
+        return self.kind in R2R_KINDS
 
     @property
     def sign(self) -> int:
@@ -252,7 +265,13 @@ class Problem:
 
     @property
     def scale(self) -> float:
-        """The factor the unscaled sum is multiplied by, as torch.fft defines ``norm``."""
+        """The factor the unscaled sum is multiplied by, as torch.fft defines ``norm``.
+
+        1 for the real-to-real kinds: scipy's DCT/DST norms are not one factor ("ortho" also
+        weights the first or last samples), so the r2r solver applies the whole norm itself.
+        """
+        if self.kind in R2R_KINDS:
+            return 1.0
         if self.norm == "ortho":
             return 1.0 / math.sqrt(self.n)
         scaled_side = "forward" if self.norm == "forward" else "backward"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import warnings
 
+import numpy as np
 import torch
 
 from trnplan.cache import default_cache
@@ -21,6 +22,7 @@ from trnplan.plan.autograd import PlanFunction
 from trnplan.plan.explain import render_explain, render_short
 from trnplan.plan.validation import check_layout, check_pair, check_tensor, dtype_name, wanted
 from trnplan.planner.planner import PlanModule
+from trnplan.planner.r2r import adjoint_factors
 from trnplan.planner.real import hermitian_weights
 
 
@@ -49,8 +51,14 @@ def adjoint_arguments(problem: Problem) -> dict:
     """plan_many's arguments (less device and how to plan) for the adjoint of ``problem``: the
     plan autograd's backward pass runs (:meth:`Plan.adjoint`), and what precompile's ``backward``
     key plans. The adjoint of a DFT with scale s is the opposite-direction DFT with the same
-    scale: ``inverse`` flips, ``norm`` mirrors ("backward" ↔ "forward"), r2c and c2r swap."""
+    scale: ``inverse`` flips, ``norm`` mirrors ("backward" ↔ "forward"), r2c and c2r swap. A
+    DCT/DST's adjoint is the unscaled forward transform of its partner type, between diagonal
+    weights (:func:`trnplan.planner.r2r.adjoint_factors`)."""
     p = problem
+    if p.r2r:  # Tᵀ = A ⊙ U'(B ⊙ ·): U' the unscaled forward transform of the partner type (Plan.backward)
+        kind, _, _ = adjoint_factors(p.kind, p.shape[-1], p.inverse, p.norm)
+        return {"shape": p.shape, "batch": p.batch, "kind": kind, "inverse": False, "dtype": p.torch_dtype,
+                "precision": p.precision, "norm": "backward", "cores": p.cores}
     return {"shape": p.shape, "batch": p.batch, "kind": {"c2c": "c2c", "r2c": "c2r", "c2r": "r2c"}[p.kind],
             "inverse": not p.inverse, "dtype": p.torch_dtype, "precision": p.precision,
             "norm": {"backward": "forward", "forward": "backward", "ortho": "ortho"}[p.norm], "cores": p.cores}
@@ -185,7 +193,7 @@ class Plan:
         p = self.problem
         if isinstance(x, (tuple, list)):
             if p.real_input:
-                raise TypeError(f"this r2c plan takes one real {dtype_name(p.real_dtype)} tensor, not a pair")
+                raise TypeError(f"this {p.kind} plan takes one real {dtype_name(p.real_dtype)} tensor, not a pair")
             re, im = check_pair(p, x, self.device)
             lead = re.shape[: re.ndim - p.rank]
             out = self._split_module(re, im)(re.reshape(self._in_flat), im.reshape(self._in_flat))
@@ -256,6 +264,9 @@ class Plan:
         p, adj = self.problem, self.adjoint()
         if p.kind == "c2c":
             return adj.execute(g)
+        if p.r2r:
+            a, b = self._r2r_weights(g.device)
+            return adj.execute(g * b) * a
         weights = self._weights.get(g.device)
         if weights is None:  # built once per device, not per backward call
             weights = torch.as_tensor(hermitian_weights(p.shape[-1]), dtype=p.real_dtype).to(g.device)
@@ -263,6 +274,19 @@ class Plan:
         if p.kind == "r2c":  # Re(Σ_k g_k ω^{-jk}) over the half spectrum = c2r of g with weights 1/c_k
             return adj.execute(g / weights)
         return adj.execute(g.real.contiguous() if g.is_complex() else g) * weights  # c2r: c_k · rfft(g)
+
+    def _r2r_weights(self, device) -> tuple[torch.Tensor, torch.Tensor]:
+        """(A, B) of the r2r adjoint over the whole shape: the outer products of each axis's factors."""
+        weights = self._weights.get(device)
+        if weights is None:  # built once per device, not per backward call
+            p = self.problem
+            a, b = np.ones(()), np.ones(())
+            for n in p.shape:
+                _, an, bn = adjoint_factors(p.kind, n, p.inverse, p.norm)
+                a, b = np.multiply.outer(a, an), np.multiply.outer(b, bn)
+            weights = tuple(torch.as_tensor(w, dtype=p.real_dtype).to(device) for w in (a, b))
+            self._weights[device] = weights
+        return weights
 
     def _split_module(self, *inputs):
         """The compiled artifact, unless a gradient is needed (artifacts carry no autograd)."""

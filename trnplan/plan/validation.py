@@ -89,10 +89,10 @@ def check_tensor(p, x: torch.Tensor) -> None:
     got = dtype_name(x.dtype)
     if p.real_input:
         if x.is_complex():
-            raise TypeError(f"this r2c plan takes real input ({dtype_name(p.real_dtype)}), got a complex {got} tensor; "
-                            f"use a c2c plan (kind='c2c') for complex data, or pass x.real")
+            raise TypeError(f"this {p.kind} plan takes real input ({dtype_name(p.real_dtype)}), got a complex {got} "
+                            f"tensor; use a c2c plan (kind='c2c') for complex data, or pass x.real")
         if x.dtype != p.real_dtype:
-            raise TypeError(f"this r2c plan was made for {dtype_name(p.real_dtype)} input but x is {got}; convert with "
+            raise TypeError(f"this {p.kind} plan was made for {dtype_name(p.real_dtype)} input but x is {got}; convert with "
                             f"x.to(torch.{dtype_name(p.real_dtype)}) or plan with dtype=torch.{got}")
         return
     if not x.is_complex():

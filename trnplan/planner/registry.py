@@ -26,6 +26,7 @@ from trnplan.planner.multicore import Multicore
 from trnplan.planner.native import Native
 from trnplan.planner.nd import ND
 from trnplan.planner.precision import Precision
+from trnplan.planner.r2r import R2R
 from trnplan.planner.real import Real
 from trnplan.planner.stockham import Stockham
 
@@ -114,6 +115,7 @@ SOLVERS = Registry((
     FourStep(),
     Bluestein(),
     Real(),
+    R2R(),  # DCT/DST types I–IV, any rank: pocketfft, one GEMM, or through a child DFT
     ND(),
     Multicore(),  # cores > 1 only: the batch split into shards run concurrently
     Precision(),  # precision="auto" only: one child per concrete mode
