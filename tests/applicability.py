@@ -89,6 +89,7 @@ ROWS = {
     "four-step": lambda c: None if len(prime_factors(c.n)) >= 2 else f"n={c.n} is not composite (1 or prime)",
     "bluestein": lambda c: None,  # forced, it applies to every n (unforced, only to large prime factors)
     "real": lambda c: None,
+    "r2r": lambda c: None,  # its kinds (dct1…dst4) are its own: every other kind is refused by declaration
     "nd": lambda c: None,
     "multicore": lambda c: None if c.cores > 1 else "cores=1: nothing to split over",
     "precision": lambda c: None if c.precision == "auto" else "plans precision='auto' only",

@@ -64,8 +64,8 @@ def test_bad_cores(cores):
 
 # ---------------------------------------------------------------------------- enumerations
 @pytest.mark.parametrize("kwargs,match", [
-    ({"kind": "r2r"}, r"kind must be one of 'c2c', 'r2c', 'c2r'; got 'r2r'"),
-    ({"kind": "C2C"}, r"kind must be one of 'c2c', 'r2c', 'c2r'; got 'C2C'"),
+    ({"kind": "r2r"}, r"kind must be one of 'c2c', 'r2c', 'c2r', 'dct1', 'dct2', .*'dst4'; got 'r2r'"),
+    ({"kind": "C2C"}, r"kind must be one of 'c2c', 'r2c', 'c2r', 'dct1', .*; got 'C2C'"),
     ({"norm": "none"}, r"norm must be one of 'backward', 'ortho', 'forward'; got 'none'"),
     ({"precision": "fp16"},
      r"precision must be one of 'fp32', 'fp64', 'bf16', 'bf16x3', 'bf16x6', 'tf32', 'auto'; got 'fp16'"),

@@ -382,6 +382,48 @@ for k, v in sorted(c.outcomes.items()):
 
 
 @pytest.mark.slow
+def test_scipys_own_dct_dst_tests_pass_under_the_backend(tmp_path):
+    """scipy/fft/tests/test_real_transforms.py (dct, idct, dst, idst and the N-D forms, every type,
+    norm and orthogonalize choice), run with this backend as scipy.fft's only global backend:
+    every DCT/DST there is a trnplan r2r plan."""
+    if importlib.util.find_spec("scipy.fft.tests.test_real_transforms") is None:
+        pytest.skip("this scipy installation ships without its test modules")
+    args = ["--pyargs", "scipy.fft.tests.test_real_transforms", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+            "--rootdir", str(tmp_path)]
+    env = dict(os.environ, TRNPLAN_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.run([sys.executable, "-c", _RUNNER, *args], capture_output=True, text=True, cwd=tmp_path,
+                          env=env, timeout=900, check=False)
+    outcomes = dict(line.split(" ", 2)[1:][::-1] for line in proc.stdout.splitlines() if line.startswith("OUTCOME "))
+    assert outcomes, proc.stdout[-3000:] + proc.stderr[-3000:]
+    failed = sorted(k for k, v in outcomes.items() if v == "failed")
+    assert not failed, failed[:20]
+    assert sum(v == "passed" for v in outcomes.values()) >= 3000, (len(outcomes), proc.stdout[-2000:])
+
+
+def test_dct_dst_are_served_by_trnplan_plans(monkeypatch):
+    """With the backend (only=True), scipy.fft.dct/dstn run r2r plans, matching pocketfft in float64,
+    orthogonalize=False/True included (applied as the per-type √2 weights around the plan)."""
+    x = _data((6, 10), np.float64).real
+    kinds, transform = set(), trnplan.fft._transform
+
+    def counted(x, kind, *args):
+        kinds.add(kind)
+        return transform(x, kind, *args)
+
+    monkeypatch.setattr(trnplan.fft, "_transform", counted)
+    with scipy.fft.set_backend(scipy_fft, only=True):
+        got = {(t, norm, o): scipy.fft.dct(x, type=t, norm=norm, orthogonalize=o)
+               for t in (1, 2, 3, 4) for norm in ("backward", "ortho") for o in (None, False, True)}
+        got_n = scipy.fft.idstn(x, type=3, norm="ortho", axes=(0, 1), s=(5, 12))
+    assert kinds == {"dct1", "dct2", "dct3", "dct4", "dst3"}
+    for (t, norm, o), y in got.items():
+        assert rel_l2(y, scipy.fft.dct(x, type=t, norm=norm, orthogonalize=o)) <= BAR["fp64"], (t, norm, o)
+    assert rel_l2(got_n, scipy.fft.idstn(x, type=3, norm="ortho", axes=(0, 1), s=(5, 12))) <= BAR["fp64"]
+    with pytest.raises(ValueError, match="invalid DCT type"), scipy.fft.set_backend(scipy_fft, only=True):
+        scipy.fft.dct(x, type=5)
+
+
+@pytest.mark.slow
 def test_scipys_own_fft_tests_pass_under_the_backend(tmp_path):
     """scipy/fft/tests/test_basic.py, run with this backend as scipy.fft's only global backend."""
     if importlib.util.find_spec("scipy.fft.tests.test_basic") is None:

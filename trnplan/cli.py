@@ -31,9 +31,9 @@ from trnplan.audit import audit, audit_grid
 from trnplan.cache import CacheWarning, PlanCache, default_cache, default_cache_dir
 from trnplan.cache.bundle import export_bundle, import_bundle
 from trnplan.calibrate import fit_cpu_model
-from trnplan.core.accuracy import DEFAULT_TOL
+from trnplan.core.accuracy import DEFAULT_TOL, reference
 from trnplan.core.errors import TrnplanError
-from trnplan.core.problem import Problem
+from trnplan.core.problem import KINDS, Problem
 from trnplan.plan.api import plan_many
 from trnplan.planner import registry
 from trnplan.planner.measure import Measurement
@@ -85,8 +85,9 @@ def _add_plan(sub) -> None:
                                    "complex128 and exits 1 when the relative L2 error is over the bound.")
     p.add_argument("shape", type=parse_shape, metavar="SHAPE",
                    help="transform shape, e.g. 4096, 256x256 or 32x64x64 (for r2c/c2r the real shape)")
-    p.add_argument("--kind", choices=["c2c", "r2c", "c2r"], default="c2c",
-                   help="c2c (default), r2c (real input, half spectrum out) or c2r (its inverse)")
+    p.add_argument("--kind", choices=list(KINDS), default="c2c",
+                   help="c2c (default), r2c (real input, half spectrum out) or c2r (its inverse); dct1…dct4, "
+                        "dst1…dst4: scipy.fft's DCT/DST types I–IV (--inverse: idct/idst)")
     p.add_argument("--batch", type=int, default=1, help="number of transforms per call (default 1)")
     p.add_argument("--inverse", action="store_true", help="plan the inverse transform")
     p.add_argument("--precision", choices=PRECISION_CHOICES, default=None,
@@ -241,7 +242,7 @@ def _cmd_plan(args) -> int:
         return EXIT_USAGE
     dtype = getattr(torch, args.dtype) if args.dtype else torch.complex128 if args.precision == "fp64" \
         else torch.complex64
-    if args.kind != "c2c" and args.inverse:
+    if args.kind in ("r2c", "c2r") and args.inverse:
         print("error: --inverse is implied by --kind c2r and impossible for r2c; drop it", file=sys.stderr)
         return EXIT_USAGE
     inverse = True if args.kind == "c2r" else args.inverse
@@ -270,7 +271,9 @@ def _cmd_plan(args) -> int:
     if not args.verify:
         return EXIT_OK
     axes = tuple(range(1, len(shape)))
-    if p.kind == "r2c":
+    if p.r2r:
+        ref = reference(p, x64)  # scipy.fft's DCT/DST in float64
+    elif p.kind == "r2c":
         ref = np.fft.rfftn(x64, axes=axes, norm=args.norm)
     elif p.kind == "c2r":
         ref = np.fft.irfftn(x64, s=p.shape, axes=axes, norm=args.norm)
@@ -278,7 +281,7 @@ def _cmd_plan(args) -> int:
         ref = (np.fft.ifftn if args.inverse else np.fft.fftn)(x64, axes=axes, norm=args.norm)
     err = float(np.linalg.norm(y.cpu().numpy() - ref) / np.linalg.norm(ref))
     ok = err <= plan.tol
-    print(f"verify:  relative L2 error {err:.2e} vs numpy.fft complex128; bound {plan.tol:.0e}; "
+    print(f"verify:  relative L2 error {err:.2e} vs {'scipy.fft float64' if p.r2r else 'numpy.fft complex128'}; bound {plan.tol:.0e}; "
           f"predicted ≤ {plan.tree.error:.1e} -> {'OK' if ok else 'OVER THE BOUND'}")
     return EXIT_OK if ok else EXIT_OVER_BOUND
 

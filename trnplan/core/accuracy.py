@@ -135,7 +135,7 @@ def reference(problem, x: np.ndarray) -> np.ndarray:
     """numpy.fft in float64/complex128 over the problem's last ``rank`` axes, with its norm."""
     axes = tuple(range(-problem.rank, 0))
     if problem.r2r:  # scipy.fft's DCT/DST in float64 (pocketfft; scipy is needed only for these kinds)
-        import scipy.fft  # noqa: PLC0415 - optional dependency, deferred: only the r2r kinds need it
+        import scipy.fft  # deferred: an optional dependency, needed only for the r2r kinds
 
         name = ("i" if problem.inverse else "") + problem.kind[:3] + "n"
         with scipy.fft.set_backend("scipy", only=True):  # scipy's own, even where trnplan is its backend

@@ -46,6 +46,7 @@ import torch
 from trnplan import fft as _tfft
 from trnplan.core.problem import COMPLEX_OF, REAL_OF
 from trnplan.interfaces._bridge import to_numpy, to_torch
+from trnplan.planner.r2r import norm_factors
 
 __all__ = ["__ua_domain__", "__ua_function__"]
 
@@ -241,6 +242,89 @@ def _c2rn(name, x, s=None, axes=None, norm=None, overwrite_x=False, workers=None
     return to_numpy(f(to_torch(a, _COMPLEX_OF[a.dtype]), s=s, dim=axes, norm=norm))
 
 
+def _fix_shape(a: np.ndarray, shape, axes) -> np.ndarray:
+    """scipy's ``_fix_shape``: crop or zero-pad each of ``axes`` to its length."""
+    index, out_shape = [slice(None)] * a.ndim, list(a.shape)
+    for n, ax in zip(shape, axes):
+        index[ax], out_shape[ax] = slice(0, min(n, a.shape[ax])), n
+    if all(n <= a.shape[ax] for n, ax in zip(shape, axes)):
+        return a[tuple(index)]
+    z = np.zeros(out_shape, a.dtype)
+    z[tuple(index)] = a[tuple(index)]
+    return z
+
+
+def _orthogonalize(kind: str, inverse: bool, shape, axes, ndim: int, on: bool):
+    """(input weights, output weights) that turn scipy's default orthogonalization into ``on``.
+
+    trnplan's plans orthogonalize exactly when norm="ortho" (scipy's default): the √2 weights of
+    the first/last samples (per type, :func:`trnplan.planner.r2r.norm_factors`) are applied here,
+    per axis, when the caller asks for the other choice.
+    """
+    w_in, w_out = np.ones([1] * ndim), np.ones([1] * ndim)
+    for n, ax in zip(shape, axes):
+        _, _, pre, post = norm_factors(kind, n, inverse, "ortho")
+        view = [1] * ndim
+        view[ax] = n
+        w_in, w_out = w_in * pre.reshape(view), w_out * post.reshape(view)
+    return (w_in, w_out) if on else (1.0 / w_in, 1.0 / w_out)
+
+
+def _r2r_type(name: str, type) -> int:
+    t = operator.index(type)
+    if t not in (1, 2, 3, 4):
+        raise ValueError(f"invalid {name.removeprefix('i')[:3].upper()} type")
+    return t
+
+
+def _r2rn(name, x, type=2, s=None, axes=None, norm=None, overwrite_x=False, workers=None, orthogonalize=None):
+    """dct/idct/dst/idst and their N-D forms (``s``/``axes`` already lists for the 1-D forms)."""
+    a = _prepare(x, workers, None)
+    if a is None:
+        return NotImplemented
+    t = _r2r_type(name, type)
+    shape, axes = _shape_and_axes(a, s, axes)
+    if not axes:
+        return x  # scipy.fft.dctn over no axes returns its input, as given
+    norm = _norm(norm)
+    kind, inverse = f"{name.removeprefix('i')[:3]}{t}", name.startswith("i")
+    if kind == "dct1" and min(shape) < 2:
+        raise RuntimeError("zero-length FFT requested")  # pocketfft's words: DCT-I of length 1 has L = 0
+    a = _fix_shape(a, shape, axes)
+    w_out = None
+    if orthogonalize is not None and bool(orthogonalize) != (norm == "ortho"):
+        w_in, w_out = _orthogonalize(kind, inverse, shape, axes, a.ndim, bool(orthogonalize))
+        a = (a * w_in).astype(a.dtype, copy=False)
+    fn = getattr(_tfft, f"{name.removesuffix('n')}n")
+    y = to_numpy(fn(to_torch(a, a.dtype), type=t, dim=axes, norm=norm))
+    return y if w_out is None else (y * w_out).astype(y.dtype, copy=False)
+
+
+def _r2r_1d(name, x, type=2, n=None, axis=-1, norm=None, overwrite_x=False, workers=None, orthogonalize=None):
+    a = _prepare(x, workers, None)
+    if a is None:
+        return NotImplemented
+    axis = _axis(axis, a.ndim)
+    n = a.shape[axis] if n is None else operator.index(n)
+    _points(n)
+    return _r2rn(name, a, type, [n], [axis], norm, overwrite_x, workers, orthogonalize)
+
+
+def _bind_r2r(name):
+    if name.endswith("n"):
+        def transform(x, type=2, s=None, axes=None, norm=None, overwrite_x=False, workers=None, *,
+                      orthogonalize=None):
+            return _r2rn(name, x, type, s, axes, norm, overwrite_x, workers, orthogonalize)
+    else:
+        def transform(x, type=2, n=None, axis=-1, norm=None, overwrite_x=False, workers=None,
+                      orthogonalize=None):
+            return _r2r_1d(name, x, type, n, axis, norm, overwrite_x, workers, orthogonalize)
+    transform.__name__ = transform.__qualname__ = name
+    transform.__doc__ = (f"scipy.fft.{name} over a trnplan r2r plan (numpy arrays in and out); returns NotImplemented "
+                         f"for what this backend does not take (see the module docstring).")
+    return transform
+
+
 def _bind(impl, name, nd=False):
     default_axes = None if name.endswith("n") else (-2, -1)
     if not nd:
@@ -263,6 +347,7 @@ IMPLEMENTED = {
     **{name: _bind(_c2cn, name, nd=True) for name in ("fftn", "ifftn", "fft2", "ifft2")},
     **{name: _bind(_r2cn, name, nd=True) for name in ("rfftn", "ihfftn", "rfft2", "ihfft2")},
     **{name: _bind(_c2rn, name, nd=True) for name in ("irfftn", "hfftn", "irfft2", "hfft2")},
+    **{name: _bind_r2r(name) for name in ("dct", "idct", "dst", "idst", "dctn", "idctn", "dstn", "idstn")},
 }
 
 

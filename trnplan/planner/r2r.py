@@ -59,7 +59,7 @@ from trnplan.kernels import hostlib
 from trnplan.kernels.gemm import Gemm
 from trnplan.planner.leafcost import LeafShape, leaf_work
 from trnplan.planner.library import ScipyFFT
-from trnplan.planner.solver import Solver, best_variant, itemsize
+from trnplan.planner.solver import Solver, WholeShape, best_variant, itemsize
 
 METHODS = ("scipy", "gemm", "fft", "rowcol")
 #: the n × n matrix of method=gemm: n² multiply-adds against O(n log n) for method=fft, and an
@@ -247,7 +247,7 @@ class R2RFFT(torch.nn.Module):
         self.register_buffer("alt", ctx.const((-1.0) ** k))
 
     def _dct(self, x):
-        n, t, zeros = self.n, self.t, x.new_zeros(x.shape[0], 1)
+        n, t, zeros = self.n, self.t, torch.zeros_like(x[:, :1])  # zeros_like: on the Neuron allowlist
         if t == 1:
             ur, _ = self.child(torch.cat([x, x[:, 1:n - 1].flip(1)], 1))
             return ur[:, :n]
@@ -260,7 +260,7 @@ class R2RFFT(torch.nn.Module):
             (u,) = self.child(vr, vi)
             return u[:, :n]
         zr, zi = x * self.pr, x * self.pi
-        pad = x.new_zeros(x.shape[0], n)
+        pad = torch.zeros_like(x)
         ur, ui = self.child(torch.cat([zr, pad], 1), torch.cat([zi, pad], 1))
         return 2.0 * (ur[:, :n] * self.tr - ui[:, :n] * self.ti)
 
@@ -268,7 +268,7 @@ class R2RFFT(torch.nn.Module):
         if not self.pre_ones:
             x = x * self.pre
         if self.fam == "dst" and self.t == 1:
-            zeros = x.new_zeros(x.shape[0], 1)
+            zeros = torch.zeros_like(x[:, :1])
             _, ui = self.child(torch.cat([zeros, x, zeros, -x.flip(1)], 1))
             y = -ui[:, 1:self.n + 1]
         elif self.fam == "dst" and self.t == 2:
@@ -301,19 +301,24 @@ class R2RRowColumn(torch.nn.Module):
 
 
 # ---------------------------------------------------------------------------- the solver
-class R2R(Solver):
+class R2R(WholeShape, Solver):
     name = "r2r"
     composite = True
     kinds = R2R_KINDS
     ranks = "any"
-    options = ("method",)
-    word_options = ("method",)
+    takes_factors = True
+    # kind= and norm= are in every node (a stored tree replays them; they must match the problem)
+    options = ("method", "kind", "norm")
+    word_options = ("method", "kind", "norm")
 
     def why_not(self, problem, planner, forced):
         return None
 
     def why_not_spec(self, problem, spec):
-        reason = super().why_not_spec(problem, spec)
+        reason = super().why_not_spec(problem, spec)  # WholeShape: the factors and kind=
+        norm = spec.option("norm")
+        if reason is None and norm is not None and norm != problem.norm:
+            reason = f"the strategy's r2r node has norm={norm} but the problem's norm is {problem.norm}"
         method = spec.option("method")
         if reason is None and method is not None:
             reason = self._why_not_method(problem, None, method)
@@ -388,7 +393,7 @@ class R2R(Solver):
     def _plan_fft(self, problem, planner, spec, params, u):
         n, b, size = problem.n, problem.batch, itemsize(problem)
         eff = effective_kind(problem.kind, problem.inverse)
-        fam, t = family(eff)
+        t = family(eff)[1]
         length, kind, inverse = {1: (logical_length(eff, n), "r2c", False), 2: (2 * n, "r2c", False),
                                  3: (2 * n, "c2r", True), 4: (2 * n, "c2c", False)}[t]
         child_spec = spec.child(0) if spec is not None else None

@@ -1,0 +1,81 @@
+"""DCT/DST plans made for ``device="xla"`` (torch-xla on XLA:CPU): GEMM or DFT trees, real-typed graphs.
+
+Each plan is the accelerator profile's own pick (or a forced method), run on the ``xla`` device and
+checked against scipy.fft in float64 with the fp32 bar (``DEFAULT_TOL``, imported); nothing runs on
+the host (``executed_fallback_ops``); its HLO passes trnplan's audit (no c64/c128/f64, the ops its
+lowerings are known to produce); one graph per plan: a second call compiles nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.fft
+import torch
+import torch_xla
+
+import trnplan
+from trnplan import xla_audit
+from trnplan.core.accuracy import DEFAULT_TOL
+
+pytestmark = pytest.mark.xla
+DEV = torch_xla.device()
+BATCH = 4
+
+# (shape, kind, inverse, norm, strategy or None for the profile's pick)
+CASES = [
+    (64, "dct2", False, "backward", None),
+    (1024, "dct2", False, "ortho", None),
+    (512, "dst4", True, "forward", "(r2r method=fft)"),
+    (257, "dct1", True, "ortho", None),
+    (100, "dst1", False, "backward", "(r2r method=fft)"),
+    (1000, "dct3", False, "backward", "(r2r method=fft)"),
+    ((16, 32), "dst2", False, "ortho", None),
+]
+
+
+def _id(c):
+    return f"{c[1]}-{'inv' if c[2] else 'fwd'}-{c[0]}-{c[3]}-{c[4] or 'picked'}"
+
+
+@pytest.mark.parametrize("case", CASES, ids=map(_id, CASES))
+def test_r2r_plan_on_xla(case):
+    shape, kind, inverse, norm, strategy = case
+    shape_t = shape if isinstance(shape, tuple) else (shape,)
+    plan = trnplan.plan_many(shape, BATCH, kind=kind, inverse=inverse, norm=norm, strategy=strategy,
+                             device="xla", cache=None)
+    assert not {"native", "scipy", "pyfftw", "mkl-fft"} & {n.solver for _, n in plan.tree.walk()}
+    x = torch.from_numpy(np.random.default_rng(0).standard_normal((BATCH, *shape_t))).float()
+    name = ("i" if inverse else "") + kind[:3] + "n"
+    with scipy.fft.set_backend("scipy", only=True):
+        ref = getattr(scipy.fft, name)(x.double().numpy(), type=int(kind[3]), norm=norm,
+                                       axes=tuple(range(1, len(shape_t) + 1)))
+    xd = x.to(DEV)
+    torch_xla.sync()
+    before = xla_audit._fallback_counts()
+    y = plan.execute(xd)
+    assert y.device == xd.device and y.dtype == torch.float32
+    err = float(np.linalg.norm(y.cpu().double().numpy() - ref) / np.linalg.norm(ref))
+    fallback = sorted(op for op, n in xla_audit._fallback_counts().items() if n > before.get(op, 0))
+    assert err <= DEFAULT_TOL["fp32"], f"{plan.tree}: rel L2 {err:.3g} over the fp32 bar"
+    assert err <= plan.tree.error, f"{plan.tree}: rel L2 {err:.3g} over its prediction {plan.tree.error:.3g}"
+    assert fallback == [], f"{plan.tree}: ran on the host: {fallback}"
+    report = xla_audit.audit_plan(plan)
+    assert report.ok, str(report)
+    assert set(report.hlo_ops) <= xla_audit.PLAN_HLO_OPS, set(report.hlo_ops) - xla_audit.PLAN_HLO_OPS
+    with xla_audit.CompileCounter() as again:
+        y = plan.execute(xd).cpu()
+    assert (again.dynamo, again.uncached) == (0, 0)
+    print(f"XLA-LANE r2r {plan.tree} err={err:.3g} hlo={','.join(sorted(report.hlo_ops))}")
+
+
+def test_dct_gradient_on_xla_matches_the_adjoint():
+    """trnplan.fft.dct's backward on the xla device (the partner type's plan with weights)."""
+    x = torch.from_numpy(np.random.default_rng(1).standard_normal((BATCH, 48))).float()
+    g = torch.from_numpy(np.random.default_rng(2).standard_normal((BATCH, 48))).float()
+    xd = x.to(DEV).requires_grad_()
+    y = trnplan.fft.dct(xd, type=2, norm="ortho")
+    (y * g.to(DEV)).sum().backward()
+    ref = scipy.fft.idct(g.double().numpy(), type=2, norm="ortho")  # orthonormal: the adjoint is the inverse
+    got = xd.grad.cpu().double().numpy()
+    assert float(np.linalg.norm(got - ref) / np.linalg.norm(ref)) <= DEFAULT_TOL["fp32"]
