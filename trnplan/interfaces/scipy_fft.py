@@ -7,14 +7,17 @@ Use it for a block of code, or for the whole process::
 
     with scipy.fft.set_backend(trnplan_backend):
         y = scipy.fft.rfft2(image)            # a trnplan plan
-        c = scipy.fft.dct(image)              # not implemented here: scipy's own pocketfft
+        c = scipy.fft.dct(image)              # a trnplan r2r plan (DCT-II)
+        h = scipy.fft.fht(a, dln, mu)         # not implemented here: scipy's own (over trnplan's rfft)
 
     scipy.fft.set_global_backend(trnplan_backend)
 
 scipy.fft calls :func:`__ua_function__` with the public function and its arguments. This
 module implements fft, ifft, rfft, irfft, hfft, ihfft and their 2-D and N-D forms (fft2, ifft2,
-rfft2, irfft2, hfft2, ihfft2, fftn, ifftn, rfftn, irfftn, hfftn, ihfftn) with scipy.fft's
-signatures, argument rules, errors and dtypes:
+rfft2, irfft2, hfft2, ihfft2, fftn, ifftn, rfftn, irfftn, hfftn, ihfftn), and the real-to-real
+transforms dct, idct, dst, idst, dctn, idctn, dstn, idstn (types 1–4, as trnplan r2r plans; an
+``orthogonalize`` other than the norm's default is applied as scipy's √2 weights around the plan)
+with scipy.fft's signatures, argument rules, errors and dtypes:
 
 - float16 is computed (and returned) in single precision, integers and bools in double;
   float32/complex64 stay single, float64/complex128 double;
@@ -28,7 +31,7 @@ signatures, argument rules, errors and dtypes:
   and is ignored (the input is never written).
 
 It returns ``NotImplemented`` — so that scipy tries the next backend, its own pocketfft unless
-``only=True`` — for every other function (dct, dst, fht, …), for long double / complex long
+``only=True`` — for every other function (fht, ifht, …), for long double / complex long
 double data (trnplan plans compute in float32 or float64), for a ``plan=`` argument, and for
 arrays of other array libraries (a torch tensor, a CuPy array): this backend takes numpy
 arrays and array-likes and returns numpy arrays.
