@@ -40,10 +40,12 @@ CHUNK = 256
 #: fitted to bench/accuracy.py at batch 1 and 4 and rounded up (docs/precision.md)
 ERROR_AB = {"fp32": (2.5, 0.3), "fp64": (3.0, 0.45)}
 #: ... b for GEMMs of 4+ rows, which MKL's sgemm sums blockwise: the fit over the grid at batch 4
-#: is 0.081 (n=64) against 0.186 (n=97) at batch 1, so 0.1. Four-step leaves always have many
-#: rows: with b = 0.3 a (four-step 4096=64x64 (dft-gemm) (dft-gemm)) tree was predicted at 5.4e-7,
-#: over fp32's 5e-7 bar, where it measures 2.8e-7
-ERROR_B_BLOCKED = {"fp32": 0.1, "fp64": 0.45}
+#: was 0.081 (n=64) against 0.186 (n=97) at batch 1, and b was set to 0.1; the per-node contract
+#: test (tests/test_real_nd.py) then measured 2.8-3.0e-7 at n = 128…1024, batch 4…64 (4 seeds,
+#: 1 and 2 threads) where 0.1 predicts 2.5-2.6e-7: the fit there is b = 0.148, so 0.16. Four-step
+#: leaves always have many rows: with b = 0.3 a (four-step 4096=64x64 (dft-gemm) (dft-gemm)) tree
+#: was predicted at 5.4e-7, over fp32's 5e-7 bar, where it measures 2.8e-7; with 0.16, 4.0e-7
+ERROR_B_BLOCKED = {"fp32": 0.16, "fp64": 0.45}
 BLOCKED_ROWS = 4
 
 
@@ -84,6 +86,8 @@ class DFTGemm(torch.nn.Module):
 
 class DFTGemmSolver(Solver):
     name = "dft-gemm"
+    #: 2: the blocked fp32 summation constant went 0.1 -> 0.16 (it under-predicted at batch >= 4)
+    version = 2
 
     def why_not(self, problem, planner, forced):
         matrix = 4 * problem.n**2 * itemsize(problem)
