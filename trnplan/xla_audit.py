@@ -73,13 +73,14 @@ _STRUCTURAL = {"parameter", "return"}
 #: asserts every plan stays inside it, so a new op in a lowering is a visible decision). ``reduce``
 #: is the sum over the k-chunks of a dft-gemm with n > 128 (an Add reduction, which neuronx-cc
 #: allows); ``reverse`` the Hermitian mirror of the real solver's half method; ``gather`` the
-#: butterfly's bit reversal (index_select)
-PLAN_HLO_OPS = frozenset({"add", "broadcast", "concatenate", "constant", "convert", "dot", "gather", "multiply",
-                          "negate", "pad", "reduce", "reshape", "reverse", "slice", "subtract", "transpose", "tuple",
-                          "get-tuple-element"})
-PLAN_STABLEHLO_OPS = frozenset({"add", "broadcast_in_dim", "concatenate", "constant", "convert", "dot_general",
-                                "gather", "multiply", "negate", "pad", "reduce", "reshape", "reverse", "slice",
-                                "subtract", "transpose", "tuple", "get_tuple_element"})
+#: butterfly's bit reversal (index_select); ``abs``, ``compare`` and ``maximum`` (a Max reduce)
+#: the split modes' per-row power-of-two scale (kernels.gemm.power_of_two_scale)
+PLAN_HLO_OPS = frozenset({"abs", "add", "broadcast", "compare", "concatenate", "constant", "convert", "dot",
+                          "gather", "maximum", "multiply", "negate", "pad", "reduce", "reshape", "reverse", "slice",
+                          "subtract", "transpose", "tuple", "get-tuple-element"})
+PLAN_STABLEHLO_OPS = frozenset({"abs", "add", "broadcast_in_dim", "compare", "concatenate", "constant", "convert",
+                                "dot_general", "gather", "maximum", "multiply", "negate", "pad", "reduce", "reshape",
+                                "reverse", "slice", "subtract", "transpose", "tuple", "get_tuple_element"})
 
 _HLO_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%?[\w.\-]+\s*=\s*(.+?)\s+([a-z][a-z0-9\-]*)\(", re.MULTILINE)
 _HLO_TYPE = re.compile(r"\b(pred|[suf]\d+|bf16|c64|c128|f8\w*)\[([^\]]*)\]")

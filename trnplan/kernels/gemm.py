@@ -77,6 +77,37 @@ def split_bf16(x: torch.Tensor, slices: int, *, as_bf16: bool = False) -> list[t
     return out
 
 
+#: rows whose max |x| is below TINY are scaled up by 1/TINY, rows above 1/TINY down by TINY:
+#: 2^-64 keeps every significant bf16x6 slice product (~2^-16 of the row's max) ≥ 2^-80, far
+#: from fp32's subnormals (2^-126), and a scaled row's max below 1 (or 2^64): no overflow either
+TINY = 2.0**-64
+
+
+def power_of_two_scale(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Powers of two ``(s, 1/s)`` that move each slice of ``x`` along ``dim`` away from fp32's
+    range ends before a split mode slices it.
+
+    Split modes lose their accuracy on tiny data: the residual slices of values near fp32's
+    smallest normal (1.2e-38) are subnormal in bf16 and their products underflow in fp32 (n=256:
+    bf16x3 measured 2.6e-3 at input scale 1e-38, 2.6e-5 at 1e-36, against its 1e-5 bound), and a
+    value near fp32's max rounds to inf in bf16. Multiplying a row (the values one GEMM output row
+    depends on) by a power of two is exact, so a row whose max |x| is under :data:`TINY` (over
+    ``1/TINY``) is scaled by 2^64 (2^-64) and its output scaled back; other rows by 1.
+
+    Only ops every route lowers and neuronx-cc lists (Abs, Reduce Max, Broadcast, Compare, Convert, Add, Mul): no
+    exponent bit tricks (``Tensor.view(dtype)`` breaks ``torch.jit.trace``, the trace route's
+    recorder) and no log/exp (inexact on a device), and no host sync.
+    """
+    m = x.abs().amax(dim=dim, keepdim=True)
+    # compared with tensors of x's dtype and selected as 0/1 masks: a python float compared or
+    # selected with torch.where is an f64 operand on XLA (no FP64 on a NeuronCore); a python
+    # float multiplied with an f32 tensor stays f32
+    tiny = (m < torch.full_like(m, TINY)).to(m.dtype)
+    huge = (m > torch.full_like(m, 1.0 / TINY)).to(m.dtype)
+    keep = 1.0 - tiny - huge
+    return keep + tiny * (1.0 / TINY) + huge * TINY, keep + tiny * TINY + huge * (1.0 / TINY)
+
+
 @functools.lru_cache(maxsize=8)
 def native_bf16_matmul(device_type: str) -> bool:
     """Whether torch multiplies bf16 tensors into an fp32 result on this device type
@@ -281,14 +312,17 @@ class Gemm(torch.nn.Module):
         self.register_buffer("w", stacked.to(dtype=dtype).to(ctx.device))  # cast on the host: no f64 on a device
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if self.slices:
-            # real bf16 slices where the device multiplies them (half the bytes, no cast back)
-            parts = split_bf16(x, self.slices, as_bf16=self.native_bf16)
-            contraction = -1 if self.side == "right" else -2
-            x = torch.cat([parts[i] for i, _ in self.pairs], dim=contraction) if len(self.pairs) > 1 else parts[0]
-        if self.side == "right":
-            return matmul(x, self.w, self.mode)
-        return matmul(self.w, x, self.mode)
+        if not self.slices:
+            return matmul(x, self.w, self.mode) if self.side == "right" else matmul(self.w, x, self.mode)
+        # each output row (side="right"; column for "left") depends on one row (column) of x:
+        # scale it by a power of two to ~1 first, so that no slice underflows (exact both ways)
+        contraction = -1 if self.side == "right" else -2
+        scale, inverse = power_of_two_scale(x, contraction)
+        # real bf16 slices where the device multiplies them (half the bytes, no cast back)
+        parts = split_bf16(x * scale, self.slices, as_bf16=self.native_bf16)
+        x = torch.cat([parts[i] for i, _ in self.pairs], dim=contraction) if len(self.pairs) > 1 else parts[0]
+        y = matmul(x, self.w, self.mode) if self.side == "right" else matmul(self.w, x, self.mode)
+        return y * inverse
 
 
 __all__ = [
@@ -296,6 +330,7 @@ __all__ = [
     "fp32_matmul_scope",
     "matmul",
     "native_bf16_matmul",
+    "power_of_two_scale",
     "split_bf16",
     "tf32_scope",
 ]

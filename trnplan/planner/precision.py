@@ -37,6 +37,9 @@ def candidate_modes(problem, backend) -> tuple[str, ...]:
 
 class Precision(Solver):
     name = "precision"
+    #: 2: the reduced modes' GEMMs scale each row by a power of two before splitting (kernels.gemm
+    #: power_of_two_scale): artifacts compiled before it lose bf16x3/bf16x6 accuracy on tiny inputs
+    version = 2
     composite = True
     options = ("mode",)
     word_options = ("mode",)
