@@ -380,6 +380,27 @@ def test_aot_cross_process_artifact_hit(aot_cache, tmp_path):
 
 
 @pytest.mark.slow
+def test_aot_warm_start_leaves_nothing_in_the_temp_dir(aot_cache, tmp_path):
+    """AOTInductor's loader extracted each package (1.5 MB here) into a temp folder of its own and
+    kept it; a process that did not tear its plans down (killed, os._exit) left it behind (issue
+    34). No compile: process A's artifact, loaded in a child whose TMPDIR is watched."""
+    cache_dir = _copy_cache(aot_cache, tmp_path / "cache")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    b = run_child("""
+        plan = trnplan.plan_many(64, batch=4, compile="aot", effort="wisdom_only")
+        np.save(os.path.join(OUT, "b.npy"), run(plan, rnd((4, 64), 0)))
+        done(artifact=plan.provenance.artifact, runner=type(plan._runner).__name__)
+        sys.stdout.flush()
+        os._exit(0)  # no teardown: what a killed process leaves
+    """, cache_dir, tmp_path / "out", TMPDIR=str(tmp))
+    assert b["artifact"] == "artifact hit" and b["runner"] == "AOTRunner"
+    assert [p for p in tmp.rglob("*") if not p.is_dir()] == []
+    x = random_complex((4, 64), seed=0)
+    assert rel_l2(np.load(tmp_path / "out" / "b.npy"), reference(x, False)) <= BAR["fp32"]
+
+
+@pytest.mark.slow
 def test_aot_untrusted_dir_refuses_artifact(aot_cache, tmp_path, monkeypatch):
     """No compile: loads process A's artifact from a world-writable copy."""
     cache_dir = _copy_cache(aot_cache, tmp_path / "cache")

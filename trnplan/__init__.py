@@ -32,8 +32,13 @@ from trnplan.precompile import precompile
 from trnplan.stft import istft, stft
 
 # where torch-neuronx is installed, its compile cache goes under trnplan's cache directory unless
-# the user set it: both runtimes read the variable once, at their first compile (backends/accel.py)
-_configure_compile_cache(_default_cache_dir())
+# the user set it: both runtimes read the variable once, at their first compile (backends/accel.py).
+# The directory is resolved only there, and a bad TRNPLAN_CACHE_DIR ('~nosuchuser/x') is said by
+# the first plan that uses the cache, not by the import (issue 34)
+try:
+    _configure_compile_cache(_default_cache_dir)
+except ValueError:
+    pass
 
 __all__ = [
     "SOLVERS",

@@ -18,9 +18,13 @@ The format (``trnplan precompile --help`` prints it too)::
 from __future__ import annotations
 
 import concurrent.futures
+import ctypes
 import inspect
 import multiprocessing
+import os
+import signal
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -201,6 +205,36 @@ def _precompile_one(index: int, entry: dict, cache_path: str | None) -> Precompi
                             pv.compile_s, pv.artifact_bytes, time.perf_counter() - t0, error)
 
 
+#: prctl(2)'s PR_SET_PDEATHSIG: the signal this process gets when the thread that started it ends
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent(parent: int) -> None:
+    """Worker initializer: the worker ends when the precompiling process does, however it ends.
+
+    A pool's workers block reading the task queue, whose writing end they hold themselves, so
+    they never see an end of file: after a SIGKILL or SIGTERM of ``trnplan precompile --jobs 2``
+    they ran forever (issue 34). On Linux the kernel kills them with the parent
+    (``PR_SET_PDEATHSIG``); elsewhere a daemon thread polls the parent's pid once a second.
+    """
+    armed = False
+    if sys.platform.startswith("linux"):
+        try:
+            armed = ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL) == 0
+        except (OSError, AttributeError):
+            armed = False
+    if os.getppid() != parent:  # the parent was gone before the signal was armed
+        os._exit(1)
+    if not armed:
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True, name="trnplan-parent-watch").start()
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(1)
+
+
 def precompile(problems, *, cache=None, jobs: int = 1, progress: bool = True) -> list[PrecompileResult]:
     """Plan and compile every problem into a plan cache.
 
@@ -260,7 +294,8 @@ def precompile(problems, *, cache=None, jobs: int = 1, progress: bool = True) ->
     else:
         # spawn: torch and forked OpenMP pools do not mix
         ctx = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_die_with_parent,
+                                                    initargs=(os.getpid(),)) as pool:
             futures = [pool.submit(_precompile_one, i, e, cache_path) for i, e in enumerate(entries)]
             for future in concurrent.futures.as_completed(futures):
                 report(future.result())

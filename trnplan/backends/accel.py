@@ -139,9 +139,12 @@ def configure_compile_cache(cache_dir) -> dict[str, str]:
 def configure_compile_cache_if_neuron(cache_dir) -> None:
     """:func:`configure_compile_cache` where a Neuron runtime is installed (torch-neuronx, either
     kind) — ``import trnplan`` calls it with the default plan cache directory — else nothing: so that the variables are set before the
-    first device op of a program that imports trnplan first; elsewhere the environment is untouched."""
+    first device op of a program that imports trnplan first; elsewhere the environment is untouched.
+
+    ``cache_dir`` may be a callable returning the directory: it is called only where the runtime
+    is installed (``import trnplan`` resolves no directory elsewhere)."""
     if _version("torch-neuronx") is not None:
-        configure_compile_cache(cache_dir)
+        configure_compile_cache(cache_dir() if callable(cache_dir) else cache_dir)
 
 
 def cache_note(kind: str) -> str:

@@ -88,6 +88,42 @@ def aot_compile(module: torch.nn.Module, example) -> tuple[bytes, bool]:
     return buffer.getvalue(), dynamic
 
 
+_TMPDIR_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _extraction_dir():
+    """A fresh private directory that AOTInductor's loader extracts a package into (it honours
+    ``TMPDIR``), removed after the block.
+
+    The loader extracts the package's shared library and weights (1.5 MB for the n = 64 CPU
+    package) into a directory of its own under the temp dir and keeps it for the loader's life:
+    each warm start of a process left one behind when the process did not tear the loader
+    down (killed, ``os._exit``, a plan still held at exit) (issue 34). The library is mapped once
+    loaded: the loader runs after the directory is gone (checked by tests/test_fail_fast.py).
+    ``TMPDIR`` is process-wide: it is set under a lock and restored at once.
+    """
+    folder = tempfile.mkdtemp(prefix="load-", dir=_private_tmp())
+    try:
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def _tmpdir_set_to(folder: str):
+    with _TMPDIR_LOCK:
+        old = os.environ.get("TMPDIR")
+        os.environ["TMPDIR"] = folder
+        try:
+            yield
+        finally:
+            if old is None:
+                del os.environ["TMPDIR"]
+            else:
+                os.environ["TMPDIR"] = old
+
+
 @contextlib.contextmanager
 def _package_file(data: bytes):
     """The path of ``data`` written to a private temporary ``.pt2`` file, removed after the block."""
@@ -141,9 +177,10 @@ def load_check(data: bytes, device: torch.device, example, timeout: float = 300.
     a package that loaded.
     """
     try:
-        with _package_file(data) as path:
+        # the child's loader extracts into a folder removed here, also when the child crashed
+        with _package_file(data) as path, _extraction_dir() as folder:
             proc = subprocess.run(load_check_command(path, device, example), capture_output=True, text=True,
-                                  timeout=timeout, check=False)
+                                  timeout=timeout, check=False, env={**os.environ, "TMPDIR": folder})
     except subprocess.TimeoutExpired:
         return f"the child process loading it did not finish in {timeout:.0f} s"
     if proc.returncode == 0 and _LOAD_CHECK_OK in proc.stdout:
@@ -168,7 +205,7 @@ class AOTRunner:
     def __init__(self, data: bytes, device: torch.device):
         device_index = device.index if device.type == "cuda" and device.index is not None else -1
         # removed once loaded: the loader has extracted what it needs (runs fine after removal)
-        with _package_file(data) as path:
+        with _package_file(data) as path, _extraction_dir() as folder, _tmpdir_set_to(folder):
             self._loader = torch._C._aoti.AOTIModelPackageLoader(path, "model", False, 1, device_index)
         self._lock = threading.Lock()
         self._device_type = device.type

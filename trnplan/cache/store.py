@@ -140,9 +140,18 @@ def default_cache_dir() -> Path:
     """``$TRNPLAN_CACHE_DIR``, else ``$XDG_CACHE_HOME/trnplan``, else ``~/.cache/trnplan``."""
     env = config.cache_dir()
     if env:
-        return Path(env).expanduser()
+        return _expand(env, "TRNPLAN_CACHE_DIR")
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "trnplan"
+
+
+def _expand(path, what: str) -> Path:
+    """``Path(path).expanduser()``, with a ValueError naming ``what`` where ``~user`` names no user."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError as exc:  # pathlib: "Could not determine home directory."
+        raise ValueError(f"{what} {str(path)!r}: cannot expand its '~' ({exc}); give the directory as an "
+                         f"absolute path") from None
 
 
 def _writable_by_others(st) -> str | None:
@@ -268,7 +277,7 @@ class PlanCache:
     """
 
     def __init__(self, path=None, *, size_limit: int = 2 * 2**30, create: bool = True):
-        self.path = Path(path).expanduser() if path is not None else default_cache_dir()
+        self.path = _expand(path, "the plan cache directory") if path is not None else default_cache_dir()
         self.size_limit = size_limit
         self.create = create
         self._store = None
