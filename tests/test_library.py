@@ -300,4 +300,7 @@ def test_measured_planning_measures_within_its_time_limit(monkeypatch):
         trnplan.plan_many(96, batch=2, strategy="pyfftw", effort="measure", cache=None)
     finally:
         trnplan.set_timelimit(None)
-    assert (("FFTW_MEASURE",), 2.0) in seen, seen
+    # FFTW plans within the limit: at most half of what is left of it for the candidate's own
+    # planning (measure's _prepare_all keeps the rest for the timing rounds)
+    measured = [limit for flags, limit in seen if flags == ("FFTW_MEASURE",)]
+    assert measured and all(0 < limit <= 1.0 for limit in measured), seen

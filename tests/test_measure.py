@@ -657,3 +657,43 @@ def test_a_candidate_measured_faster_but_not_chosen_is_not_called_more_expensive
     assert ranked["native"].verdict == CHOSEN
     assert ranked["pyfftw"].verdict == NOT_CHOSEN_NOISE and "measured 0.77×" in ranked["pyfftw"].reason
     assert ranked["stockham"].verdict == MORE_EXPENSIVE and "measured 3.00×" in ranked["stockham"].reason
+
+
+def test_preparing_and_minimum_rounds_fit_the_time_limit(monkeypatch):
+    """The time limit covers preparing the candidates and their MIN_ROUNDS rounds: on a clock that
+    only preparing advances, candidates stop being prepared while their rounds would still fit,
+    and the rest are 'not timed (time limit)' (the default 5 s ran 7.4 s at a 2 s limit before)."""
+    from types import SimpleNamespace
+
+    from trnplan.planner import measure as m
+
+    clock = [0.0]
+    monkeypatch.setattr(m, "time", SimpleNamespace(perf_counter=lambda: clock[0], time=lambda: 0.0))
+    monkeypatch.setattr(m, "_seeded", lambda problem, device: (None, None, 1.0))
+    monkeypatch.setattr(m, "_sync", lambda device: (lambda: None))
+
+    def prepare(planner, problem, device, tree, make_plan, x, ref, ref_norm, sync):
+        clock[0] += tree.prep_s
+        return m._Prepared(-1, lambda: None, 4, 0.0, call_s=tree.call_s)
+
+    monkeypatch.setattr(m, "_prepare", prepare)
+    trees = [SimpleNamespace(prep_s=0.1, call_s=0.004, time_us=4000.0)]  # the estimate's pick
+    trees += [SimpleNamespace(prep_s=0.15, call_s=0.004, time_us=4000.0) for _ in range(8)]
+    limit = 1.0
+    prepared, verdicts, _ = m._prepare_all(None, None, None, trees, [True] * len(trees), 1, None, limit, 0.0)
+    reserved = MIN_ROUNDS * sum(p.round_s for p in prepared)
+    assert clock[0] + reserved <= limit
+    assert prepared[0].index == 0 and len(prepared) >= 3  # the pick always, and what fits
+    assert set(verdicts.values()) == {NOT_TIMED_LIMIT} and len(verdicts) == len(trees) - len(prepared)
+
+
+def test_fftw_planning_gets_what_is_left_of_the_deadline():
+    import time as real_time
+
+    from trnplan.kernels import hostlib
+
+    with hostlib.fftw_deadline(real_time.perf_counter() + 0.3):
+        assert hostlib.MIN_FFTW_PLANNING_S <= hostlib._planning_limit("measure") <= 0.3
+    with hostlib.fftw_deadline(real_time.perf_counter() - 1.0):  # past: FFTW still gets its minimum
+        assert hostlib._planning_limit("measure") == hostlib.MIN_FFTW_PLANNING_S
+    assert hostlib._planning_limit("measure") == config.timelimit("measure")  # no deadline: the effort's limit

@@ -144,7 +144,7 @@ def test_precompile_cli_prints_a_summary_and_exit_code(tmp_path, capsys):
     assert main(["precompile", str(write(tmp_path, MANIFEST)), "--cache-dir", cache_dir]) == 0
     captured = capsys.readouterr()
     assert "4 of 4 plan(s) stored" in captured.out and "(bluestein 97" in captured.out
-    assert "[####################] 4/4 ok" in captured.err
+    assert "[#" not in captured.err  # standard error is no terminal here: no progress bar
     bad = write(tmp_path, '[[plan]]\nshape = [97]\nstrategy = "stockham"\n', "bad.toml")
     assert main(["precompile", str(bad), "--cache-dir", cache_dir, "--quiet"]) == 1
     assert "FAILED" in capsys.readouterr().out

@@ -156,7 +156,7 @@ def _add_precompile(sub) -> None:
                     help="a TOML manifest, or a problem " + PROBLEM_SYNTAX)
     _cache_args(pc)
     pc.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
-    pc.add_argument("--quiet", action="store_true", help="no progress lines")
+    pc.add_argument("--quiet", action="store_true", help="no progress bar (there is none in a pipe either)")
     group = pc.add_argument_group("options of the problems given on the command line (a manifest sets its own)")
     group.add_argument("--batch", type=int, default=None, help="batch where a problem has no @BATCH (default 1)")
     group.add_argument("--precision", choices=PRECISION_CHOICES, default=None)
@@ -329,7 +329,8 @@ def _cmd_calibrate(args) -> int:
 
 
 def _cmd_precompile(args) -> int:
-    results = precompile(_precompile_entries(args), cache=_cache(args), jobs=args.jobs, progress=not args.quiet)
+    results = precompile(_precompile_entries(args), cache=_cache(args), jobs=args.jobs,
+                         progress=False if args.quiet else None)
     print(summary_table(results))
     failed = [r for r in results if not r.ok]
     print(f"\n{len(results) - len(failed)} of {len(results)} plan(s) stored in {_cache(args).path}"

@@ -34,6 +34,7 @@ import torch
 from trnplan.cache import PlanCache, default_cache
 from trnplan.core.errors import TrnplanError
 from trnplan.core.problem import Problem
+from trnplan.core.progress import Progress
 from trnplan.plan.api import plan_many, plan_many_uncached
 from trnplan.plan.plan import adjoint_arguments
 
@@ -235,7 +236,7 @@ def _watch_parent(parent: int) -> None:
     os._exit(1)
 
 
-def precompile(problems, *, cache=None, jobs: int = 1, progress: bool = True) -> list[PrecompileResult]:
+def precompile(problems, *, cache=None, jobs: int = 1, progress: bool | None = None) -> list[PrecompileResult]:
     """Plan and compile every problem into a plan cache.
 
     Parameters
@@ -250,8 +251,10 @@ def precompile(problems, *, cache=None, jobs: int = 1, progress: bool = True) ->
     jobs : int, default 1
         Worker processes. Entries are independent; concurrent writers are safe (first writer
         wins), so several ``precompile`` runs may also share one cache directory.
-    progress : bool, default True
-        Print a progress line per finished entry to stderr.
+    progress : bool, optional
+        None (default): a progress bar on standard error where it is a terminal (redrawn in
+        place, with the entry being planned), nothing in a pipe or a log; True: one line per
+        finished entry on standard error, terminal or not (for build logs); False: nothing.
 
     Returns
     -------
@@ -276,30 +279,44 @@ def precompile(problems, *, cache=None, jobs: int = 1, progress: bool = True) ->
         raise ValueError(f"jobs must be a positive int, got {jobs!r}")
     results: list[PrecompileResult | None] = [None] * len(entries)
     done = 0
+    # on a terminal (progress None) the bar is redrawn in place; progress=True prints lines instead
+    with Progress(f"trnplan precompile: {len(entries)} plan(s)", enabled=None if progress is None else False) as bar:
 
-    def report(result: PrecompileResult):
-        nonlocal done
-        done += 1
-        results[result.index] = result
-        if progress:
-            width = 20
-            bar = "#" * (width * done // len(entries)) + "-" * (width - width * done // len(entries))
+        def report(result: PrecompileResult):
+            nonlocal done
+            done += 1
+            results[result.index] = result
             status = "ok" if result.ok else "FAILED"
-            print(f"[{bar}] {done}/{len(entries)} {status} {result.problem} ({result.seconds:.1f} s)",
-                  file=sys.stderr, flush=True)
+            bar.update(done / len(entries), f"{done}/{len(entries)} {status} {result.problem}")
+            if progress:
+                width = 20
+                filled = "#" * (width * done // len(entries)) + "-" * (width - width * done // len(entries))
+                print(f"[{filled}] {done}/{len(entries)} {status} {result.problem} ({result.seconds:.1f} s)",
+                      file=sys.stderr, flush=True)
 
+        _run_entries(entries, cache_path, jobs, report)
+    return results
+
+
+def _run_entries(entries, cache_path, jobs: int, report) -> None:
     if jobs == 1 or len(entries) == 1:
         for i, entry in enumerate(entries):
             report(_precompile_one(i, entry, cache_path))
-    else:
-        # spawn: torch and forked OpenMP pools do not mix
-        ctx = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_die_with_parent,
-                                                    initargs=(os.getpid(),)) as pool:
-            futures = [pool.submit(_precompile_one, i, e, cache_path) for i, e in enumerate(entries)]
-            for future in concurrent.futures.as_completed(futures):
-                report(future.result())
-    return results
+        return
+    # spawn: torch and forked OpenMP pools do not mix
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_die_with_parent,
+                                                initargs=(os.getpid(),)) as pool:
+        futures = [pool.submit(_quiet_precompile_one, i, e, cache_path) for i, e in enumerate(entries)]
+        for future in concurrent.futures.as_completed(futures):
+            report(future.result())
+
+
+def _quiet_precompile_one(index: int, entry: dict, cache_path: str | None) -> PrecompileResult:
+    """:func:`_precompile_one` in a worker process: its planning draws no progress line of its own
+    (the parent's bar counts the entries; several workers drawing on one terminal would garble it)."""
+    with Progress("precompile worker", enabled=False):
+        return _precompile_one(index, entry, cache_path)
 
 
 def summary_table(results) -> str:

@@ -126,9 +126,13 @@ def set_timelimit(seconds: float | None) -> None:
     ----------
     seconds : float or None
         A positive number of seconds, or ``None`` to go back to the default (``TRNPLAN_TIMELIMIT``,
-        else 5 s for effort "measure" and 30 s for "patient"). The limit is checked between
-        candidates and caps each candidate's repeats: at least one candidate (the model's pick) is
-        always timed, so a limit shorter than one run is overrun by that run.
+        else 5 s for effort "measure" and 30 s for "patient"). It covers the candidates' work:
+        preparing each (lowering, a library's own planning such as FFTW_MEASURE, the warm-up and
+        error check) and timing them round-robin; a candidate is prepared only while its
+        preparing and its minimum rounds still fit. It does not cover the cost-model search
+        before (milliseconds) or storing the result after. The model's pick and the device's own
+        FFT are always timed (at least 5 rounds each), so a limit shorter than that is overrun by
+        them. Measured on a busy 2-core machine at a 2 s limit: 1.2-2.0 s (7.4 s before).
     """
     global _timelimit
     if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))

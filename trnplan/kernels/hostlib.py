@@ -48,6 +48,7 @@ import importlib.util
 import math
 import sys
 import threading
+import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Callable
@@ -503,6 +504,35 @@ def fftw_rigor(effort: str):
         _RIGOR.reset(token)
 
 
+#: ``time.perf_counter()`` by which measured planning must be done timing (None: no deadline), set by
+#: :func:`fftw_deadline`: an FFTW_MEASURE plan made while candidates are prepared gets the time left
+#: as its ``planning_timelimit``, not the whole limit (a threaded n = 65536 plan took 2.8 s of a 2 s
+#: limit before, busy machine)
+_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("trnplan_fftw_deadline", default=None)
+#: the least planning time FFTW is given (FFTW then plans as with little more than its estimate)
+MIN_FFTW_PLANNING_S = 0.01
+
+
+@contextlib.contextmanager
+def fftw_deadline(deadline: float | None):
+    """Within this block, FFTW_MEASURE plans end by ``deadline`` (a ``time.perf_counter()`` value)."""
+    token = _DEADLINE.set(deadline)
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _planning_limit(rigor: str) -> float:
+    """FFTW's ``planning_timelimit`` for a measured plan: the effort's limit, or less where a
+    deadline (:func:`fftw_deadline`) leaves less."""
+    limit = config.timelimit(rigor)
+    deadline = _DEADLINE.get()
+    if deadline is not None:
+        limit = min(limit, max(deadline - time.perf_counter(), MIN_FFTW_PLANNING_S))
+    return limit
+
+
 def _out_shape(shape: tuple, kind: str, batch_shape: tuple) -> tuple:
     """The output array's shape for an input of ``batch_shape``."""
     if kind == "r2c":
@@ -535,7 +565,7 @@ def _new_fftw(shape: tuple, dtype: np.dtype, kind: str, inverse: bool, threads: 
             fftw = pyfftw.FFTW(*args, flags=(flag,), threads=threads)
             FFTW_PLANS["estimated"] += 1
         else:
-            fftw = pyfftw.FFTW(*args, flags=(flag,), threads=threads, planning_timelimit=config.timelimit(rigor))
+            fftw = pyfftw.FFTW(*args, flags=(flag,), threads=threads, planning_timelimit=_planning_limit(rigor))
             FFTW_PLANS["measured"] += 1
     return fftw
 

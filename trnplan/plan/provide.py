@@ -41,6 +41,7 @@ from trnplan.cache.store import WISDOM_FORMAT, CacheWarning, PlanCache
 from trnplan.core import config
 from trnplan.core.errors import OverBoundError, PlanningError, WisdomMiss
 from trnplan.core.node import PlanNode
+from trnplan.core.progress import Progress
 from trnplan.core.spec import Spec, parse_strategy
 from trnplan.kernels import hostlib
 from trnplan.plan.plan import Plan
@@ -475,7 +476,13 @@ def _new_record(req: _Request, decision: _Decision, entries: dict, planning_ms: 
 def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, compile: str,
             wisdom_only: bool, effort: str = "estimate") -> Provided:
     """The plan of ``problem`` through the plan cache: look up -> trust -> plan or measure (lowering
-    the tree) -> build the artifact -> store, as the module docstring describes."""
+    the tree) -> build the artifact -> store, as the module docstring describes. On a terminal, a
+    step that takes over a second shows a progress line (:class:`~trnplan.core.progress.Progress`)."""
+    with Progress(f"trnplan: planning {problem.kind}:{'x'.join(map(str, problem.shape))}@{problem.batch}"):
+        return _provide(problem, spec, device, tol, cache, compile, wisdom_only, effort)
+
+
+def _provide(problem, spec, device, tol, cache, compile, wisdom_only, effort) -> Provided:
     req = _request(problem, spec, device, tol, cache, compile, wisdom_only, effort,
                    assumed=_assumed_probe(problem, device, cache, effort))
     tentative = _tentative_tree(req) if req.probe_origin == "assumed" else None

@@ -52,7 +52,9 @@ from trnplan.core import config
 from trnplan.core.accuracy import reference, seeded_input
 from trnplan.core.cost import format_time
 from trnplan.core.errors import PlanningError
+from trnplan.core.progress import Progress
 from trnplan.core.spec import parse_strategy
+from trnplan.kernels import hostlib
 from trnplan.planner.planner import CHOSEN, MORE_EXPENSIVE
 
 FASTEST = "fastest"
@@ -349,6 +351,11 @@ class _Prepared:
     fn: object
     inner: int
     error: float
+    call_s: float = 0.0  # one warm call's seconds: a round costs (inner + 1) of them
+
+    @property
+    def round_s(self) -> float:
+        return (self.inner + 1) * self.call_s
 
 
 def _prepare(planner, problem, device, tree, make_plan, x, ref, ref_norm, sync) -> _Prepared:
@@ -362,10 +369,10 @@ def _prepare(planner, problem, device, tree, make_plan, x, ref, ref_norm, sync) 
     with torch.no_grad():
         y = fn()
         sync()
-        inner, _ = _inner(fn, sync)
+        inner, call_s = _inner(fn, sync)
     y = y.detach().cpu().numpy()
     err = float(np.linalg.norm(y.astype(ref.dtype) - ref) / ref_norm)
-    return _Prepared(-1, fn, inner, err)
+    return _Prepared(-1, fn, inner, err, call_s)
 
 
 def _seeded(problem, device):
@@ -377,24 +384,51 @@ def _seeded(problem, device):
     return x, ref, float(np.linalg.norm(ref)) or 1.0
 
 
-def _prepare_all(planner, problem, device, trees, timed, n_fixed, make_plan, limit, start):
-    """Prepare the timed candidates within the time limit: (prepared list, verdicts by index)."""
+def _prepare_all(planner, problem, device, trees, timed, n_fixed, make_plan, limit, start, bar=None):
+    """Prepare the timed candidates within the time limit: (prepared list, verdicts by index).
+
+    The limit covers preparing (lowering, a library's own planning such as FFTW_MEASURE, the
+    warm-up and error check) *and* the :data:`MIN_ROUNDS` rounds every prepared candidate is then
+    timed in, so a candidate is prepared only while the time spent plus the prepared ones' minimum
+    rounds leave room, and one whose rounds would no longer fit is dropped (the default 5 s ran
+    7.4 s at a 2 s limit before: five candidates' five rounds came after the limit, busy machine).
+    The estimate's pick and the default are always timed: a limit shorter than their preparing and
+    minimum rounds is overrun by those.
+    """
     x, ref, ref_norm = _seeded(problem, device)
     sync = _sync(device)
-    prepared, verdicts = [], {}
+    prepared, verdicts, took = [], {}, []
+
+    def over(extra: float = 0.0, preparing: float = 0.0) -> bool:
+        reserved = MIN_ROUNDS * (sum(p.round_s for p in prepared) + extra)
+        return time.perf_counter() - start + preparing + reserved >= limit
+
     for i, tree in enumerate(trees):
         if not timed[i]:
             verdicts[i] = NOT_TIMED_TOP_K
-        elif i >= n_fixed and time.perf_counter() - start >= limit:
+            continue
+        # before preparing: its preparing (as long as the median one so far) and its predicted rounds
+        # (one untimed and one timed call each) must fit too
+        if i >= n_fixed and over(2e-6 * tree.time_us, statistics.median(took) if took else 0.0):
             verdicts[i] = NOT_TIMED_LIMIT
-        else:
-            try:
-                with torch.no_grad():
-                    p = _prepare(planner, problem, device, tree, make_plan, x, ref, ref_norm, sync)
-            except Exception as exc:  # noqa: BLE001 - a candidate that cannot run here is skipped, with the reason
-                verdicts[i] = f"{FAILED}: {type(exc).__name__}: {exc}"[:300]
-                continue
-            prepared.append(attrs.evolve(p, index=i))
+            continue
+        # a library's own planning (FFTW_MEASURE) gets half of what is left after the reserved rounds
+        left = limit - (time.perf_counter() - start) - MIN_ROUNDS * sum(p.round_s for p in prepared)
+        t0 = time.perf_counter()
+        try:
+            with torch.no_grad(), hostlib.fftw_deadline(time.perf_counter() + max(left, 0.0) / 2):
+                p = _prepare(planner, problem, device, tree, make_plan, x, ref, ref_norm, sync)
+        except Exception as exc:  # noqa: BLE001 - a candidate that cannot run here is skipped, with the reason
+            verdicts[i] = f"{FAILED}: {type(exc).__name__}: {exc}"[:300]
+            continue
+        finally:
+            took.append(time.perf_counter() - t0)
+        if i >= n_fixed and over(p.round_s):  # its rounds no longer fit: not timed
+            verdicts[i] = NOT_TIMED_LIMIT
+            continue
+        prepared.append(attrs.evolve(p, index=i))
+        if bar is not None:
+            bar.update((time.perf_counter() - start) / limit, f"{len(prepared)} of {sum(timed)} candidate(s) prepared")
     return prepared, verdicts, sync
 
 
@@ -450,15 +484,28 @@ def measure(planner, problem, spec, device: torch.device, effort: str, estimate_
     trees, default, n_fixed = _candidates(planner, problem, spec, estimate_node)
     default_i = next((i for i, t in enumerate(trees) if default is not None and t.digest() == default.digest()), None)
     start = time.perf_counter()
-    prepared, verdicts, sync = _prepare_all(planner, problem, device, trees, _timed_set(trees, top_k, n_fixed),
-                                            n_fixed, make_plan, limit, start)
+    with Progress(f"measuring (time limit {limit:g} s)") as bar:
+        prepared, verdicts, sync = _prepare_all(planner, problem, device, trees, _timed_set(trees, top_k, n_fixed),
+                                                n_fixed, make_plan, limit, start, bar)
+        bar.update((time.perf_counter() - start) / limit, f"timing {len(prepared)} candidate(s) round-robin")
+        samples = _time_prepared(prepared, default_i, sync, limit, start)
+    timings = _timings(trees, prepared, samples, verdicts, default_i, tol)
+    return _finish(effort, problem, trees, timings, samples, prepared, default, top_k, limit, start, tol)
+
+
+def _time_prepared(prepared, default_i, sync, limit: float, start: float) -> list:
+    """The round-robin samples of the prepared candidates, in what is left of the time limit."""
     left = max(limit - (time.perf_counter() - start), 0.0)
     budget = min(left, CANDIDATE_BUDGET_S * max(len(prepared), 1))
-    per_round = sum(p.inner for p in prepared) * MIN_SAMPLE_S or MIN_SAMPLE_S
+    # a round's cost as measured while preparing (each candidate's untimed call and its timed ones)
+    per_round = max(sum(p.round_s for p in prepared), MIN_SAMPLE_S)
     rounds = int(min(MAX_ROUNDS, max(MIN_ROUNDS, budget / per_round)))
     keep = [p.index in (0, default_i) for p in prepared]  # the estimate's pick and the default stay
-    samples = timed_rounds([(p.fn, p.inner) for p in prepared], sync, rounds, budget, keep)
-    timings = _timings(trees, prepared, samples, verdicts, default_i, tol)
+    return timed_rounds([(p.fn, p.inner) for p in prepared], sync, rounds, budget, keep)
+
+
+def _finish(effort, problem, trees, timings, samples, prepared, default, top_k, limit, start, tol):
+    """(winner node, Measurement, calibration samples) from the timings: :func:`measure`'s result."""
     elapsed = time.perf_counter() - start
     if not any(t.verdict == SLOWER for t in timings):
         detail = "; ".join(f"{t.tree}: {t.verdict}" + (f" ({t.measured_error:.1e})" if t.measured_error else "")
