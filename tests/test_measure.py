@@ -10,7 +10,10 @@ numpy.fft in complex128 at the fp32 bar.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
+import os
 import statistics
 import time
 import warnings
@@ -27,6 +30,7 @@ from trnplan.cache import PlanCache
 from trnplan.cache.store import CacheWarning
 from trnplan.planner import learn, registry
 from trnplan.core.cost import Work
+from trnplan.core.problem import Problem
 from trnplan.planner.measure import (FASTEST, MIN_ROUNDS, NOT_TIMED_LIMIT, NOT_TIMED_TOP_K, OVER_BOUND_MEASURED, SLOWER,
                                      Measurement, Timing, beats_default, decide, paired, round_robin, spread)
 from trnplan.planner.native import Native
@@ -697,3 +701,163 @@ def test_fftw_planning_gets_what_is_left_of_the_deadline():
     with hostlib.fftw_deadline(real_time.perf_counter() - 1.0):  # past: FFTW still gets its minimum
         assert hostlib._planning_limit("measure") == hostlib.MIN_FFTW_PLANNING_S
     assert hostlib._planning_limit("measure") == config.timelimit("measure")  # no deadline: the effort's limit
+
+
+# ---------------------------------------------------------------------------- robust picks on a busy machine
+class _FakeMachine:
+    """A fake clock and candidates whose cost per call depends on the burst (counted by the sleeps
+    between confirmation bursts; burst 0 is the main rounds' decision) and on a background load."""
+
+    def __init__(self, monkeypatch, costs: dict, burst_factor=None, load_factor=None):
+        from trnplan.planner import measure
+        self.clock, self.burst, self.loaded = 0.0, 0, False
+        self.costs, self.burst_factor, self.load_factor = costs, burst_factor or {}, load_factor or {}
+        monkeypatch.setattr(measure.time, "perf_counter", lambda: self.clock)
+        monkeypatch.setattr(measure.time, "sleep", self._sleep)
+
+        @contextlib.contextmanager
+        def load():
+            self.loaded = True
+            yield True
+            self.loaded = False
+        monkeypatch.setattr(measure, "background_load", load)
+
+    def _sleep(self, s):
+        self.burst += 1
+        self.clock += s
+
+    def fns(self) -> dict:
+        def runner(tree):
+            def fn():
+                f = self.burst_factor.get((tree, self.burst), 1.0) * (self.load_factor.get(tree, 1.0) if self.loaded else 1.0)
+                self.clock += self.costs[tree] * 1e-6 * f
+            return (fn, 1)
+        return {tree: runner(tree) for tree in self.costs}
+
+
+def _pick(machine, vs=0.8, noise=0.01, default_samples=None):
+    from trnplan.planner.measure import robust_pick
+    timings = [_timing("(native 64)", 10.0, vs=1.0, default=True), _timing("(pyfftw 64 threads=2)", 8.0, vs=vs, noise=noise)]
+    samples = default_samples if default_samples is not None else [10e-6] * 9
+    return robust_pick(timings, machine.fns(), samples, torch.device("cpu"), lambda: None)
+
+
+def test_a_win_in_one_burst_is_not_taken_unless_every_burst_confirms_it(monkeypatch):
+    """The main rounds saw pyFFTW at 0.8× the default; the second confirmation burst (a neighbour's
+    load that stalls its threads) has it at 1.5×: not confirmed, the default is kept."""
+    m = _FakeMachine(monkeypatch, {"(native 64)": 10.0, "(pyfftw 64 threads=2)": 8.0},
+                     burst_factor={("(pyfftw 64 threads=2)", 1): 1.5 / 0.8})
+    pick = _pick(m)
+    assert pick.best.default and "was not confirmed" in pick.rule
+    assert len(pick.confirmation) == 3 and pick.confirmation[1] == pytest.approx(1.5)
+    assert pick.confirmation[0] == pytest.approx(0.8) and pick.under_load is None
+
+
+def test_a_confirmed_win_replaces_the_default_and_is_checked_under_load(monkeypatch):
+    m = _FakeMachine(monkeypatch, {"(native 64)": 10.0, "(pyfftw 64 threads=2)": 8.0})
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    pick = _pick(m)
+    assert pick.best.tree == "(pyfftw 64 threads=2)" and "confirmed in 3 bursts" in pick.rule
+    assert pick.confirmation == pytest.approx((0.8, 0.8, 0.8)) and pick.under_load == pytest.approx(0.8)
+
+
+def test_a_two_thread_win_that_loses_while_a_core_is_busy_keeps_the_default(monkeypatch):
+    m = _FakeMachine(monkeypatch, {"(native 64)": 10.0, "(pyfftw 64 threads=2)": 8.0},
+                     load_factor={"(pyfftw 64 threads=2)": 2.0})
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    pick = _pick(m)
+    assert pick.best.default and "while another process kept a core busy" in pick.rule
+    assert pick.under_load == pytest.approx(1.6) and pick.confirmation == pytest.approx((0.8, 0.8, 0.8))
+
+
+def test_one_thread_skips_the_load_check(monkeypatch):
+    m = _FakeMachine(monkeypatch, {"(native 64)": 10.0, "(pyfftw 64 threads=2)": 8.0},
+                     load_factor={"(pyfftw 64 threads=2)": 2.0})
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    pick = _pick(m)
+    assert pick.best.tree == "(pyfftw 64 threads=2)" and pick.under_load is None
+
+
+def test_a_machine_too_busy_to_measure_keeps_the_default_and_says_so(monkeypatch):
+    from trnplan.planner.measure import BUSY_NOISE, describe
+    m = _FakeMachine(monkeypatch, {"(native 64)": 10.0, "(pyfftw 64 threads=2)": 8.0})
+    noisy = [10e-6, 14e-6, 7e-6, 20e-6, 9e-6, 16e-6, 6e-6, 25e-6, 11e-6]  # the default's own rounds
+    assert spread(noisy) > BUSY_NOISE
+    pick = _pick(m, default_samples=noisy)
+    assert pick.best.default and pick.rule.startswith("not measured: machine busy (noise ")
+    assert pick.busy == pytest.approx(spread(noisy)) and m.burst == 0  # nothing more was timed
+    timings = (attrs.evolve(pick.best, verdict=FASTEST), _timing("(pyfftw 64 threads=2)", 8.0, vs=0.8))
+    record = Measurement("measure", timings, 2, 6, 5.0, 0.1, None, "(native 64)", rule=pick.rule, busy=pick.busy)
+    again = Measurement.from_dict(record.to_dict())
+    assert again == record
+    assert any(line.startswith("  machine busy: noise ") for line in describe(again))
+
+
+def test_confirmation_and_load_figures_survive_the_record_and_are_explained():
+    from trnplan.planner.measure import describe
+    timings = (_timing("(native 64)", 10.0, vs=1.0, default=True),
+               attrs.evolve(_timing("(pyfftw 64 threads=2)", 8.0, vs=0.8), verdict=FASTEST))
+    record = Measurement("measure", timings, 2, 6, 5.0, 0.1, None, "(native 64)", rule="r",
+                         confirmation=(0.81, 0.79, 0.8), under_load=0.85)
+    again = Measurement.from_dict(json.loads(json.dumps(record.to_dict())))
+    assert again == record
+    lines = describe(again)
+    assert any(line.startswith("  confirmation: 0.81×, 0.79×, 0.80× the default in 3 bursts") for line in lines)
+    assert any(line.startswith("  under load: 0.85× the default") for line in lines)
+
+
+def test_background_load_keeps_a_core_busy_and_ends():
+    from trnplan.planner.measure import background_load
+
+    def children():
+        with open(f"/proc/self/task/{os.getpid()}/children") as f:
+            return {int(p) for p in f.read().split()}
+
+    before = children()
+    with background_load() as loaded:
+        assert loaded
+        (pid,) = children() - before
+        time.sleep(0.2)
+        with open(f"/proc/{pid}/stat") as f:
+            utime = int(f.read().rsplit(")", 1)[1].split()[11])  # clock ticks spent spinning
+        assert utime > 0
+    assert pid not in children() and not os.path.exists(f"/proc/{pid}")  # killed and reaped
+
+
+def test_spot_check_needs_every_burst_to_find_the_winner_slower(monkeypatch):
+    """recheck's rules are measure's: bursts separated in time, the ratio of the most favourable
+    burst (stale only if every burst has the winner slower), and nothing decided when busy."""
+    from trnplan.planner import measure
+    problem = Problem.create((64,), 2)
+    record = Measurement("measure", (_timing("(native 64)", 10.0, vs=1.0, default=True),
+                                     attrs.evolve(_timing("(pyfftw 64)", 8.0, vs=0.8), verdict=FASTEST)),
+                         2, 6, 5.0, 0.1, None, "(native 64)")
+
+    class Stub:
+        solvers = registry.solvers()
+
+        def plan(self, problem, spec):
+            return spec
+
+        def lower_plan(self, tree, problem, device):
+            return None
+
+    class Run:
+        def run(self, x):
+            return x
+
+    def fake(slow_bursts, default_jitter=0.0):
+        def bursts(runners, sync, count, rounds, burst_s, gap_s):
+            out = []
+            for b in range(count):
+                base = [10e-6 * (1 + default_jitter * (r % 2)) for r in range(rounds)]
+                out.append([base, [v * (1.3 if b in slow_bursts else 0.8) for v in base]])
+            return out
+        monkeypatch.setattr(measure, "bursts", bursts)
+        return measure.recheck(Stub(), problem, torch.device("cpu"), record, lambda tree, module: Run())
+
+    ratio, _ = fake({0, 2})  # one burst still has the winner faster: not stale
+    assert ratio == pytest.approx(0.8)
+    ratio, _ = fake({0, 1, 2})
+    assert ratio == pytest.approx(1.3)
+    assert fake({0, 1, 2}, default_jitter=1.0) is None  # the default's own samples scatter: too busy

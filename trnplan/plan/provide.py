@@ -557,6 +557,9 @@ def _recheck(req: _Request, decision: _Decision) -> str | None:
             or (str(req.cache.path), decision.key) in _RECHECKED):
         return None
     _RECHECKED.add((str(req.cache.path), decision.key))
+    if m.busy is not None:  # the default was kept because the machine was too busy to tell
+        return (f"measured wisdom {decision.key!r} ({m.effort}, {_age(m)}) was taken on a machine too busy to "
+                f"measure (noise {m.busy:.0%}); the default was kept")
     try:
         checked = recheck(req.planner, req.problem, req.device, m, _plan_maker(req.problem, req.device, req.planner))
     except Exception:  # noqa: BLE001 - a check that cannot run (a tree no longer built here) leaves the record

@@ -40,8 +40,11 @@ measured winner's.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
+import subprocess
+import sys
 import time
 
 import attrs
@@ -80,6 +83,24 @@ PRUNE = 2.0
 NOISE_FLOOR = 0.02
 #: the spot check of a reused measured record (:func:`recheck`): its rounds and time cap
 RECHECK_ROUNDS, RECHECK_BUDGET_S = 7, 0.03
+#: confirmation (:func:`confirm`) of a candidate that would replace the default: this many bursts of
+#: round-robin rounds (each capped at CONFIRM_BURST_S), separated by CONFIRM_GAP_S of sleep, so
+#: that one burst of a neighbour's load cannot make the pick; every burst must confirm the win.
+#: On the loaded 2-core machine a single burst picked pyFFTW at 0.66× the default in one process
+#: and 1.69× in the next (8×16385)
+CONFIRM_BURSTS, CONFIRM_ROUNDS, CONFIRM_BURST_S, CONFIRM_GAP_S = 3, 5, 0.08, 0.03
+#: the share of the time limit the round-robin rounds leave for the confirmation (its 3 bursts of
+#: 5 rounds of two candidates and the loaded burst: ~0.1-0.3 s for calls of 50 µs-2 ms)
+CONFIRM_SHARE = 0.1
+#: the per-round ratios' statistic of a burst: their lower quartile (a neighbour's load only ever
+#: slows a sample, so the low quantile is the least disturbed; the median is kept for explain())
+CONFIRM_QUANTILE = 0.25
+#: a machine whose rounds scatter more than this (the default's own relative noise, or the median
+#: candidate's paired noise) is too busy to measure: the default is kept, the record says so, and
+#: the pick is not taken as wisdom
+BUSY_NOISE = 0.15
+#: seconds the background load's interpreter is given to start spinning (-S: ~15 ms here)
+LOAD_START_S = 0.05
 
 
 @attrs.frozen
@@ -158,6 +179,14 @@ class Measurement:
         When (Unix time): ``trnplan cache list --measured`` shows the age.
     rule : str
         The decision, in words (explain()).
+    confirmation : tuple of float
+        Per confirmation burst, the lower-quartile paired ratio of the chosen tree's time to the
+        default's (empty: nothing replaced the default, so nothing needed confirming).
+    under_load : float or None
+        The chosen tree's paired ratio to the default while a background process kept one core
+        busy (None: not checked; only a tree that replaced the default with torch threads > 1 is).
+    busy : float or None
+        The noise that made the machine too busy to measure (the default was kept), else None.
     """
 
     effort: str
@@ -171,6 +200,9 @@ class Measurement:
     threads: int = 0
     measured_at: float = 0.0
     rule: str = ""
+    confirmation: tuple = ()
+    under_load: float | None = None
+    busy: float | None = None
 
     @property
     def winner(self) -> Timing:
@@ -199,9 +231,12 @@ class Measurement:
         timings = tuple(Timing(**t) for t in data["timings"])
         if not any(t.verdict == FASTEST for t in timings):
             raise ValueError("a measurement record without a winner")
+        load, busy = data.get("under_load"), data.get("busy")
         return cls(data["effort"], timings, int(data["enumerated"]), data.get("top_k"), float(data["limit_s"]),
                    float(data["elapsed_s"]), data.get("regret"), data.get("default_tree"),
-                   int(data.get("threads", 0)), float(data.get("measured_at", 0.0)), data.get("rule", ""))
+                   int(data.get("threads", 0)), float(data.get("measured_at", 0.0)), data.get("rule", ""),
+                   tuple(float(r) for r in data.get("confirmation", ())),
+                   None if load is None else float(load), None if busy is None else float(busy))
 
 
 def _sync(device: torch.device):
@@ -316,6 +351,59 @@ def decide(timings: list) -> tuple[Timing, str]:
     best = min(beating, key=lambda t: t.vs_default)
     return best, (f"{best.tree} replaces the default {default.tree}: {best.vs_default:.2f}× its time per "
                   f"round (noise {best.noise or 0.0:.1%}), beyond the noise")
+
+
+def low_quantile(values) -> float:
+    """The lower quartile of ``values`` (:data:`CONFIRM_QUANTILE`; the value itself for one)."""
+    values = list(values)
+    if len(values) < 2:
+        return values[0]
+    return statistics.quantiles(values, n=4, method="inclusive")[0]
+
+
+def bursts(runners, sync, count: int, rounds: int, burst_s: float, gap_s: float) -> list[list[list[float]]]:
+    """``count`` round-robin bursts of ``runners`` (:func:`round_robin`, ``rounds`` rounds, stopped
+    after ``burst_s``), ``gap_s`` of sleep apart: the samples of each burst."""
+    out = []
+    for b in range(count):
+        if b:
+            time.sleep(gap_s)  # separated in time: one burst of a neighbour's load hits one burst
+        out.append(round_robin(runners, sync, rounds, stop_s=burst_s))
+    return out
+
+
+def burst_ratios(samples: list[list[list[float]]], i: int) -> list[float]:
+    """Per burst, the lower-quartile paired ratio of runner ``i``'s time to runner 0's."""
+    return [low_quantile([a / b for a, b in zip(burst[i], burst[0])]) for burst in samples]
+
+
+@contextlib.contextmanager
+def background_load():
+    """A process that keeps one core busy for the block (a spinning interpreter, killed after).
+
+    Yields False where none could be started (then nothing is loaded)."""
+    try:
+        proc = subprocess.Popen([sys.executable, "-S", "-c", "while True: pass"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:
+        yield False
+        return
+    try:
+        time.sleep(LOAD_START_S)  # the interpreter's start-up, then it spins
+        yield True
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def busy_noise(default_samples: list[float] | None, timings: list) -> float | None:
+    """The noise that marks the machine too busy to measure (> :data:`BUSY_NOISE`), else None:
+    the larger of the default's own relative spread and the median candidate's paired noise."""
+    if default_samples is None:
+        return None
+    paired_noise = [t.noise for t in timings if t.vs_default is not None and not t.default and t.noise is not None]
+    noise = max(spread(default_samples), statistics.median(paired_noise) if paired_noise else 0.0)
+    return noise if noise > BUSY_NOISE else None
 
 
 def _timed_set(trees: list, top_k: int | None, n_fixed: int) -> list[bool]:
@@ -451,6 +539,86 @@ def _timings(trees, prepared, samples, verdicts, default_i, tol) -> list:
     return out
 
 
+@attrs.frozen
+class _Pick:
+    """The decision after the robustness rules: the chosen Timing, the rule and its figures."""
+
+    best: Timing
+    rule: str
+    confirmation: tuple = ()
+    under_load: float | None = None
+    busy: float | None = None
+
+
+def _contenders(timings: list, best: Timing) -> list:
+    """The best and the candidates whose paired ratio overlaps its within the noise (at most 2 more):
+    a pick between overlapping candidates must be confirmed, not read off one burst."""
+    beating = [t for t in timings if t.verdict == SLOWER and not t.default and t is not best
+               and beats_default(t.vs_default, t.noise or 0.0)]
+    close = [t for t in beating if t.vs_default <= best.vs_default * (1 + max(best.noise or 0.0, NOISE_FLOOR))]
+    return [best, *sorted(close, key=lambda t: t.vs_default)[:2]]
+
+
+def _confirmed(contenders: list, fns: dict, default: Timing, sync) -> tuple[Timing | None, tuple]:
+    """Time the contenders against the default in :data:`CONFIRM_BURSTS` bursts separated in time;
+    (the confirmed contender with the lowest median burst ratio or None, its burst ratios). A
+    contender is confirmed when every burst has it faster than the default beyond the floor."""
+    runners = [fns[default.tree]] + [fns[t.tree] for t in contenders]
+    with torch.no_grad():
+        samples = bursts(runners, sync, CONFIRM_BURSTS, CONFIRM_ROUNDS, CONFIRM_BURST_S, CONFIRM_GAP_S)
+    ratios = {t.tree: burst_ratios(samples, i + 1) for i, t in enumerate(contenders)}
+    ok = [t for t in contenders if all(r * (1 + NOISE_FLOOR) < 1 for r in ratios[t.tree])]
+    if not ok:
+        return None, tuple(ratios[contenders[0].tree])
+    chosen = min(ok, key=lambda t: statistics.median(ratios[t.tree]))
+    return chosen, tuple(ratios[chosen.tree])
+
+
+def _under_load(chosen: Timing, fns: dict, default: Timing, sync) -> float | None:
+    """The chosen tree's lower-quartile paired ratio to the default while another process keeps a
+    core busy (None where no load could be started)."""
+    with background_load() as loaded:
+        if not loaded:
+            return None
+        with torch.no_grad():
+            samples = bursts([fns[default.tree], fns[chosen.tree]], sync, 1, CONFIRM_ROUNDS, CONFIRM_BURST_S, 0.0)
+    return burst_ratios(samples, 1)[0]
+
+
+def robust_pick(timings: list, fns: dict, default_samples, device: torch.device, sync) -> _Pick:
+    """:func:`decide`, then the rules that make a pick hold up on a busy machine: too much noise
+    keeps the default (:func:`busy_noise`); a tree that would replace the default must win in every
+    one of :data:`CONFIRM_BURSTS` bursts separated in time (:func:`_confirmed`), and with torch
+    threads > 1 on the CPU also while another process keeps one core busy (:func:`_under_load`).
+    ``fns`` maps each timed tree's text to its ``(fn, inner)``."""
+    best, rule = decide(timings)
+    default = next((t for t in timings if t.default and t.verdict == SLOWER), None)
+    if default is None:
+        return _Pick(best, rule)
+    noise = busy_noise(default_samples, timings)
+    if noise is not None:
+        return _Pick(default, f"not measured: machine busy (noise {noise:.0%} > {BUSY_NOISE:.0%}): the default "
+                              f"{default.tree} kept, and measured again on the next use", busy=noise)
+    if best is default:
+        return _Pick(best, rule)
+    chosen, ratios = _confirmed(_contenders(timings, best), fns, default, sync)
+    shown = ", ".join(f"{r:.2f}×" for r in ratios)
+    if chosen is None:
+        return _Pick(default, f"the default {default.tree} kept: {best.tree} was not confirmed in "
+                              f"{CONFIRM_BURSTS} bursts {CONFIRM_GAP_S * 1e3:.0f} ms apart ({shown} the default)",
+                     confirmation=ratios)
+    rule = (f"{chosen.tree} replaces the default {default.tree}: confirmed in {CONFIRM_BURSTS} bursts "
+            f"{CONFIRM_GAP_S * 1e3:.0f} ms apart ({shown} its time, lower-quartile per-round ratio)")
+    if device.type != "cpu" or torch.get_num_threads() < 2:
+        return _Pick(chosen, rule, confirmation=ratios)
+    loaded = _under_load(chosen, fns, default, sync)
+    if loaded is not None and loaded * (1 + NOISE_FLOOR) >= 1:
+        return _Pick(default, f"the default {default.tree} kept: {chosen.tree} won on a quiet core ({shown}) but "
+                              f"measured {loaded:.2f}× the default while another process kept a core busy",
+                     confirmation=ratios, under_load=loaded)
+    return _Pick(chosen, rule, confirmation=ratios, under_load=loaded)
+
+
 def measure(planner, problem, spec, device: torch.device, effort: str, estimate_node, make_plan):
     """Time the candidates of ``problem`` round-robin and return (winner node, Measurement, samples).
 
@@ -490,12 +658,13 @@ def measure(planner, problem, spec, device: torch.device, effort: str, estimate_
         bar.update((time.perf_counter() - start) / limit, f"timing {len(prepared)} candidate(s) round-robin")
         samples = _time_prepared(prepared, default_i, sync, limit, start)
     timings = _timings(trees, prepared, samples, verdicts, default_i, tol)
-    return _finish(effort, problem, trees, timings, samples, prepared, default, top_k, limit, start, tol)
+    return _finish(effort, problem, trees, timings, samples, prepared, default, top_k, limit, start, tol, device, sync)
 
 
 def _time_prepared(prepared, default_i, sync, limit: float, start: float) -> list:
     """The round-robin samples of the prepared candidates, in what is left of the time limit."""
-    left = max(limit - (time.perf_counter() - start), 0.0)
+    # the rounds leave CONFIRM_SHARE of the limit to the confirmation bursts (robust_pick)
+    left = max(limit * (1 - CONFIRM_SHARE) - (time.perf_counter() - start), 0.0)
     budget = min(left, CANDIDATE_BUDGET_S * max(len(prepared), 1))
     # a round's cost as measured while preparing (each candidate's untimed call and its timed ones)
     per_round = max(sum(p.round_s for p in prepared), MIN_SAMPLE_S)
@@ -504,15 +673,17 @@ def _time_prepared(prepared, default_i, sync, limit: float, start: float) -> lis
     return timed_rounds([(p.fn, p.inner) for p in prepared], sync, rounds, budget, keep)
 
 
-def _finish(effort, problem, trees, timings, samples, prepared, default, top_k, limit, start, tol):
+def _finish(effort, problem, trees, timings, samples, prepared, default, top_k, limit, start, tol, device, sync):
     """(winner node, Measurement, calibration samples) from the timings: :func:`measure`'s result."""
-    elapsed = time.perf_counter() - start
     if not any(t.verdict == SLOWER for t in timings):
         detail = "; ".join(f"{t.tree}: {t.verdict}" + (f" ({t.measured_error:.1e})" if t.measured_error else "")
                            for t in timings if t.verdict != NOT_TIMED_TOP_K)
         raise PlanningError(f"effort={effort!r}: no candidate for {problem.describe()} measured within the bound "
                             f"{tol:.1e}: {detail}")
-    best, rule = decide(timings)
+    fns = {str(trees[p.index]): (p.fn, p.inner) for p in prepared}
+    default_samples = next((s for p, s in zip(prepared, samples) if timings[p.index].default), None)
+    pick = robust_pick(timings, fns, default_samples, device, sync)
+    best = pick.best
     timings = [attrs.evolve(t, verdict=FASTEST) if t is best else t for t in timings]
     est = timings[0]
     regret = est.measured_us / best.measured_us if est.measured_us and est.verdict in (FASTEST, SLOWER) else None
@@ -521,18 +692,21 @@ def _finish(effort, problem, trees, timings, samples, prepared, default, top_k, 
     samples_out = [(dict(trees[p.index].terms), statistics.median(s) * 1e6) for p, s in zip(prepared, samples)
                    if all(node.solver != "multicore" for _, node in trees[p.index].walk())]  # shards overlap
     timings.sort(key=lambda t: t.predicted_us)
-    record = Measurement(effort, tuple(timings), len(trees), top_k, limit, elapsed, regret,
-                         str(default) if default is not None else None, torch.get_num_threads(), time.time(), rule)
+    record = Measurement(effort, tuple(timings), len(trees), top_k, limit, time.perf_counter() - start, regret,
+                         str(default) if default is not None else None, torch.get_num_threads(), time.time(),
+                         pick.rule, pick.confirmation, pick.under_load, pick.busy)
     return winner, record, samples_out
 
 
 def recheck(planner, problem, device: torch.device, measurement: Measurement, make_plan) -> tuple[float, float] | None:
-    """Spot-check a reused measured record: (paired ratio of the winner's time to the default's,
-    noise), from :data:`RECHECK_ROUNDS` round-robin rounds capped at :data:`RECHECK_BUDGET_S`;
-    None when there is nothing to check (no default, or the default won).
+    """Spot-check a reused measured record by the rules that made it: (the winner's paired ratio
+    to the default, noise), or None when there is nothing to check (no default, or the default
+    won) or the machine is too busy to tell (:func:`busy_noise`).
 
-    The caller re-measures when the winner no longer beats the default
-    (``ratio / (1 + max(noise, NOISE_FLOOR)) > 1``: slower beyond the noise)."""
+    The winner and the default are timed in :data:`CONFIRM_BURSTS` bursts separated in time
+    (:data:`RECHECK_ROUNDS` rounds each, all within about :data:`RECHECK_BUDGET_S`); the ratio is
+    the *lowest* burst's lower-quartile ratio, so the record is found stale only when every burst
+    has its winner slower. The caller re-measures when ``ratio > 1 + max(noise, NOISE_FLOOR)``."""
     winner = measurement.winner
     if measurement.default_tree is None or winner.default or winner.tree == measurement.default_tree:
         return None
@@ -540,7 +714,7 @@ def recheck(planner, problem, device: torch.device, measurement: Measurement, ma
     x, _, _ = _seeded(problem, device)
     sync = _sync(device)
     runners = []
-    for text in (winner.tree, measurement.default_tree):
+    for text in (measurement.default_tree, winner.tree):
         tree = planner.plan(problem, parse_strategy(text, names))  # replayed as stored
         plan = make_plan(tree, planner.lower_plan(tree, problem, device))
         fn = (lambda plan=plan: plan.run(x))
@@ -548,8 +722,13 @@ def recheck(planner, problem, device: torch.device, measurement: Measurement, ma
             fn()
             runners.append((fn, _inner(fn, sync)[0]))
     with torch.no_grad():
-        s_win, s_def = round_robin(runners, sync, RECHECK_ROUNDS, stop_s=RECHECK_BUDGET_S)
-    return paired(s_win, s_def)
+        samples = bursts(runners, sync, CONFIRM_BURSTS, RECHECK_ROUNDS, RECHECK_BUDGET_S / CONFIRM_BURSTS,
+                         CONFIRM_GAP_S / 3)
+    base = [v for burst in samples for v in burst[0]]
+    ratios = [a / b for burst in samples for a, b in zip(burst[1], burst[0])]
+    if spread(base) > BUSY_NOISE:
+        return None  # too busy to tell: the record stays as it is
+    return min(burst_ratios(samples, 1)), spread(ratios)
 
 
 def ranked_candidates(candidates, measurement: Measurement):
@@ -601,6 +780,14 @@ def describe(m: Measurement) -> list[str]:
                      f"{vs:>14}  err {err:<7}  {t.verdict}{mark}{tags}")
     if m.rule:
         lines.append(f"  rule: {m.rule}")
+    if m.confirmation:
+        lines.append(f"  confirmation: {', '.join(f'{r:.2f}×' for r in m.confirmation)} the default in "
+                     f"{len(m.confirmation)} bursts {CONFIRM_GAP_S * 1e3:.0f} ms apart (lower-quartile per-round ratio)")
+    if m.under_load is not None:
+        lines.append(f"  under load: {m.under_load:.2f}× the default while another process kept a core busy")
+    if m.busy is not None:
+        lines.append(f"  machine busy: noise {m.busy:.0%} over {BUSY_NOISE:.0%}: the default kept, not a measured "
+                     "pick; the next process that uses this record measures again")
     if m.regret is not None:
         lines.append(f"  regret of effort 'estimate': its pick measured {m.regret:.2f}× the chosen plan")
     return lines
@@ -610,5 +797,6 @@ def _us(us: float | None) -> str:
     return "—" if us is None or not math.isfinite(us) else format_time(us)
 
 
-__all__ = ["Measurement", "Timing", "beats_default", "decide", "describe", "measure", "paired", "ranked_candidates",
-           "recheck", "round_robin", "spread", "time_call"]
+__all__ = ["Measurement", "Timing", "background_load", "beats_default", "burst_ratios", "bursts", "busy_noise",
+           "decide", "describe", "low_quantile", "measure", "paired", "ranked_candidates", "recheck", "robust_pick",
+           "round_robin", "spread", "time_call"]

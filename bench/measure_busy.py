@@ -1,0 +1,206 @@
+"""Measured planning on a busy machine: five fresh-cache processes in a row, part of the time
+with another process keeping one core busy.
+
+Each process plans every row of a batched c2c grid with ``effort="measure"`` in a fresh plan cache
+(planning is what is measured), then times the measured plan side by side with every library a
+user could call instead (torch.fft, numpy.fft, scipy.fft with 1 and 2 workers, pyFFTW with 1 and
+2 threads, mkl_fft: :func:`trnplan.benchsuite.run_row`), in that process. Per row the table gives
+the worst and the median, over the processes, of the measured plan's time over the best library's
+(the goals: worst ≤ 1.10, median ≤ 1.03), and which tree each process picked.
+
+The background load is a spinning interpreter, started at a random moment of each process's run
+and stopped half a run later, so some rows are planned under load and some timed under it.
+
+Usage::
+
+    python bench/measure_busy.py                       # 5 processes, load on, 2 torch threads
+    python bench/measure_busy.py --runs 5 --no-load    # the quiet-machine run
+    python bench/measure_busy.py --markdown docs/benchmarks.md --plot docs/measure_busy.png
+
+Prints a table and writes JSON (``--out``); ``--markdown`` rewrites the section between its
+markers in that file. A benchmark, not a test: nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+#: the grid: (batch, n) with batch chosen so one call takes ~40 µs–2 ms on a 2-vCPU machine;
+#: 4099 and 65537 are primes, 16385 = 5·29·113
+GRID = [(512, 192), (64, 1024), (16, 4099), (8, 16385), (1, 65537), (1, 262144)]
+BEGIN, END = "<!-- measure_busy:begin -->", "<!-- measure_busy:end -->"
+GOAL_WORST, GOAL_MEDIAN = 1.10, 1.03
+
+
+def child(args) -> int:
+    """One process: every row planned with effort="measure" in this process's fresh cache, then timed."""
+    import numpy as np
+    import torch
+
+    from trnplan.benchsuite import MEAS, Row, run_row
+
+    torch.set_num_threads(args.threads)
+    rng = np.random.default_rng(0)
+    rows = []
+    for batch, n in GRID[: args.rows]:
+        t0 = time.perf_counter()
+        rec = run_row(Row(f"fft-{batch}x{n}", "fft", (n,), batch), args.threads, args.cell_seconds, 20, rng)
+        d = rec["derived"]
+        rows.append({"id": rec["id"], "label": rec["label"], "tree": rec["cells"][MEAS].get("tree"),
+                     "measure_us": rec["cells"][MEAS].get("us"), "best_library": d["best_library"],
+                     "best_us": d["best_library_us"], "ratio": d["measure_vs_best"],
+                     "seconds": time.perf_counter() - t0})
+        print(f"  {rec['label']}: measure {rows[-1]['measure_us']:.1f} µs ({rows[-1]['tree']}), best "
+              f"{d['best_library']} {d['best_library_us']:.1f} µs, ratio {d['measure_vs_best']:.2f}",
+              file=sys.stderr, flush=True)
+    with open(args.child_json, "w", encoding="utf-8") as f:
+        json.dump(rows, f)
+    return 0
+
+
+def _load_for(start_s: float, length_s: float, stop: threading.Event, log: list) -> None:
+    """Keep one core busy from ``start_s`` for ``length_s`` seconds (or until ``stop``)."""
+    if stop.wait(start_s):
+        return
+    proc = subprocess.Popen([sys.executable, "-S", "-c", "while True: pass"])
+    log.append(start_s)
+    stop.wait(length_s)
+    proc.kill()
+    proc.wait()
+
+
+def one_run(args, i: int, expected_s: float) -> dict:
+    """Run one fresh-cache process (with the load for half of it, at a random moment)."""
+    cache = tempfile.mkdtemp(prefix="trnplan-measure-busy-")
+    fd, path = tempfile.mkstemp(suffix=".json")
+    os.close(fd)
+    env = dict(os.environ, TRNPLAN_CACHE_DIR=cache, OMP_NUM_THREADS=str(args.threads),
+               MKL_NUM_THREADS=str(args.threads))
+    stop, log = threading.Event(), []
+    loader = None
+    if args.load:
+        start = random.Random(i).uniform(0, expected_s / 2)
+        loader = threading.Thread(target=_load_for, args=(start, expected_s / 2, stop, log), daemon=True)
+        loader.start()
+    t0 = time.perf_counter()
+    try:
+        cmd = [sys.executable, __file__, "--child-json", path, "--threads", str(args.threads),
+               "--cell-seconds", str(args.cell_seconds), "--rows", str(args.rows)]
+        subprocess.run(cmd, env=env, check=True)
+        with open(path, encoding="utf-8") as f:
+            rows = json.load(f)
+    finally:
+        stop.set()
+        if loader is not None:
+            loader.join()
+        shutil.rmtree(cache, ignore_errors=True)
+        os.unlink(path)
+    wall = time.perf_counter() - t0
+    return {"run": i, "wall_s": wall, "load_started_s": log[0] if log else None, "rows": rows}
+
+
+def summarise(runs: list) -> list:
+    """Per row: worst and median ratio over the runs, and the trees picked."""
+    out = []
+    for j in range(len(runs[0]["rows"])):
+        cells = [r["rows"][j] for r in runs]
+        ratios = [c["ratio"] for c in cells if c["ratio"] is not None]
+        out.append({"label": cells[0]["label"], "worst": max(ratios), "median": statistics.median(ratios),
+                    "ratios": ratios, "trees": [c["tree"] for c in cells],
+                    "best": sorted({c["best_library"] for c in cells})})
+    return out
+
+
+def markdown(summary: list, meta: dict) -> str:
+    lines = [BEGIN, "",
+             f"`python bench/measure_busy.py` ({meta['runs']} fresh-cache processes in a row, torch threads "
+             f"{meta['threads']}, background load {'on for half of each run' if meta['load'] else 'off'}; "
+             f"{meta['when']}, load average before {meta['loadavg'][0]:.1f}). Ratio: the measured plan's time "
+             f"over the best library timed in the same process (goals: worst ≤ {GOAL_WORST}, median ≤ {GOAL_MEDIAN}).",
+             "", "| row | worst | median | per run | best library | picks |", "|---|---|---|---|---|---|"]
+    for s in summary:
+        picks = "; ".join(sorted(set(t or "—" for t in s["trees"])))
+        ok = "" if s["worst"] <= GOAL_WORST and s["median"] <= GOAL_MEDIAN else " ✗"
+        lines.append(f"| {s['label']} | {s['worst']:.2f}{ok} | {s['median']:.2f} | "
+                     f"{', '.join(f'{r:.2f}' for r in s['ratios'])} | {', '.join(s['best'])} | {picks} |")
+    met = sum(s["worst"] <= GOAL_WORST and s["median"] <= GOAL_MEDIAN for s in summary)
+    lines += ["", f"{met} of {len(summary)} rows meet both goals.", "", END]
+    return "\n".join(lines)
+
+
+def plot(summary: list, path: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    for j, s in enumerate(summary):
+        ax.scatter([j] * len(s["ratios"]), s["ratios"], color="tab:blue", s=18)
+        ax.scatter([j], [s["median"]], color="tab:red", marker="_", s=300)
+    ax.axhline(GOAL_WORST, color="gray", ls="--", lw=1)
+    ax.axhline(1.0, color="black", lw=0.5)
+    ax.set_xticks(range(len(summary)), [s["label"] for s in summary], rotation=20, fontsize=8)
+    ax.set_ylabel("measured plan / best library")
+    ax.set_title("effort='measure', fresh cache per process (dots: runs; red: median)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def replace_section(path: str, text: str) -> None:
+    with open(path, encoding="utf-8") as f:
+        doc = f.read()
+    if BEGIN in doc and END in doc:
+        doc = doc[: doc.index(BEGIN)] + text + doc[doc.index(END) + len(END):]
+    else:
+        doc = doc.rstrip("\n") + "\n\n## Measured planning on a busy machine\n\n" + text + "\n"
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(doc)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--cell-seconds", type=float, default=0.3)
+    p.add_argument("--no-load", dest="load", action="store_false")
+    p.add_argument("--rows", type=int, default=len(GRID), help="the first ROWS rows of the grid (a smoke run)")
+    p.add_argument("--out", default="bench/out/measure_busy.json")
+    p.add_argument("--markdown")
+    p.add_argument("--plot")
+    p.add_argument("--child-json", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.child_json:
+        return child(args)
+    runs, expected = [], 60.0
+    for i in range(args.runs):
+        print(f"run {i + 1}/{args.runs}", file=sys.stderr, flush=True)
+        runs.append(one_run(args, i, expected))
+        expected = runs[-1]["wall_s"]
+    summary = summarise(runs)
+    meta = {"runs": args.runs, "threads": args.threads, "load": args.load,
+            "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "loadavg": os.getloadavg()}
+    text = markdown(summary, meta)
+    print(text)
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump({"meta": meta, "runs": runs, "summary": summary}, f, indent=1)
+    if args.markdown:
+        replace_section(args.markdown, text)
+    if args.plot:
+        plot(summary, args.plot)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
