@@ -26,7 +26,10 @@ fi
 VENV=${TRNPLAN_XLA_VENV:-$HOME/.cache/trnplan/venv-xla29}
 PYTHON=${PYTHON:-python3}
 PINS="torch==2.9.0 torch-xla==2.9.0"
-DEPS="numpy attrs diskcache pytest scipy hypothesis"
+# real code no one here wrote, run unchanged on xla under trnplan.install() (tests/xla/test_dispatch_xla.py):
+# torchaudio (the release paired with torch 2.9), torch-dct (DCT through torch.fft), Li et al.'s FNO as
+# packaged on PyPI (pure PyTorch; it pins einops and imports pkg_resources, hence setuptools<81)
+DEPS="numpy attrs diskcache pytest scipy hypothesis torchaudio==2.9.0 torch-dct==0.1.6 fourier-neural-operator==0.17 einops==0.3.2 setuptools<81"
 STAMP="$VENV/.trnplan-xla-lane"
 # the core tests that run on torch 2.9 too (not slow, no GPU, no Neuron SDK): plans, real and
 # N-D, autograd, the torch.fft API, precision modes, errors, STFT, accelerator devices, the audit's
@@ -41,9 +44,10 @@ venv_ok() {
     [[ -x "$VENV/bin/python" ]] && [[ -f "$STAMP" ]] && [[ "$(cat "$STAMP")" == "$PINS $DEPS" ]] &&
         "$VENV/bin/python" - <<'EOF' 2>/dev/null
 import importlib.metadata as md
-import numpy, attrs, diskcache, pytest, scipy, hypothesis  # noqa: F401
+import numpy, attrs, diskcache, pytest, scipy, hypothesis, torch_dct, fourier_neural_operator  # noqa: F401
 assert md.version("torch").split("+")[0] == "2.9.0", md.version("torch")
 assert md.version("torch-xla").split("+")[0] == "2.9.0", md.version("torch-xla")
+assert md.version("torchaudio").split("+")[0] == "2.9.0", md.version("torchaudio")
 import torch_xla  # noqa: F401
 EOF
 }

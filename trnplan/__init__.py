@@ -26,6 +26,7 @@ from trnplan.core.errors import (
 )
 from trnplan.core.node import PlanNode
 from trnplan.core.problem import Problem
+from trnplan.dispatch import install, install_from_env, installed, uninstall
 from trnplan.plan import Plan, clear_plan_cache, plan_cache_info, plan_many
 from trnplan.planner import SOLVERS, Planner, solver_names
 from trnplan.precompile import precompile
@@ -39,6 +40,8 @@ try:
     _configure_compile_cache(_default_cache_dir)
 except ValueError:
     pass
+# TRNPLAN_INSTALL=1 (or a list of device kinds): torch.fft on xla / PrivateUse1 tensors runs trnplan plans
+install_from_env()
 
 __all__ = [
     "SOLVERS",
@@ -58,6 +61,8 @@ __all__ = [
     "distributed",
     "fft",
     "get_backend",
+    "install",
+    "installed",
     "istft",
     "plan_cache_info",
     "plan_many",
@@ -65,4 +70,5 @@ __all__ = [
     "set_timelimit",
     "solver_names",
     "stft",
+    "uninstall",
 ]

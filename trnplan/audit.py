@@ -415,4 +415,37 @@ def audit_grid(solvers=None, precisions=GRID_PRECISIONS, sizes=GRID_SIZES, batch
                 yield solver, precision, label, outcome
 
 
-__all__ = ["AuditReport", "Finding", "allowlist", "audit", "audit_grid"]
+__all__ = ["AuditReport", "Finding", "allowlist", "audit", "audit_graph", "audit_grid"]
+
+
+# ---------------------------------------------------------------------- captured graphs
+def audit_graph(gm, *, complex_ok: bool = False, subject: str = "captured graph") -> AuditReport:
+    """Audit an FX graph a compile backend was handed (e.g. AOTAutograd's forward graph of a model
+    that calls torch.fft under :func:`trnplan.install`) with the same op and dtype rules as
+    :func:`audit`.
+
+    Parameters
+    ----------
+    gm : torch.fx.GraphModule
+        The graph, as a recording backend (``aot_autograd(fw_compiler=record)``) received it.
+    complex_ok : bool, default False
+        Accept complex values (a runtime that holds complex, e.g. XLA:CPU); the ops must still be
+        on the allowlist and no FFT op may remain.
+    subject : str
+        What the report calls the graph.
+    """
+    findings, ops = [], {}
+    for node in gm.graph.nodes:
+        if node.op not in ("placeholder", "call_function"):
+            continue
+        op = "input" if node.op == "placeholder" else _op_name(node.target)
+        if node.op == "call_function":
+            ops[op] = ops.get(op, 0) + 1
+            reason = _op_reason(op)
+            if reason is not None:
+                findings.append(_finding(node, op, reason))
+                continue
+        finding = _check_value(node, op, int64_ok=node.op == "placeholder")
+        if finding is not None and not (complex_ok and "complex" in finding.reason):
+            findings.append(finding)
+    return AuditReport(subject, findings=tuple(findings), ops=tuple(sorted(ops.items())))

@@ -434,7 +434,13 @@ def istft(input: torch.Tensor, n_fft: int, hop_length: int | None = None, win_le
     else:
         end = -(n_fft // 2) if center else full
     y, envelope = y[:, start:end], envelope[start:end]
-    _check_nola(envelope, hop)
+    if input.device.type in ("cpu", "cuda", "meta") or torch.compiler.is_compiling():
+        _check_nola(envelope, hop)
+    else:  # an accelerator: the envelope is the window's alone, so check it on the host (reading the device
+        # is a sync, and torch-xla runs that read, aten::_local_scalar_dense, as a host fallback)
+        wh = (w.detach().cpu()) ** 2
+        host = wh.new_zeros(full).index_add(0, index.cpu(), wh.expand(n_frames, n_fft).reshape(-1))
+        _check_nola(host[start:end], hop)
     y = y / envelope
     if end > full:
         warnings.warn("The length of signal is shorter than the length parameter. Result is being padded with "

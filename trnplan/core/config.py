@@ -26,6 +26,9 @@ TRNPLAN_NEURON_CPU_BACKEND 0                   1: build only: trace with cpu_bac
 TRNPLAN_NEURON_PROBE       1                   0: assume the NeuronCore precision probe instead of running it
 TRNPLAN_NEURON_HOST_FALLBACK 0                 1: a NEFF that fails to build runs on the host (else it raises)
 TRNPLAN_NEURON_DEVICE_FILES /dev/neuron[0-9]*  where the Neuron driver's device files are (a glob)
+TRNPLAN_INSTALL            0                   1: trnplan.install() at import (torch's entry point or
+                                               import trnplan): torch.fft on xla/PrivateUse1 tensors runs
+                                               trnplan plans; or a list of device kinds, e.g. xla,neuron
 =========================  ==================  ==========================================
 """
 
@@ -183,3 +186,23 @@ def aot_load_check() -> str:
     if raw not in ("auto", "0", "1"):
         raise ValueError(f"environment variable TRNPLAN_AOT_LOAD_CHECK={raw!r} must be auto, 0 or 1")
     return raw
+
+
+def install_devices(environ=None) -> list[str] | None:
+    """``TRNPLAN_INSTALL``: None (unset, empty or 0: do not install), ``[]`` (1: the default
+    devices) or the listed device kinds (``xla,neuron``)."""
+    raw = (os.environ if environ is None else environ).get("TRNPLAN_INSTALL", "").strip()
+    if raw in ("", "0"):
+        return None
+    if raw == "1":
+        return []
+    kinds = [k.strip() for k in raw.split(",") if k.strip()]
+    if not kinds or any(not k.replace("_", "").isalnum() for k in kinds):
+        raise ValueError(f"environment variable TRNPLAN_INSTALL={raw!r} must be 0, 1 or a comma-separated list of "
+                         f"device kinds (e.g. xla,neuron)")
+    return kinds
+
+
+def pjrt_device() -> str | None:
+    """``PJRT_DEVICE`` (torch-xla's device: CPU, TPU, CUDA, NEURON), upper-cased; None when unset."""
+    return os.environ.get("PJRT_DEVICE", "").strip().upper() or None

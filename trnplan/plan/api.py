@@ -49,13 +49,16 @@ def plan_cache_info() -> dict:
     return PLANS.info()
 
 
-def cached_plan(kind: str, shape: tuple, batch: int, dtype, norm: str, inverse: bool, device) -> Plan:
-    """plan_many for front ends that ask per call (trnplan.fft, trnplan.stft): their raw arguments
-    are an alias in the in-process plan cache, so a repeated call skips validating the request."""
-    alias = (kind, shape, batch, dtype, norm, inverse, device)
+def cached_plan(kind: str, shape: tuple, batch: int, dtype, norm: str, inverse: bool, device,
+                compile: str = "auto") -> Plan:
+    """plan_many for front ends that ask per call (trnplan.fft, trnplan.stft, trnplan.install's
+    kernels): their raw arguments are an alias in the in-process plan cache, so a repeated call
+    skips validating the request."""
+    alias = (kind, shape, batch, dtype, norm, inverse, device, compile)
     plan = PLANS.by_alias(alias)
     if plan is None:
-        plan = plan_many(shape, batch, kind=kind, inverse=inverse, dtype=dtype, norm=norm, device=device)
+        plan = plan_many(shape, batch, kind=kind, inverse=inverse, dtype=dtype, norm=norm, device=device,
+                         compile=compile)
         PLANS.add_alias(alias, plan)
     return plan
 
