@@ -32,6 +32,7 @@ op set against trnplan's Neuron ATen allowlist).
 from __future__ import annotations
 
 import torch
+from torch.utils._python_dispatch import return_and_correct_aliasing
 from torch.utils._pytree import tree_flatten, tree_map
 
 #: the stand-in device, ``neuron:0`` (set by :func:`install`: torch knows the name only after the rename)
@@ -80,10 +81,19 @@ def _on_neuron(obj) -> bool:
             or (isinstance(obj, str) and obj.startswith("neuron")))
 
 
+def _device_kernel(func) -> bool:
+    """Whether ``func`` has a kernel registered for the device itself (PrivateUse1): TorchNeuron's own
+    kernels, or those trnplan.install() registers. On TorchNeuron such a kernel runs; here it must
+    run too, rather than the CPU kernel the unwrapping below would reach."""
+    return torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "PrivateUse1")
+
+
 def _run(func, args, kwargs):
     flat, _ = tree_flatten((args, kwargs))
     if not any(_on_neuron(a) for a in flat):
         return func(*args, **kwargs)
+    if _device_kernel(func) and func.name() not in ("aten::empty.memory_format", "aten::empty_strided"):
+        return func.redispatch(torch._C.DispatchKeySet(torch._C.DispatchKey.PrivateUse1), *args, **kwargs)
 
     def unwrap(a):
         if isinstance(a, NeuronTensor):
@@ -99,8 +109,12 @@ def _run(func, args, kwargs):
         if dtype == torch.float64 or (_IN_GRAPH[0] and dtype in _REFUSED):
             raise NeuronUnsupported(f"[stand-in NCC_EVRF004] {func}: data type {dtype} is not supported on a "
                                     f"NeuronCore (no complex dtype, no FP64)")
-    return tree_map(lambda t: NeuronTensor(t) if isinstance(t, torch.Tensor) and not isinstance(t, NeuronTensor)
-                    else t, out)
+    wrapped = tree_map(lambda t: NeuronTensor(t) if isinstance(t, torch.Tensor) and not isinstance(t, NeuronTensor)
+                       else t, out)
+    if torch.Tag.inplace_view in func.tags:  # x.transpose_(...) (torch.stft does it): the outer tensor's sizes
+        # and strides must change too, as they do on a device tensor
+        return return_and_correct_aliasing(func, args, kwargs, wrapped)
+    return wrapped
 
 
 _LIB = None
