@@ -28,12 +28,15 @@ References
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 import torch
 import torch.distributed as dist
 
+from trnplan.backends.accel import is_accelerator_kind
+from trnplan.core.collectives import DFT_RATES, PROFILES, CollectiveProfile, profile_for
 from trnplan.core.errors import NotSupportedYet
 from trnplan.core.problem import NORMS, PRECISIONS, Problem
 from trnplan.plan.api import DEFAULT_CACHE
@@ -41,7 +44,7 @@ from trnplan.plan.api import plan_many as _local_plan_many
 from trnplan.plan.autograd import PlanFunction
 from trnplan.planner.real import hermitian_weights
 
-__all__ = ["DistributedPlan", "plan_many", "split_sizes"]
+__all__ = ["DistributedPlan", "plan_many", "predict", "split_sizes"]
 
 LAYOUTS = ("slab", "pencil")
 _KIND_CODES = {"c2c": 0, "r2c": 1, "c2r": 2}
@@ -123,8 +126,8 @@ class _Transpose:
     """
 
     def __init__(self, group, q: int, qsize: int, gather: int, scatter: int, gshape: tuple,
-                 local_in: tuple, local_out: tuple, batch: int, elem_bytes: int, label: str):
-        self.group, self.q, self.qsize = group, q, qsize
+                 local_in: tuple, local_out: tuple, batch: int, elem_bytes: int, label: str, split: bool = False):
+        self.group, self.q, self.qsize, self.split = group, q, qsize, split
         self.gather, self.scatter, self.gshape = gather, scatter, gshape
         self.local_in, self.local_out, self.label = local_in, local_out, label
         self.sizes_g = split_sizes(gshape[gather], qsize)
@@ -139,21 +142,26 @@ class _Transpose:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         if self.qsize == 1:
             return x
-        s, g = 1 + self.scatter, 1 + self.gather  # tensor dims: (batch, *local)
+        # split form (no complex dtype on the device): x is real (batch, *local, 2), the pair last,
+        # the same bytes as the complex view_as_real: one all_to_all_single carries both parts
+        split = not x.is_complex() and self.split
+        s, g = 1 + self.scatter, 1 + self.gather  # tensor dims: (batch, *local[, 2])
         t = x.movedim(s, 0).contiguous()
         flat = torch.view_as_real(t).reshape(-1) if t.is_complex() else t.reshape(-1)
-        factor = 2 if t.is_complex() else 1
+        factor = 2 if t.is_complex() or split else 1
         out = torch.empty(sum(self.recv) * factor, dtype=flat.dtype, device=flat.device)
         dist.all_to_all_single(out, flat, output_split_sizes=[c * factor for c in self.recv],
                                input_split_sizes=[c * factor for c in self.send], group=self.group)
         if t.is_complex():
             out = torch.view_as_complex(out.view(-1, 2))
+        elif split:
+            out = out.view(-1, 2)
         g_moved = g + 1 if g < s else g  # where the gather axis sits once scatter moved to the front
-        moved = list(t.shape)
+        moved = list(t.shape[:-1] if split else t.shape)
         pieces = []
         for j, chunk in enumerate(out.split(self.recv)):
             moved[0], moved[g_moved] = self.sizes_s[self.q], self.sizes_g[j]
-            pieces.append(chunk.view(moved))
+            pieces.append(chunk.view(*moved, 2) if split else chunk.view(moved))
         return torch.cat(pieces, dim=g_moved).movedim(0, s)
 
     def describe(self) -> str:
@@ -165,8 +173,9 @@ class _Stage:
     """Local transforms over the whole axes ``axes`` (a contiguous run) with one trnplan plan."""
 
     def __init__(self, axes: tuple, kind: str, local_in: tuple, local_out: tuple, transform_shape: tuple,
-                 batch: int, plan_kwargs: dict, out_dtype: torch.dtype, device):
+                 batch: int, plan_kwargs: dict, out_dtype: torch.dtype, device, split: bool = False):
         self.axes, self.kind, self.local_in, self.local_out = axes, kind, local_in, local_out
+        self.split = split
         self.transform_shape, self.out_dtype, self.device = transform_shape, out_dtype, device
         self.trailing = axes[-1] == len(local_in) - 1
         self.count = batch * math.prod(local_in) // math.prod(local_in[a] for a in axes)
@@ -177,15 +186,30 @@ class _Stage:
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         b = x.shape[0]
         if self.plan is None:
-            return torch.empty((b, *self.local_out), dtype=self.out_dtype, device=x.device)
+            shape = (b, *self.local_out, 2) if self.split else (b, *self.local_out)
+            return torch.empty(shape, dtype=x.dtype if self.split else self.out_dtype, device=x.device)
+        if not self.split:
+            rows, back = self._rows(x)
+            return back(self.plan.execute(rows))
+        # split form: the local plan's (re, im) pair form, compiled whole on the device
+        (re, back), (im, _) = self._rows(x[..., 0]), self._rows(x[..., 1])
+        yr, yi = self.plan.execute((re, im))
+        return torch.stack((back(yr), back(yi)), dim=-1)
+
+    def _rows(self, x: torch.Tensor):
+        """(the rows the local plan transforms, the map of its output back to (b, *local_out))."""
+        b = x.shape[0]
         dims = [1 + a for a in self.axes]
         if self.trailing:
-            y = self.plan.execute(x.reshape(-1, *x.shape[dims[0]:]))
-            return y.reshape(b, *self.local_out)
+            return x.reshape(-1, *x.shape[dims[0]:]), lambda y: y.reshape(b, *self.local_out)
         last = x.ndim - len(dims)
         t = x.movedim(dims, list(range(last, x.ndim))).contiguous()
-        y = self.plan.execute(t.reshape(-1, *t.shape[last:])).reshape(*t.shape[:last], *self.plan.problem.out_shape)
-        return y.movedim(list(range(last, x.ndim)), dims)
+        lead = t.shape[:last]
+
+        def back(y):
+            return y.reshape(*lead, *self.plan.problem.out_shape).movedim(list(range(last, x.ndim)), dims)
+
+        return t.reshape(-1, *t.shape[last:]), back
 
     def describe(self) -> str:
         axes = ",".join(map(str, self.axes))
@@ -197,14 +221,23 @@ class _Stage:
 class _Twiddle:
     """Six-step twiddle: element (k1, j2) times exp(±2πi·k1·j2/N), from float64 with exact index reduction."""
 
-    def __init__(self, n: int, rows: int, col0: int, cols: int, sign: int, dtype: torch.dtype, device):
+    def __init__(self, n: int, rows: int, col0: int, cols: int, sign: int, dtype: torch.dtype, device,
+                 split: bool = False):
         k1 = np.arange(rows, dtype=np.int64)[:, None]
         j2 = np.arange(col0, col0 + cols, dtype=np.int64)[None, :]
         angle = sign * 2.0 * np.pi * ((k1 * j2) % n) / n  # (j*k) % n first: exact in int64
-        self.factor = torch.as_tensor(np.exp(1j * angle), dtype=dtype, device=device)
+        self.split = split
+        if split:  # cos and sin cast once from float64 to the real dtype, then moved
+            real = torch.float64 if dtype == torch.complex128 else torch.float32
+            self.cos, self.sin = (torch.as_tensor(f(angle), dtype=real).to(device) for f in (np.cos, np.sin))
+        else:
+            self.factor = torch.as_tensor(np.exp(1j * angle), dtype=dtype, device=device)
         self.shape = (rows, cols)
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        if self.split:  # (re + i·im)(cos + i·sin), on the (…, 2) pair
+            re, im = x[..., 0], x[..., 1]
+            return torch.stack((re * self.cos - im * self.sin, re * self.sin + im * self.cos), dim=-1)
         return x * self.factor
 
     def describe(self) -> str:
@@ -367,9 +400,9 @@ class DistributedPlan:
         self.grid, self.coords, self._groups = grid, coords, groups
         self.transposed_input, self.transposed_output = transposed_input, transposed_output
         self.factors, self.device, self._plan_kwargs = factors, device, plan_kwargs
-        p = problem
-        self.batch = p.batch
-        cdtype = p.torch_dtype
+        # a device without complex data (TorchNeuron): (re, im) in and out, (…, 2) real blocks inside
+        self.split = is_accelerator_kind(torch.device(device).type)
+        p, self.batch, cdtype = problem, problem.batch, problem.torch_dtype
         elem = 16 if p.dtype == "complex128" else 8
         kw = dict(inverse=p.inverse, dtype=cdtype, precision=p.precision, norm=p.norm, device=device, **plan_kwargs)
         raw, self.local_shape, self.local_out_shape = _layout(
@@ -380,13 +413,11 @@ class DistributedPlan:
         for op in raw:
             if op[0] == "transpose":
                 _, gdim, ga, sc, gshape = op
-                out = list(cur)
-                out[ga] = gshape[ga]
-                out[sc] = split_sizes(gshape[sc], grid[gdim])[coords[gdim]]
-                grp, q = groups[gdim]
+                out, (grp, q) = list(cur), groups[gdim]
+                out[ga], out[sc] = gshape[ga], split_sizes(gshape[sc], grid[gdim])[coords[gdim]]
                 names = {0: "whole group" if len(grid) == 1 else "grid column", 1: "grid row"}
                 self._steps.append(_Transpose(grp, q, grid[gdim], ga, sc, gshape, tuple(cur), tuple(out),
-                                              p.batch, elem, names[gdim]))
+                                              p.batch, elem, names[gdim], self.split))
                 cur = tuple(out)
             elif op[0] == "stage":
                 _, axes, gshape = op
@@ -406,13 +437,13 @@ class DistributedPlan:
                     out[-1] = p.shape[-1]
                 out_dtype = p.real_dtype if stage_kind == "c2r" else cdtype
                 self._steps.append(_Stage(tuple(axes), stage_kind, tuple(cur), tuple(out), tshape, p.batch,
-                                          kw, out_dtype, device))
+                                          kw, out_dtype, device, self.split))
                 cur = tuple(out)
             elif op[0] == "twiddle":
                 n1, n2 = factors
                 q = coords[0]
                 cols = split_sizes(n2, grid[0])
-                self._steps.append(_Twiddle(p.n, n1, sum(cols[:q]), cols[q], p.sign, cdtype, device))
+                self._steps.append(_Twiddle(p.n, n1, sum(cols[:q]), cols[q], p.sign, cdtype, device, self.split))
             elif op[0] == "swap":
                 self._steps.append(_Swap(tuple(cur)))
                 cur = tuple(cur[::-1])
@@ -480,7 +511,16 @@ class DistributedPlan:
         -----
         Differentiable: backward runs :meth:`adjoint` (collective too: every rank must run its
         backward pass).
+
+        On a device without a complex dtype (TorchNeuron's ``neuron``) the plan runs in split
+        form: ``x`` is a pair ``(re, im)`` of float32 blocks of shape ``(*leading, *local_shape)``
+        and the result is such a pair (a complex tensor there is refused: NCC_EVRF004).
         """
+        if self.split:
+            re, im = self._check_pair(x)
+            if torch.is_grad_enabled() and (re.requires_grad or im.requires_grad):
+                return _PairFunction.apply(self, re, im)
+            return self.run_pair(re, im)
         self._check(x)
         if x.requires_grad and torch.is_grad_enabled():
             return PlanFunction.apply(self, x)  # backward runs the adjoint distributed plan
@@ -499,6 +539,32 @@ class DistributedPlan:
             t = step(t)
         return t.reshape(*lead, *self.local_out_shape)
 
+    def run_pair(self, re: torch.Tensor, im: torch.Tensor):
+        """The split-form transform of a validated ``(re, im)`` block, outside autograd."""
+        lead = re.shape[: re.ndim - len(self.local_shape)]
+        shape = self._mat_in_shape() if self.problem.rank == 1 and not self.transposed_input else self.local_shape
+        t = torch.stack((re.reshape(self.batch, *shape), im.reshape(self.batch, *shape)), dim=-1)
+        for step in self._steps:
+            t = step(t)
+        t = t.reshape(*lead, *self.local_out_shape, 2)
+        return t[..., 0].contiguous(), t[..., 1].contiguous()
+
+    def _check_pair(self, x):
+        p = self.problem
+        if isinstance(x, torch.Tensor):
+            raise TypeError(f"this plan runs on {self.device} in split form (no complex dtype on the device): pass "
+                            f"the pair (x.real, x.imag) as {p.real_dtype} tensors on {self.device}; it returns a pair")
+        if not isinstance(x, (tuple, list)) or len(x) != 2 or not all(isinstance(t, torch.Tensor) for t in x):
+            raise TypeError(f"execute() on {self.device} takes a pair (re, im) of {p.real_dtype} tensors")
+        re, im = x
+        for name, t in (("re", re), ("im", im)):
+            if t.is_complex() or t.dtype != p.real_dtype:
+                raise TypeError(f"pair input {name} must be {p.real_dtype}; got {t.dtype}")
+        if re.shape != im.shape:
+            raise ValueError(f"pair input re and im differ in shape: {tuple(re.shape)} and {tuple(im.shape)}")
+        self._check_block(re)
+        return re, im
+
     def _check(self, x) -> None:
         p = self.problem
         if not isinstance(x, torch.Tensor):
@@ -511,6 +577,11 @@ class DistributedPlan:
         elif x.dtype != p.torch_dtype:
             raise TypeError(f"this {p.kind} plan takes {p.torch_dtype} input, got {x.dtype}; convert with "
                             f"x.to({p.torch_dtype}) (for real data to a forward transform, plan kind='r2c')")
+        self._check_block(x)
+
+    def _check_block(self, x) -> None:
+        """Trailing shape, batch and device of one block (or one part of a pair)."""
+        p = self.problem
         k = len(self.local_shape)
         if x.ndim < k or tuple(x.shape[x.ndim - k:]) != tuple(self.local_shape):
             raise ValueError(
@@ -611,53 +682,143 @@ class DistributedPlan:
              f"index {_fmt(self.local_out_slices)}"),
             (f"  sends      {_bytes(self.bytes_sent)} per execute from this rank "
              f"({sum(isinstance(s, _Transpose) for s in self._steps)} all_to_all_single)"),
+            *([(f"  form       split (re, im) float pairs on {self.device}: no complex tensor on the device; "
+                f"each transpose is one all_to_all_single of real pairs")] if self.split else []),
             "",
             "steps on this rank",
         ]
         for i, step in enumerate(self._steps, 1):
             lines.append(f"  {i}. {step.describe()}")
-        lines += ["", "bytes sent per execute, every rank"]
+        lines += ["", *self._explain_prediction(), "", "bytes sent per execute, every rank"]
         for r, (coords, sent) in enumerate(self._per_rank_bytes()):
             lines.append(f"  rank {r} {coords}: {_bytes(sent)}")
         return "\n".join(lines)
 
+    def _explain_prediction(self) -> list[str]:
+        pred = self.predict()
+        prof = pred["profile"]
+        lines = [f"predicted on this rank: local plans {pred['compute_us']:.0f} µs (their cost model)"]
+        for label, q, sent, us in pred["exchanges"]:
+            lines.append(f"  all_to_all_single ({label}, {q} ranks): sends {_bytes(sent)}"
+                         + (f" ≈ {us:.0f} µs" if us is not None else " (no collective profile for this backend)"))
+        if prof is not None:
+            lines.append(f"  total ≈ {pred['total_us']:.0f} µs; exchanges priced as {prof.name}: "
+                         f"{prof.latency_us:.0f} µs + bytes / {prof.bandwidth_gbs:g} GB/s ({prof.source})")
+        return lines
+
     def _per_rank_bytes(self):
-        p, elem = self.problem, 16 if self.problem.dtype == "complex128" else 8
         out = []
         for r in range(math.prod(self.grid)):
             coords = (r,) if len(self.grid) == 1 else divmod(r, self.grid[1])
-            raw, lin, _ = _layout(p.kind, p.shape, self.layout, self.grid, coords, self.transposed_input,
-                                  self.transposed_output, self.factors)
-            if p.rank == 1:
-                n1, n2 = self.factors
-                cur = (split_sizes(n1, self.grid[0])[coords[0]], n2)
-            else:
-                cur = lin
-            sent = 0
-            for op in raw:
-                if op[0] == "transpose":
-                    _, gdim, ga, sc, gshape = op
-                    sizes = split_sizes(gshape[sc], self.grid[gdim])
-                    rest = p.batch * math.prod(cur) // max(gshape[sc], 1)
-                    sent += sum(s for j, s in enumerate(sizes) if j != coords[gdim]) * rest * elem
-                    cur = list(cur)
-                    cur[ga], cur[sc] = gshape[ga], sizes[coords[gdim]]
-                    cur = tuple(cur)
-                elif op[0] == "stage" and p.rank > 1:
-                    cur = list(cur)
-                    if p.kind == "r2c" and p.rank - 1 in op[1]:
-                        cur[-1] = p.half
-                    elif p.kind == "c2r" and p.rank - 1 in op[1]:
-                        cur[-1] = p.shape[-1]
-                    cur = tuple(cur)
-                elif op[0] == "swap":
-                    cur = cur[::-1]
-            out.append((tuple(coords), sent))
+            sends = _rank_sends(self.problem, self.layout, self.grid, coords, self.transposed_input,
+                                self.transposed_output, self.factors)
+            out.append((tuple(coords), sum(b for _, b in sends)))
         return out
+
+    def predict(self, profile: CollectiveProfile | None = None) -> dict:
+        """Predicted time of one :meth:`execute` on this rank: local plans plus exchanges.
+
+        Parameters
+        ----------
+        profile : trnplan.core.collectives.CollectiveProfile, optional
+            The all-to-all cost to price the exchanges with; default the backend's
+            (:func:`trnplan.core.collectives.profile_for`: neuron → trn1's documented figures,
+            gloo → measured here); NCCL has none (exchanges then have no time).
+
+        Returns
+        -------
+        dict
+            ``compute_us`` (the local plans' cost model, ``PlanNode.time_us``), ``exchanges``
+            (one ``(group label, ranks, bytes sent, µs or None)`` per all-to-all), ``total_us``
+            (None without a profile) and ``profile``.
+        """
+        prof = profile or profile_for(dist.get_backend(self.group), torch.device(self.device).type)
+        compute = sum(s.plan.tree.time_us for s in self._steps if isinstance(s, _Stage) and s.plan is not None)
+        exchanges = [(s.label, s.qsize, s.bytes_sent, prof.all_to_all_us(s.bytes_sent) if prof else None)
+                     for s in self._steps if isinstance(s, _Transpose) and s.qsize > 1]
+        total = compute + sum(e[3] for e in exchanges) if prof else None
+        return {"compute_us": compute, "exchanges": exchanges, "total_us": total, "profile": prof}
 
     def __repr__(self) -> str:
         return (f"<trnplan.distributed.DistributedPlan {self.layout} {'×'.join(map(str, self.grid))}: "
                 f"{self.problem.describe()}; local {self.local_shape} → {self.local_out_shape}>")
+
+
+class _PairFunction(torch.autograd.Function):
+    """Split-form autograd: the gradient pair of a real loss is the adjoint plan of the output's gradient pair."""
+
+    @staticmethod
+    def forward(ctx, plan, re, im):
+        ctx.plan = plan
+        return plan.run_pair(re, im)
+
+    @staticmethod
+    def backward(ctx, g_re, g_im):
+        return (None, *ctx.plan.adjoint().run_pair(g_re.contiguous(), g_im.contiguous()))
+
+
+def _rank_sends(p: Problem, layout: str, grid: tuple, coords: tuple, ti: bool, to: bool, factors) -> list:
+    """(grid dim, bytes this rank sends) of every transpose of its step list (pure block arithmetic)."""
+    elem = 16 if p.dtype == "complex128" else 8
+    raw, lin, _ = _layout(p.kind, p.shape, layout, grid, coords, ti, to, factors)
+    cur = (split_sizes(factors[0], grid[0])[coords[0]], factors[1]) if p.rank == 1 else lin
+    out = []
+    for op in raw:
+        if op[0] == "transpose":
+            _, gdim, ga, sc, gshape = op
+            sizes = split_sizes(gshape[sc], grid[gdim])
+            rest = p.batch * math.prod(cur) // max(gshape[sc], 1)
+            out.append((gdim, sum(s for j, s in enumerate(sizes) if j != coords[gdim]) * rest * elem))
+            cur = list(cur)
+            cur[ga], cur[sc] = gshape[ga], sizes[coords[gdim]]
+            cur = tuple(cur)
+        elif op[0] == "stage" and p.rank > 1 and p.rank - 1 in op[1] and p.kind != "c2c":
+            cur = (*cur[:-1], p.half if p.kind == "r2c" else p.shape[-1])
+        elif op[0] == "swap":
+            cur = cur[::-1]
+    return out
+
+
+def predict(global_shape, ranks: int, *, layout: str = "pencil", transposed_output: bool = False,
+            transposed_input: bool = False, transforms: int = 1, batch: int = 1, profile: str = "trn1") -> dict:
+    """Predict a distributed c2c complex64 plan's time without a process group (what-if planning).
+
+    Dense DFT-as-matmul passes (8·n flop per point and axis of length n, the spectral-DNS sample's
+    kernel) at the profile's documented sustained rate (:data:`trnplan.core.collectives.DFT_RATES`),
+    plus every all-to-all of rank 0's step list at the profile's alpha-beta cost.
+
+    Parameters
+    ----------
+    global_shape : sequence of int
+        Rank 2 or 3 (slab), 3 (pencil).
+    ranks : int
+        Process-group size; pencil uses the same P0×P1 grid as :func:`plan_many`.
+    layout, transposed_output, transposed_input
+        As :func:`plan_many`.
+    transforms : int, default 1
+        Transforms per step (the DNS sample's step is 27 3-D FFTs).
+    batch : int, default 1
+    profile : str, default "trn1"
+        A key of :data:`trnplan.core.collectives.PROFILES` with a rate in ``DFT_RATES``.
+
+    Returns
+    -------
+    dict
+        ``grid``, ``exchanges`` (one ``(ranks in the group, bytes rank 0 sends, µs)`` per
+        all-to-all of one transform), ``compute_us`` and ``exchange_us`` per transform,
+        ``step_ms`` for ``transforms`` of them, and the ``profile``.
+    """
+    prof = PROFILES[profile]
+    problem = Problem.create(global_shape, batch, dtype=torch.complex64, device="cpu")
+    grid = (ranks,) if layout == "slab" else _balanced_grid(ranks)
+    coords = (0,) * len(grid)
+    sends = _rank_sends(problem, layout, grid, coords, transposed_input, transposed_output, None)
+    exchanges = [(grid[gdim], sent, prof.all_to_all_us(sent)) for gdim, sent in sends if grid[gdim] > 1]
+    points = batch * math.prod(problem.shape) / ranks
+    compute = sum(8 * n * points for n in problem.shape) / DFT_RATES[profile] * 1e6
+    exchange = sum(e[2] for e in exchanges)
+    return {"grid": grid, "exchanges": exchanges, "compute_us": compute, "exchange_us": exchange,
+            "step_ms": transforms * (compute + exchange) / 1e3, "profile": prof}
 
 
 def _fmt(slices) -> str:
@@ -691,9 +852,22 @@ def _decode(row: list) -> dict:
     return out
 
 
+def _exchange_device(backend: str, device, error) -> torch.device:
+    """Where the plan-time descriptor travels: the backend's own device (NCCL: the current CUDA
+    device; neuron: the neuron device, whose collectives take device tensors), else the host."""
+    if backend == "nccl":
+        return torch.device(device) if error is None else torch.device(f"cuda:{torch.cuda.current_device()}")
+    if backend == "neuron":
+        return torch.device("neuron")
+    return torch.device("cpu")
+
+
 def _exchange(fields: dict, group, device, my_rank: int) -> None:
     """all_gather every rank's descriptor; raise the same ValueError on every rank if any differs."""
-    mine = _descriptor(fields).to(device)
+    mine = _descriptor(fields)
+    if device.type not in ("cpu", "cuda"):  # a NeuronCore has no INT64 (it becomes INT32): fields fit in 31 bits
+        mine = mine.to(torch.int32)
+    mine = mine.to(device)
     size = dist.get_world_size(group)
     rows = [torch.empty_like(mine) for _ in range(size)]
     dist.all_gather(rows, mine, group=group)
@@ -822,9 +996,7 @@ def plan_many(global_shape, batch: int = 1, *, kind: str = "c2c", inverse: bool 
                                                transposed_input, transposed_output, effort, device, backend, size)
     # validated locally, exchanged before raising: a rank that raised alone would leave the others
     # waiting in the all_gather until the process group's timeout
-    exchange_device = torch.device(device) if error is None and backend == "nccl" else torch.device(
-        f"cuda:{torch.cuda.current_device()}" if backend == "nccl" else "cpu")
-    _exchange(fields, group, exchange_device, my_rank)
+    _exchange(fields, group, _exchange_device(backend, device, error), my_rank)
     if error is not None:
         raise error
     common = {"transposed_input": bool(transposed_input), "transposed_output": bool(transposed_output),
@@ -848,7 +1020,7 @@ def _member(group):
     if group is None and not dist.is_initialized():
         raise RuntimeError(
             "trnplan.distributed.plan_many needs an initialised process group: call "
-            "torch.distributed.init_process_group('gloo' or 'nccl', ...) first (torchrun sets the "
+            "torch.distributed.init_process_group('gloo', 'nccl' or 'neuron', ...) first (torchrun sets the "
             "environment: torchrun --nproc-per-node 2 script.py), or pass group=")
     group = dist.group.WORLD if group is None else group
     my_rank = dist.get_rank(group)
@@ -867,7 +1039,8 @@ def _validate(global_shape, batch, kind, inverse, dtype, precision, norm, layout
     problem = None
     try:
         if device is None:
-            device = f"cuda:{torch.cuda.current_device()}" if backend == "nccl" else "cpu"
+            device = (f"cuda:{torch.cuda.current_device()}" if backend == "nccl"
+                      else "neuron" if backend == "neuron" else "cpu")
         problem = Problem.create(global_shape, batch, kind=kind, inverse=inverse, dtype=dtype, precision=precision,
                                  norm=norm, device=device)
         if problem.precision == "auto":
@@ -882,10 +1055,46 @@ def _validate(global_shape, batch, kind, inverse, dtype, precision, norm, layout
                       precision=_PRECISION_CODES[problem.precision], norm=_NORM_CODES[problem.norm],
                       layout=_LAYOUT_CODES[layout], effort=_EFFORT_CODES[effort])
         _check_layout_support(problem, layout, ti, to, size)
+        if is_accelerator_kind(torch.device(device).type):
+            _check_split_route(problem, layout, backend, size)
     except Exception as exc:  # noqa: BLE001 - re-raised by plan_many, after the exchange
         return problem, device, fields, exc
     fields["error"] = 0
     return problem, device, fields, None
+
+
+def _check_split_route(problem: Problem, layout: str, backend: str, size: int) -> None:
+    """What the split-form route on a device without complex data (TorchNeuron) runs."""
+    if problem.kind != "c2c":
+        raise NotSupportedYet(f"distributed {problem.kind} on {problem.device} (split form) is not built yet; "
+                              f"transform real data as c2c with a zero imaginary part (im = torch.zeros_like(re))")
+    if problem.dtype != "complex64":
+        raise ValueError(f"dtype {problem.dtype} on {problem.device}: a NeuronCore has no FP64; use complex64 "
+                         f"(float32 pairs)")
+    if backend == "neuron" and layout == "pencil" and problem.rank == 3:
+        p0, p1 = _balanced_grid(size)
+        columns = [[i * p1 + j for i in range(p0)] for j in range(p1)]
+        reason = next((r for r in map(_neuron_group_reason, columns) if r), None)
+        if reason:
+            raise NotSupportedYet(f"layout='pencil' on {size} neuron ranks ({p0}×{p1}): its column groups are "
+                                  f"strided, and {reason}; use layout='slab' (contiguous groups)")
+
+
+def _neuron_group_reason(members: list) -> str | None:
+    """Why Neuron collectives refuse a replica group, from the documented rules (runtimes.md §2, §5):
+    power-of-two sizes (inf2 ran groups of 2/4/8), contiguous runs aligned to their size ("aligned to
+    4/8/16/32"), or one stride inside one chip (4 logical cores on Trn2 with LNC=2); strided groups
+    across chips are refused (trn1.32xlarge, the spectral-DNS sample)."""
+    size = len(members)
+    if size <= 1:
+        return None
+    if size & (size - 1):
+        return f"a group of {size} ranks is not a power of two (Neuron groups are 2/4/8/16/32)"
+    if members == list(range(members[0], members[0] + size)):
+        return None if members[0] % size == 0 else f"group {members} is not aligned to its size"
+    if len({b - a for a, b in itertools.pairwise(members)}) == 1 and len({m // 4 for m in members}) == 1:
+        return None
+    return f"group {members} is strided across chips (strided cross-chip groups are refused)"
 
 
 def _check_layout_support(problem: Problem, layout: str, ti: bool, to: bool, size: int) -> None:

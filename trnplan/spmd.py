@@ -39,6 +39,7 @@ import math
 import numpy as np
 import torch
 
+from trnplan.core.collectives import PROFILES
 from trnplan.core.errors import NotSupportedYet
 from trnplan.plan.api import DEFAULT_CACHE
 from trnplan.plan.api import plan_many as _local_plan_many
@@ -104,10 +105,15 @@ class _Exchange:
         self.mesh_axis, self.src, self.dst = mesh_axis, src, dst
         self.group_size, self.groups, self.bytes_per_device = group_size, groups, bytes_per_device
 
+    @property
+    def bytes_sent(self) -> int:
+        """Bytes each device sends: its shard less the part it keeps."""
+        return self.bytes_per_device * (self.group_size - 1) // self.group_size
+
     def describe(self) -> str:
         return (f"all-to-all in mesh axis {self.mesh_axis!r} ({self.groups} group(s) of {self.group_size}): "
-                f"axis {self.src} whole, axis {self.dst} sharded; each device sends "
-                f"{self.bytes_per_device * (self.group_size - 1) // self.group_size} B")
+                f"axis {self.src} whole, axis {self.dst} sharded; each device sends {self.bytes_sent} B, "
+                f"≈ {PROFILES['xla-cpu'].all_to_all_us(self.bytes_sent):.0f} µs on XLA:CPU (measured profile)")
 
 
 class SpmdPlan:
@@ -290,6 +296,9 @@ class SpmdPlan:
                  f"  layout     {self.layout} on mesh {grid} {tuple(self.mesh.axis_names)}; in/out spec {self.in_spec}",
                  f"  exchanges  {len(self.exchanges())} all-to-all (no all-gather, no all-reduce)", "", "steps"]
         lines += [f"  {i}. {s.describe()}" for i, s in enumerate(self.steps, 1)]
+        prof = PROFILES["xla-cpu"]
+        lines += ["", (f"exchanges priced as {prof.name}: {prof.latency_us:.0f} µs + bytes / {prof.bandwidth_gbs:g} "
+                       f"GB/s ({prof.source})")]
         return "\n".join(lines)
 
     def __repr__(self) -> str:

@@ -1,0 +1,262 @@
+"""trnplan.distributed on the ``neuron`` backend: 2 and 4 spawned ranks on TorchNeuron stand-ins.
+
+Each rank installs the ``neuron`` device stand-in (tests/neuron_device_standin.py: PrivateUse1
+tensors that refuse complex and float64, and a "neuron" compile backend) and the ``neuron``
+process-group stand-in (tests/neuron_pg_standin.py: collectives over gloo that refuse complex,
+float64 and int64 buffers, host tensors, send/recv, shared send/receive buffers and replica
+groups the documents say the hardware refuses), then calls ``init_process_group("neuron")``.
+
+Checked, against numpy.fft in complex128 at the engine's fp32 bar (``DEFAULT_TOL``, imported), on
+the blocks gathered over a separate gloo group: slab 2-D/3-D, pencil (1×2 and 2×2), six-step 1-D,
+transposed output, batch, every norm, autograd; that the plans run in split form (no complex
+tensor on the device: every collective's buffer is float32, every result and gradient a float32
+pair on ``neuron``), that each local transform ran as a compiled graph, one all_to_all_single per
+transpose; and the refusals (a complex block, r2c, complex128, send, a complex buffer, an
+unaligned group).
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import pathlib
+import socket
+import sys
+import time
+
+import numpy as np
+import pytest
+import torch
+import torch.distributed as dist
+
+from trnplan.core.accuracy import DEFAULT_TOL
+
+pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
+                                reason="torch.distributed with gloo (under the stand-in) is not available")
+BAR = DEFAULT_TOL["fp32"]
+TESTS = pathlib.Path(__file__).resolve().parent
+_JOB_TIMEOUT = 200.0
+
+
+def _rel(y, ref) -> float:
+    return float(np.linalg.norm(y - ref) / max(np.linalg.norm(ref), 1e-300))
+
+
+def _pair_to_host(pair):
+    import neuron_device_standin as devsi
+
+    return devsi.to_cpu(pair[0]).numpy() + 1j * devsi.to_cpu(pair[1]).numpy()
+
+
+def _gather(plan, y: np.ndarray, gloo, slices=None) -> np.ndarray:
+    """The global array (batch, *global) of every rank's block (its output block unless ``slices``)."""
+    blocks = [None] * dist.get_world_size()
+    dist.all_gather_object(blocks, (plan.local_out_slices if slices is None else slices, y), group=gloo)
+    gshape = [max(s.stop for s in col) for col in zip(*(b[0] for b in blocks))]
+    out = np.zeros((y.shape[0], *gshape), dtype=np.complex128)
+    for where, block in blocks:
+        out[(slice(None), *where)] = block
+    return out
+
+
+def _natural(plan, arr, transposed: bool):
+    if plan.problem.rank == 1 and transposed:  # D[k1, k2] = x[k1 + n1·k2]
+        n1, n2 = plan.factors
+        return arr.reshape(arr.shape[0], n2, n1).swapaxes(-1, -2)
+    return arr
+
+
+def _run(shape, gloo, *, inverse=False, norm="backward", layout="slab", transposed_output=False, batch=1,
+         grad=False, seed=0):
+    """Plan, run on the stand-in device, compare with numpy; audit the device ops and collectives."""
+    import neuron_device_standin as devsi
+    import neuron_pg_standin as pgsi
+
+    import trnplan.distributed as td
+
+    plan = td.plan_many(shape, batch, inverse=inverse, norm=norm, layout=layout, transposed_output=transposed_output)
+    assert plan.split and str(plan.device) == "neuron", plan.device
+    g = np.random.default_rng(seed)
+    axes = tuple(range(1, 1 + len(shape)))
+    x = g.standard_normal((batch, *shape)) + 1j * g.standard_normal((batch, *shape))
+    xl = x[(slice(None), *plan.local_slices)]
+    re, im = (devsi.to_neuron(torch.from_numpy(np.ascontiguousarray(f(xl))).float()) for f in (np.real, np.imag))
+    re.requires_grad_(grad)
+    im.requires_grad_(grad)
+    devsi.OPS.clear()
+    pgsi.CALLS.clear()
+    graphs = len(devsi.GRAPHS)
+    yr, yi = plan.execute((re, im))
+    assert (str(yr.device), str(yi.device), yr.dtype) == ("neuron:0", "neuron:0", torch.float32)
+    dtypes = {d for _, ds, _ in devsi.OPS for d in ds}
+    assert not dtypes & {torch.complex64, torch.complex128, torch.float64}, dtypes  # no complex on the device
+    transposes = sum(1 for s in plan._steps if type(s).__name__ == "_Transpose" and s.qsize > 1)
+    assert [c[0] for c in pgsi.CALLS] == ["all_to_all_single"] * transposes, pgsi.CALLS
+    assert {c[1] for c in pgsi.CALLS} <= {"torch.float32"}, pgsi.CALLS
+    stages = sum(1 for s in plan._steps if type(s).__name__ == "_Stage" and s.plan is not None)
+    assert len(devsi.GRAPHS) - graphs <= stages  # compiled whole per (plan, shape): the first call compiles
+    assert all(s.plan.provenance.compile_mode != "eager" for s in plan._steps
+               if type(s).__name__ == "_Stage" and s.plan is not None)
+    ref = _natural(plan, (np.fft.ifftn if inverse else np.fft.fftn)(x, axes=axes, norm=norm), transposed_output)
+    err = _rel(_gather(plan, _pair_to_host((yr, yi)), gloo), ref)
+    assert err <= BAR, (shape, layout, inverse, norm, err)
+    if grad:
+        gw = np.random.default_rng(100 + dist.get_rank())  # each rank its own weights (a shared draw repeats)
+        w = gw.standard_normal(yr.shape) + 1j * gw.standard_normal(yr.shape)  # this rank's output block
+        wr, wi = (devsi.to_neuron(torch.from_numpy(f(w)).float()) for f in (np.real, np.imag))
+        torch.autograd.backward((yr, yi), (wr, wi))
+        assert str(re.grad.device) == "neuron:0" and re.grad.dtype == torch.float32
+        wg = _gather(plan, w, gloo)  # Fᴴ w on the gathered weights: the gradient of Re Σ conj(w)·y
+        fwd = np.fft.ifftn if inverse else np.fft.fftn
+        gref = np.conj(fwd(np.conj(wg), axes=axes, norm=norm))
+        gerr = _rel(_gather(plan, _pair_to_host((re.grad, im.grad)), gloo, plan.local_slices), gref)
+        assert gerr <= BAR, (shape, layout, "grad", gerr)
+    return plan
+
+
+def _refused(exc_type, match, fn):
+    with pytest.raises(exc_type, match=match):
+        fn()
+
+
+def _job_two(rank, world, gloo):
+    import neuron_device_standin as devsi
+    import neuron_pg_standin as pgsi
+
+    import trnplan.distributed as td
+    from trnplan.core.errors import NotSupportedYet
+
+    _run((8, 12), gloo, grad=True)
+    _run((8, 6, 10), gloo, inverse=True, norm="ortho", batch=2)
+    _run((8, 6, 10), gloo, layout="pencil", norm="forward", grad=True)
+    _run((8, 12), gloo, transposed_output=True)
+    plan = _run((4096,), gloo)  # six-step: the twiddle in split form
+    assert plan.factors == (64, 64)
+    _run((96,), gloo, inverse=True, grad=True)
+    text = td.plan_many((8, 12)).explain()
+    assert "split (re, im)" in text and "neuron" in text
+    # the exchanges priced with the documented trn1 figures (TorchNeuron's trn2 has none published)
+    assert "priced as trn1.32xlarge" in text and text.count("all_to_all_single (whole group, 2 ranks)") == 2
+    # refusals: the split form names the pair; kinds and dtypes not built name the way out
+    plan = td.plan_many((8, 12))
+    z = torch.zeros(plan.local_shape, dtype=torch.float32)
+    _refused(TypeError, "split form", lambda: plan.execute(devsi.to_neuron(z)))
+    _refused(NotSupportedYet, "zero imaginary part", lambda: td.plan_many((8, 12), kind="r2c"))
+    _refused(ValueError, "no FP64", lambda: td.plan_many((8, 12), dtype=torch.complex128))
+    # the process-group stand-in refuses what the hardware refuses
+    _refused(pgsi.NeuronCollectiveRefused, "send/recv", lambda: dist.send(devsi.to_neuron(z), 1 - rank))
+    # torch's all_to_all_single hands a complex tensor to the backend as its real view, so the
+    # backend's own rule is checked on the process group itself
+    pg = dist.distributed_c10d._get_default_group()
+    c = devsi.NeuronTensor(torch.zeros(4, dtype=torch.complex64))
+    _refused(pgsi.NeuronCollectiveRefused, "complex64", lambda: pg.alltoall_base(torch.empty_like(c), c, [], []))
+    _refused(pgsi.NeuronCollectiveRefused, "neuron tensors",
+             lambda: dist.all_to_all_single(torch.empty(4), torch.zeros(4)))
+
+
+def _job_four(rank, world, gloo):
+    import neuron_device_standin as devsi
+    import neuron_pg_standin as pgsi
+
+    _run((8, 6, 10), gloo, grad=True)
+    plan = _run((8, 6, 10), gloo, layout="pencil", inverse=True, batch=2, grad=True)
+    assert plan.grid == (2, 2)  # column groups {0, 2}, {1, 3}: strided, inside one chip
+    _run((6, 8), gloo)  # uneven slab blocks: 2, 2, 1, 1
+    _run((4096,), gloo, transposed_output=True)
+    # a group of ranks 1, 2: contiguous but not aligned to its size
+    pair = dist.new_group([1, 2])
+    if rank in (1, 2):
+        t = devsi.to_neuron(torch.zeros(2))
+        _refused(pgsi.NeuronCollectiveRefused, "not a contiguous run aligned",
+                 lambda: dist.all_to_all_single(torch.empty_like(t), t, group=pair))
+
+
+# ---------------------------------------------------------------------- the spawn harness
+def _entry(rank, job, world, port, cache_dir):
+    os.environ["TRNPLAN_CACHE_DIR"] = cache_dir
+    sys.path.insert(0, str(TESTS))
+    torch.set_num_threads(1)
+    import neuron_device_standin as devsi
+    import neuron_pg_standin as pgsi
+
+    devsi.install()
+    devsi.register_compile_backend()
+    pgsi.install()
+    dist.init_process_group("neuron", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=60))
+    gloo = dist.new_group(backend="gloo")  # the test's own gathers, outside the stand-in's rules
+    try:
+        globals()[job](rank, world, gloo)
+        dist.barrier(group=gloo)
+    finally:
+        dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # as tests/test_distributed.py: no interpreter teardown under gloo's threads
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _spawn(job: str, world: int, tmp_path) -> None:
+    import torch.multiprocessing as mp
+
+    ctx = mp.start_processes(_entry, args=(job, world, _free_port(), str(tmp_path / "cache")), nprocs=world,
+                             join=False, start_method="spawn")
+    deadline = time.monotonic() + _JOB_TIMEOUT
+    while not ctx.join(timeout=1.0):
+        if time.monotonic() > deadline:
+            for proc in ctx.processes:
+                if proc.is_alive():
+                    proc.kill()
+            pytest.fail(f"neuron job {job} on {world} ranks did not finish in {_JOB_TIMEOUT:.0f} s (a hang)")
+
+
+@pytest.mark.slow
+def test_two_ranks_neuron(tmp_path):
+    """Slab, pencil 1×2, six-step, transposed output, autograd, explain, refusals, on 2 neuron ranks."""
+    _spawn("_job_two", 2, tmp_path)
+
+
+@pytest.mark.slow
+def test_four_ranks_neuron(tmp_path):
+    """Slab, pencil 2×2 (strided groups inside one chip), uneven slab, six-step, an unaligned group."""
+    _spawn("_job_four", 4, tmp_path)
+
+
+def test_predict_512_cubed_on_32_trn1_cores():
+    """The worked example of docs/distributed.md: block arithmetic and the alpha-beta model, term by term."""
+    from trnplan.core.collectives import DFT_RATES, PROFILES
+    from trnplan.distributed import predict
+
+    trn1 = PROFILES["trn1"]
+    points = 512**3 // 32  # complex64 points per rank
+    natural = predict((512,) * 3, 32, layout="pencil", transforms=27)
+    assert natural["grid"] == (4, 8)
+    # rows of 8 then columns of 4, and back: each rank sends all but its own 1/Q of its block
+    assert [(q, b) for q, b, _ in natural["exchanges"]] == [(8, 8 * points * 7 // 8), (4, 8 * points * 3 // 4),
+                                                           (4, 8 * points * 3 // 4), (8, 8 * points * 7 // 8)]
+    assert all(us == trn1.latency_us + b / (trn1.bandwidth_gbs * 1e3) for _, b, us in natural["exchanges"])
+    assert natural["compute_us"] == 3 * 8 * 512 * points / DFT_RATES["trn1"] * 1e6
+    assert natural["step_ms"] == 27 * (natural["compute_us"] + natural["exchange_us"]) / 1e3
+    transposed = predict((512,) * 3, 32, layout="pencil", transposed_output=True, transforms=27)
+    assert len(transposed["exchanges"]) == 2 and transposed["step_ms"] < natural["step_ms"]
+    slab = predict((512,) * 3, 32, layout="slab", transposed_output=True, batch=9, transforms=3)
+    assert [(q, b) for q, b, _ in slab["exchanges"]] == [(32, 9 * 8 * points * 31 // 32)]
+
+
+def test_group_rules_of_the_plan_and_the_standin():
+    """The documented replica-group rules, in trnplan's plan-time check and in the stand-in (written apart)."""
+    sys.path.insert(0, str(TESTS))
+    import neuron_pg_standin as pgsi
+
+    from trnplan.distributed import _neuron_group_reason
+
+    for members, ok in (([0], True), ([0, 1], True), ([2, 3], True), ([0, 1, 2, 3], True), ([4, 5, 6, 7], True),
+                        ([0, 2], True), ([1, 3], True), ([1, 2], False), ([0, 1, 2], False), ([0, 4], False),
+                        ([0, 1, 2, 3, 4, 5], False), ([3, 7], False)):
+        assert (pgsi.group_reason(members) is None) is ok, members
+        assert (_neuron_group_reason(members) is None) is ok, members
