@@ -130,9 +130,8 @@ def _job_two(rank, world, gloo):
     _run((8, 6, 10), gloo, inverse=True, norm="ortho", batch=2)
     _run((8, 6, 10), gloo, layout="pencil", norm="forward", grad=True)
     _run((8, 12), gloo, transposed_output=True)
-    plan = _run((4096,), gloo)  # six-step: the twiddle in split form
-    assert plan.factors == (64, 64)
-    _run((96,), gloo, inverse=True, grad=True)
+    plan = _run((96,), gloo, inverse=True, grad=True)  # six-step: the twiddle in split form
+    assert plan.factors in ((8, 12), (12, 8))
     text = td.plan_many((8, 12)).explain()
     assert "split (re, im)" in text and "neuron" in text
     # the exchanges priced with the documented trn1 figures (TorchNeuron's trn2 has none published)
@@ -162,7 +161,7 @@ def _job_four(rank, world, gloo):
     plan = _run((8, 6, 10), gloo, layout="pencil", inverse=True, batch=2, grad=True)
     assert plan.grid == (2, 2)  # column groups {0, 2}, {1, 3}: strided, inside one chip
     _run((6, 8), gloo)  # uneven slab blocks: 2, 2, 1, 1
-    _run((4096,), gloo, transposed_output=True)
+    _run((96,), gloo, transposed_output=True)  # six-step, 96 = 8×12 over 4 ranks
     # a group of ranks 1, 2: contiguous but not aligned to its size
     pair = dist.new_group([1, 2])
     if rank in (1, 2):
