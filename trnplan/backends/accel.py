@@ -56,23 +56,16 @@ import threading
 
 import torch
 
-from trnplan.backends import artifacts, neuron_runtime
+from trnplan.backends import artifacts, neuron_runtime, trainium
 from trnplan.backends.base import Backend, PrecisionProbe
 from trnplan.backends.neuron import bucket_batch as neuron_bucket_batch
-from trnplan.core.cost import CostProfile
+from trnplan.core import config
 
-#: The accelerator profile: the Neuron profile's figures (../shared/FACTS.md, seed project trn1:
-#: ~0.67 ms per dispatch, 47.5 fp32 / 190 bf16 TFLOP/s per chip), not measured by trnplan. The
-#: high launch price makes the planner prefer few, large GEMMs, which is also what keeps a
-#: compiled graph small. No FFT rate: there is no native FFT.
-ACCEL_PROFILE = CostProfile(
-    name="accel",
-    launch_us=670.0,
-    gemm_gflops={"float32": 20000.0, "bfloat16": 80000.0, "float64": 1000.0},
-    fft_gflops={},
-    bandwidth_gbs=400.0,
-    source="the Neuron profile (seed project trn1 figures, ../shared/FACTS.md); not measured by trnplan",
-)
+#: The accelerator profile of the ``xla`` and ``meta`` kinds: a NeuronCore-v2 (trn1/inf2, the XLA
+#: route's machines), priced as a plan runs there — compiled whole, one launch per graph
+#: (:mod:`trnplan.backends.trainium` has the figures and their sources). TorchNeuron's ``neuron``
+#: kind runs on trn2/trn3 and gets the NeuronCore-v3 profile; ``TRNPLAN_NEURON_TARGET`` names another.
+ACCEL_PROFILE = trainium.TRN1_PROFILE
 
 #: torch.compile backend per device kind (runtimes.md §2: TorchNeuron registers "neuron"; torch-xla
 #: registers "openxla")
@@ -281,6 +274,7 @@ class AccelBackend(Backend):
 
     def __init__(self, kind: str):
         self.kind = kind
+        self.profile = trainium.profile_for(config.neuron_target(), "trn2" if kind == "neuron" else "trn1")
         #: fp64 only on meta (no values: nothing to be wrong)
         self.precisions = ("fp32", "fp64", "bf16", "bf16x3", "bf16x6") if kind == "meta" else (
             "fp32", "bf16", "bf16x3", "bf16x6")

@@ -70,28 +70,15 @@ import time
 import attrs
 import torch
 
-from trnplan.backends import artifacts, neuron_runtime
+from trnplan.backends import artifacts, neuron_runtime, trainium
 from trnplan.backends.base import Backend, PrecisionProbe
 from trnplan.core import config
-from trnplan.core.cost import CostProfile
 from trnplan.core.errors import BackendUnavailable, CompileError, PlanningError
 from trnplan.kernels import gemm
 
-NEURON_PROFILE = CostProfile(
-    name="neuron",
-    # one dispatched op: 0.67 ms per XLA dispatch, 0.85 ms per NKI kernel (seed project, ../shared/FACTS.md).
-    # The spectral DNS sample bounds a whole NEFF execution the same way: at 64³ three executions plus
-    # the readback take ~5.4 ms, so ≤ ~1.8 ms each, compute included (runtimes.md §5 Overheads)
-    launch_us=670.0,
-    # trn1: 190 bf16 vs 47.5 fp32 TFLOP/s per chip (../shared/FACTS.md): bf16 is 4× the fp32 rate.
-    # The DNS sample's NKI DFT reached ~40 % of fp32 matmul peak (runtimes.md §5 Tensor engine), about
-    # what 20 of 47.5 TFLOP/s assumes
-    gemm_gflops={"float32": 20000.0, "bfloat16": 80000.0},
-    fft_gflops={},
-    bandwidth_gbs=400.0,
-    source="seed project trn1 figures (../shared/FACTS.md), bounded by the spectral DNS sample's (runtimes.md §5); "
-           "not measured by trnplan",
-)
+#: The trace route runs on trn1/inf2 (NeuronCore-v2): one NEFF per plan and bucket, priced as it
+#: runs there (:mod:`trnplan.backends.trainium`: figures and sources)
+NEURON_PROFILE = trainium.TRN1_PROFILE
 
 #: host ↔ NeuronCore transfer rate the host fallback is priced with, GB/s. Assumed, not measured:
 #: about half of PCIe Gen4 x16's 32 GB/s nominal. The issue prices the transfer on the host leaf;

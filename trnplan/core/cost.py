@@ -13,16 +13,35 @@ Every solver describes the work of its *own* node (children excluded) as a :clas
 * ``bytes`` — memory traffic of elementwise ops, copies and matmul operands, priced at the
   profile's effective bandwidth.
 
-The time is a plain sum, ``launches·launch + calls·fft_launch + gemm/rate + fft/rate +
-bytes/bandwidth``: the
-terms rarely overlap in eager execution, and a sum is easy to read off ``explain()``. A node's
+* ``transposed`` and ``strided`` — the part of ``bytes`` moved by transposing copies (runs of
+  fewer than ``SHORT_RUN`` contiguous elements, and longer runs): priced at the profile's
+  ``transpose_penalty`` over a contiguous byte, and on a matrix engine that transposes (a
+  NeuronCore's Tensor Engine) also as its transpose work.
+* ``unfused`` — the traffic an elementwise chain adds when its ops run one by one (eager torch
+  writes and re-reads every intermediate); a compiled graph fuses the chain and moves only its
+  inputs and outputs (``bytes``). Priced only on profiles that do not fuse.
+* ``graphs`` — compiled graphs launched (one per plan where the device runs a plan compiled
+  whole, priced at the profile's ``graph_us``; zero elsewhere).
+
+``bytes`` is the traffic the graph really moves (trnplan.plan.traffic counts it on the lowered
+graph); what a transposing byte costs beyond a contiguous one is the profile's price, not more
+bytes. The time is a plain sum, ``graphs·graph + launches·launch + calls·fft_launch +
+gemm/rate + fft/rate + bytes/bandwidth + transposes``: the terms rarely overlap in eager
+execution, and a sum is easy to read off ``explain()``. A node's
 prediction is its own time plus its children's (:func:`combine`). The constants of each
 backend's profile live in ``trnplan/backends/`` with the measurement they came from.
 """
 
 from __future__ import annotations
 
+import math
+
 import attrs
+
+#: bump when the model prices the same work differently (part of the registry digest, so stored
+#: wisdom planned under the old prices is planned again). 2: true traffic in ``bytes``, transposes
+#: and unfused elementwise traffic priced by the profile, one launch per compiled graph, tile rules
+COST_MODEL_VERSION = 2
 
 
 @attrs.frozen
@@ -35,21 +54,77 @@ class Work:
     fft_flops: float = 0.0
     elementwise_flops: float = 0.0
     bytes: float = 0.0
+    transposed: float = 0.0  # of ``bytes``: moved by transposing copies with short runs
+    strided: float = 0.0  # of ``bytes``: moved by transposing copies with long runs
+    graphs: float = 0.0  # compiled graphs launched
+    unfused: float = 0.0  # beyond ``bytes``: what elementwise chains move when run op by op
 
     def __add__(self, other: Work) -> Work:
-        return Work(self.launches + other.launches, self.fft_calls + other.fft_calls,
-                    self.gemm_flops + other.gemm_flops, self.fft_flops + other.fft_flops,
-                    self.elementwise_flops + other.elementwise_flops, self.bytes + other.bytes)
+        return Work(*(a + b for a, b in zip(attrs.astuple(self), attrs.astuple(other), strict=True)))
 
     def __mul__(self, k: float) -> Work:
-        return Work(self.launches * k, self.fft_calls * k, self.gemm_flops * k, self.fft_flops * k,
-                    self.elementwise_flops * k, self.bytes * k)
+        return Work(*(a * k for a in attrs.astuple(self)))
 
     __rmul__ = __mul__
 
     @property
     def flops(self) -> float:
         return self.gemm_flops + self.fft_flops + self.elementwise_flops
+
+
+@attrs.frozen
+class TensorEngine:
+    """The tile rules of a systolic matrix engine: a NeuronCore's Tensor Engine.
+
+    A matmul instruction contracts over the partition axis (≤ ``partitions`` rows of the PE
+    array), holds a *stationary* operand of free size ≤ ``stationary`` (the PE columns) and
+    streams a *moving* operand of free size ≤ ``moving`` (one PSUM bank of fp32); it costs about
+    ``max(moving free size, min_moving)`` cycles whatever the other two sizes, so a tile that
+    fills fewer PE rows or columns wastes the rest. Row and column tiling run independent
+    matmuls of ≤ ``small_tile`` rows or columns side by side, so small tiles waste at most down
+    to that granularity. A transpose is a matmul of the data (stationary) with an identity
+    (moving): ``2·partitions`` flops per element at the matrix rate, ``transpose_speedup`` times
+    faster where the engine has a transpose mode.
+
+    Sources: the NKI architecture guides (aws-neuron/aws-neuron-sdk@81ce03ae,
+    nki/guides/architecture/trainium_inferentia2_arch.rst: 128×128 PE array, stationary free
+    ≤ 128, moving free ≤ 512, MM initiation interval ``max(N, 64)`` cycles on NeuronCore-v2,
+    fp32 4× the cost of bf16, transposes as a matmul with an identity; trainium2_arch.rst:
+    NeuronCore-v3's transpose mode, 2× faster fp32 transposes) and nki.isa.nc_matmul's tiling
+    modes (2×64 row/column tiles on NeuronCore-v2, 4×32 on v3).
+    """
+
+    partitions: int = 128
+    stationary: int = 128
+    moving: int = 512
+    min_moving: int = 64
+    small_tile: int = 64
+    transpose_speedup: float = 1.0
+
+    def transpose_us_per_byte(self, profile: CostProfile) -> float:
+        """µs per byte of transposed traffic (read + write of fp32 elements: 8 bytes each) of the
+        engine's transpose work, at the profile's fp32 matrix rate (no FP64 on the device)."""
+        flops_per_byte = 2 * self.partitions / 8 / self.transpose_speedup
+        return flops_per_byte / (profile.gemm_gflops["float32"] * 1e3)
+
+
+def tile_efficiency(engine: TensorEngine, m: float, k: float, n: float) -> float:
+    """The fraction of the engine's rate a GEMM ``(m × k) @ (k × n)`` gets from its tiles.
+
+    The contraction ``k`` fills the partitions; of ``m`` and ``n`` the better assignment goes
+    stationary (filling PE columns) and moving (each instruction at least ``min_moving`` cycles).
+    """
+    def fill(size: float, tile: int) -> float:
+        size = max(1.0, size)
+        step = engine.small_tile if size < tile else tile
+        return size / (step * math.ceil(size / step))
+
+    def stream(size: float) -> float:
+        full, rest = divmod(max(1.0, size), engine.moving)
+        return size / (full * engine.moving + (max(rest, engine.min_moving) if rest else 0.0))
+
+    best = max(fill(a, engine.stationary) * stream(b) for a, b in ((m, n), (n, m)))
+    return fill(k, engine.partitions) * best
 
 
 @attrs.frozen
@@ -78,6 +153,18 @@ class CostProfile:
     native_bf16 : bool
         The device multiplies real bfloat16 tensors into fp32 (CUDA's ``torch.mm(..., out_dtype=)``):
         the bf16 modes' data slices are half-width tensors (:func:`gemm_work`).
+    fuses_elementwise : bool
+        Plans run compiled whole, elementwise chains fused: ``unfused`` traffic costs nothing.
+    graph_us : float
+        Fixed cost of launching one compiled graph, µs: where a plan runs compiled whole (the
+        accelerators) ``launch_us`` is then the cost of one op *inside* the graph.
+    transpose_penalty : tuple of float
+        What a byte moved by a transposing copy costs, in contiguous bytes: (short runs, long
+        runs). On the CPU a transposing copy is far slower than a contiguous one (see
+        ``TRANSPOSE_PENALTY``); on a matrix engine it is priced as its transpose work instead.
+    engine : TensorEngine or None
+        The matrix engine's tile rules (a NeuronCore's Tensor Engine): GEMMs are priced at the
+        rate the tiles they occupy give (:func:`tile_efficiency`), transposes as its work.
     """
 
     name: str
@@ -98,14 +185,24 @@ class CostProfile:
     sigma: float = 0.0
     sigma_fitted: float | None = None
     sigma_source: str = ""
+    graph_us: float = 0.0
+    fuses_elementwise: bool = False
+    transpose_penalty: tuple = (None, None)  # (None, None): TRANSPOSE_PENALTY and LONG_RUN_PENALTY
+    engine: TensorEngine | None = None
 
     def time_us(self, work: Work, dtype: str) -> float:
-        t = work.launches * self.launch_us
+        t = work.launches * self.launch_us + work.graphs * self.graph_us
         t += work.gemm_flops / (self.gemm_gflops[dtype] * 1e3)
         if work.fft_flops or work.fft_calls:
             t += work.fft_calls * self.fft_launch_us + work.fft_flops / (self.fft_gflops[dtype] * 1e3)
-        t += work.bytes / (self.bandwidth_gbs * 1e3)
+        t += (work.bytes + work.unfused * (not self.fuses_elementwise)) / (self.bandwidth_gbs * 1e3)
+        t += work.transposed * self.price("transposed") + work.strided * self.price("strided")
         return t
+
+    def penalties(self) -> tuple[float, float]:
+        """(short-run, long-run) cost of a transposed byte in contiguous bytes."""
+        short, long = self.transpose_penalty
+        return (TRANSPOSE_PENALTY if short is None else short, LONG_RUN_PENALTY if long is None else long)
 
     def terms_time_us(self, terms) -> float:
         """The predicted time of a node's :attr:`~trnplan.core.node.PlanNode.terms`."""
@@ -119,10 +216,20 @@ class CostProfile:
         """µs per unit of one work term (``launches``, ``fft_calls``, ``gemm:float32`` …)."""
         if term == "launches":
             return self.launch_us
+        if term == "graphs":
+            return self.graph_us
         if term == "fft_calls":
             return self.fft_launch_us
         if term == "bytes":
             return 1.0 / (self.bandwidth_gbs * 1e3)
+        if term == "unfused":
+            return 0.0 if self.fuses_elementwise else 1.0 / (self.bandwidth_gbs * 1e3)
+        if term in ("transposed", "strided"):
+            # beyond the byte itself (already in "bytes"): the penalty's excess, plus the engine's
+            # transpose work where the matrix engine transposes
+            extra = self.penalties()[term == "strided"] - 1.0
+            engine = self.engine.transpose_us_per_byte(self) if self.engine is not None else 0.0
+            return extra / (self.bandwidth_gbs * 1e3) + engine
         kind, _, dtype = term.partition(":")
         rates = {"gemm": self.gemm_gflops, "fft": self.fft_gflops}.get(kind)
         if rates is None or dtype not in rates:
@@ -173,8 +280,9 @@ class LeafCost:
 
 def work_terms(work: Work, dtype: str) -> dict:
     """A node's own work as cost-model terms (the non-zero ones), for :attr:`PlanNode.terms`."""
-    terms = {"launches": work.launches, "fft_calls": work.fft_calls, f"gemm:{dtype}": work.gemm_flops,
-             f"fft:{dtype}": work.fft_flops, "bytes": work.bytes}
+    terms = {"graphs": work.graphs, "launches": work.launches, "fft_calls": work.fft_calls,
+             f"gemm:{dtype}": work.gemm_flops, f"fft:{dtype}": work.fft_flops, "bytes": work.bytes,
+             "transposed": work.transposed, "strided": work.strided, "unfused": work.unfused}
     return {k: v for k, v in terms.items() if v}
 
 
@@ -187,12 +295,18 @@ def add_terms(*terms) -> dict:
     return out
 
 
-def elementwise(ops: int, elements: float, itemsize: int, operands: int = 3) -> Work:
-    """``ops`` elementwise ops over ``elements`` values, each reading and writing ``operands`` arrays."""
+def elementwise(ops: int, elements: float, itemsize: int, operands: int = 3, arrays: int | None = None) -> Work:
+    """``ops`` elementwise ops over ``elements`` values, each reading and writing ``operands`` arrays.
+
+    Fused (a compiled graph) the chain reads its inputs and writes its outputs once: ``arrays``
+    arrays in all (default: one op's ``operands``), its ``bytes``; run op by op (eager torch)
+    every op moves its own operands, the rest ``unfused``."""
+    fused = (operands if arrays is None else arrays) * elements * itemsize
     return Work(
         launches=ops,
         elementwise_flops=ops * elements,
-        bytes=ops * operands * elements * itemsize,
+        bytes=fused,
+        unfused=max(0.0, ops * operands * elements * itemsize - fused),
     )
 
 
@@ -205,18 +319,23 @@ def copy(elements: float, itemsize: int, launches: int = 1) -> Work:
 #: 256×256 float32 matrix, 22× for 1024×1024, 7.6× for 64 × (1024×16) (bench/calibrate.py,
 #: "transpose_vs_copy"); rows of ≥ 16 contiguous elements move at about half the contiguous rate
 TRANSPOSE_PENALTY = 10.0
+LONG_RUN_PENALTY = 2.0
 SHORT_RUN = 16
 
 
 def transpose(elements: float, itemsize: int, run: float = 1, launches: int = 1) -> Work:
-    """A copy that permutes axes, reading contiguous runs of ``run`` elements."""
-    penalty = TRANSPOSE_PENALTY if run < SHORT_RUN else 2.0
-    return Work(launches=launches, bytes=2 * elements * itemsize * penalty)
+    """A copy that permutes axes, reading contiguous runs of ``run`` elements: one read and one
+    write of each element (``bytes``), marked as transposed traffic for the profile to price."""
+    moved = 2 * elements * itemsize
+    if run < SHORT_RUN:
+        return Work(launches=launches, bytes=moved, transposed=moved)
+    return Work(launches=launches, bytes=moved, strided=moved)
 
 
 def cmul_work(elements: float, itemsize: int) -> Work:
-    """A split-complex elementwise product: 4 multiplies and 2 adds on ``elements`` complex values."""
-    return elementwise(6, elements, itemsize)
+    """A split-complex elementwise product: 4 multiplies and 2 adds on ``elements`` complex values
+    (fused: the data's and the twiddles' re and im in, re and im out)."""
+    return elementwise(6, elements, itemsize, arrays=6)
 
 
 def format_si(value: float) -> str:
@@ -258,7 +377,7 @@ def products(mode: str) -> int:
     return len(PRODUCTS[mode])
 
 
-def gemm_work(precision: str, profile, flops: float, data_elements: float, itemsize: int):
+def gemm_work(precision: str, profile, flops: float, data_elements: float, itemsize: int, shape=None):
     """The cost-model :class:`~trnplan.core.cost.Work` of one constant-operand GEMM in a mode.
 
     ``flops`` is the plain GEMM's count. A mode with P products multiplies it by P, priced at the
@@ -267,6 +386,10 @@ def gemm_work(precision: str, profile, flops: float, data_elements: float, items
     fp32 rate). Splitting the data costs per slice a cast down, a cast back and (but the last) a
     subtraction over ``data_elements`` values, plus the concatenation of the P operand copies;
     on a profile with ``native_bf16`` (CUDA) no cast back, and the copies are half-width.
+
+    ``shape`` is one GEMM's ``(m, k, n)`` (rows of data, contraction, output columns): on a
+    profile with a matrix ``engine`` the flops are priced at the rate its tiles give
+    (:func:`tile_efficiency`); ``gemm_flops`` then counts the engine's work, not the useful flops.
     """
     rate = "bfloat16" if precision in BF16_MODES else "tf32" if precision == "tf32" else None
     scale = profile.gemm_gflops["float32"] / profile.gemm_gflops[rate] if rate in profile.gemm_gflops else 1.0
@@ -276,6 +399,8 @@ def gemm_work(precision: str, profile, flops: float, data_elements: float, items
     # cast (and a residual subtraction) instead of cast, cast back and subtract (split_bf16)
     native = slices and profile.native_bf16
     operand = itemsize // 2 if native else itemsize
+    if shape is not None and profile.engine is not None:
+        scale /= tile_efficiency(profile.engine, *shape)
     work = Work(gemm_flops=flops * p * scale, bytes=(p - 1) * data_elements * operand)
     if slices:
         work += elementwise((2 if native else 3) * slices - 1, data_elements, itemsize, operands=2)

@@ -81,7 +81,8 @@ class Butterfly(Solver):
         for s in range(stages):
             if s:
                 work += cmul_work(n * b / 2, size)
-            work += elementwise(4, n * b / 2, size) + copy(2 * n * b, size, launches=2)
+            # the sums and differences of the pairs: 4 arrays in, 4 out when fused
+            work += elementwise(4, n * b / 2, size, arrays=8) + copy(2 * n * b, size, launches=2)
         error = ERROR_C[storage(problem.precision)] * UNIT_ROUNDOFF[problem.precision] * log_growth(n)
         return self.node(problem, planner, work, error)
 

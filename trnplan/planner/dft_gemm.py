@@ -101,10 +101,13 @@ class DFTGemmSolver(Solver):
     def plan(self, problem, planner, spec):
         n, b, size = problem.n, problem.batch, itemsize(problem)
         k, c = chunking(n)
-        work = copy(2 * n * b, size) + Work(  # cat [re | im]
+        # the cat [re | im]; the GEMM reads that operand (k·c·b values, zero-padded) and the matrix and
+        # writes k partial products; each chunk is a (b × c) @ (c × 2n) GEMM on a matrix engine's tiles
+        work = copy(2 * n * b, size) + Work(
             launches=1,
-            bytes=(2 * n * k * c + 2 * n * b * k) * size,
-        ) + gemm_work(problem.precision, planner.profile, 2.0 * (k * c) * (2 * n) * b, k * c * b, size)
+            bytes=(k * c * b + 2 * n * k * c + 2 * n * b * k) * size,
+        ) + gemm_work(problem.precision, planner.profile, 2.0 * (k * c) * (2 * n) * b, k * c * b, size,
+                      shape=(b, c, 2 * n))
         if k > 1:  # the transposed batched operand, and the sum of the k partial products
             work += Work(launches=2, elementwise_flops=2 * n * b * k, bytes=(k * c * b + 2 * n * b * (k + 1)) * size)
         a, b_ = ERROR_AB[storage(problem.precision)]

@@ -70,9 +70,15 @@ class Calibration:
             return profile
         gemm = {k: v / s.get(f"gemm:{k}", 1.0) for k, v in profile.gemm_gflops.items()}
         fft = {k: v / s.get(f"fft:{k}", 1.0) for k, v in profile.fft_gflops.items()}
+        short, long = profile.penalties()
         return attrs.evolve(
             profile,
             launch_us=profile.launch_us * s.get("launches", 1.0),
+            graph_us=profile.graph_us * s.get("graphs", 1.0),
+            # a transposed byte's price beyond the byte itself is the penalty's excess (the engine's
+            # transpose work, on a profile with one, is left as the profile states it)
+            transpose_penalty=(1.0 + (short - 1.0) * s.get("transposed", 1.0),
+                               1.0 + (long - 1.0) * s.get("strided", 1.0)),
             fft_launch_us=profile.fft_launch_us * s.get("fft_calls", 1.0),
             gemm_gflops=gemm,
             fft_gflops=fft,
@@ -94,6 +100,8 @@ def fit(samples, profile: CostProfile, ridge: float = RIDGE) -> Calibration:
     Samples with a non-positive time or no priced term are ignored.
     """
     rows, times = [], []
+    if not profile.fuses_elementwise:  # the eager traffic of elementwise chains is traffic like any other
+        samples = [(_fold_unfused(terms), t) for terms, t in samples]
     names = sorted({k for terms, _ in samples for k in terms})
     names = [k for k in names if _priced(profile, k)]
     for terms, t in samples:
@@ -131,6 +139,13 @@ def fit(samples, profile: CostProfile, ridge: float = RIDGE) -> Calibration:
                 break
     after = float(np.sqrt(np.mean(r[: len(times)] ** 2)))
     return Calibration({k: float(math.exp(v)) for k, v in zip(names, theta)}, len(times), before, after)
+
+
+def _fold_unfused(terms) -> dict:
+    terms = dict(terms)
+    if "unfused" in terms:
+        terms["bytes"] = terms.get("bytes", 0.0) + terms.pop("unfused")
+    return terms
 
 
 def _priced(profile: CostProfile, term: str) -> bool:

@@ -160,9 +160,14 @@ class ND(WholeShape, Solver):
             child_spec = spec.child(i) if spec is not None else None
             child = planner.plan(problem.unscaled(length, elems * b, problem.inverse, kind=kind), child_spec)
             children.append(child)
-            if axis != len(shape) - 1:  # the pass's axis moved last and back: two transposing copies of re, im
-                work += transpose(4 * math.prod(cur) * b, size, run=1, launches=4)
-        work += copy(2 * total_out * b, size, launches=2)  # the final reshape to (batch, points)
+            if axis != len(shape) - 1:
+                # the pass's axis moved last: a transposing copy of re and im (movedim is a view;
+                # the reshape to rows copies). Moving it back is a view again, which the next
+                # pass's copy (or the final one) reads
+                work += transpose(2 * math.prod(cur) * b, size, run=1, launches=2)
+        # the final reshape to (batch, points): a copy of re and im, transposing after a non-last pass
+        work += (transpose(2 * total_out * b, size, run=1, launches=2) if len(shape) > 1 and problem.kind != "c2r"
+                 else copy(2 * total_out * b, size, launches=2))
         error = combine(*(c.error for c in children))
         return self.node(problem, planner, work, error, params=self._params(problem, method),
                          children=tuple(children))

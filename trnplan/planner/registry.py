@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import threading
 
+from trnplan.core.cost import COST_MODEL_VERSION
 from trnplan.planner.bluestein import Bluestein
 from trnplan.planner.butterfly import Butterfly
 from trnplan.planner.dft_gemm import DFTGemmSolver
@@ -101,7 +102,8 @@ class Registry:
 
 
 def _digest(solvers) -> str:
-    text = ";".join(f"{s.name}:{s.version}" for s in solvers)
+    # the cost model's version too: a tree picked under other prices is planned again
+    text = ";".join([f"cost-model:{COST_MODEL_VERSION}", *(f"{s.name}:{s.version}" for s in solvers)])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

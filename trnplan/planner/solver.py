@@ -173,11 +173,13 @@ class Solver:
         """Assemble a node: own work priced on the planner's profile plus the children's totals.
 
         At the root (``planner.at_root``) a node that works on split ``(re, im)`` tensors also
-        pays for packing its result into the complex output (:func:`root_output`); ``direct``
-        marks a library call that ``Plan.execute`` makes on the user's tensor instead.
+        pays for packing its result into the complex output (:func:`root_output`) and for
+        launching its module as one graph (``graphs``: priced where the device runs a plan
+        compiled whole, the accelerators' ``graph_us``; free elsewhere); ``direct`` marks a
+        library call that ``Plan.execute`` makes on the user's tensor instead.
         """
         if not direct and planner.at_root(problem):
-            work = work + root_output(problem)
+            work = work + root_output(problem) + Work(graphs=1)
         dtype = str(problem.real_dtype).removeprefix("torch.")
         own_time = planner.profile.time_us(work, dtype)
         return PlanNode(

@@ -113,8 +113,9 @@ class Stockham(Solver):
         for i, r in enumerate(radices):
             if i > 0:  # twiddle, then the (k, q) → (q, k) permuting stack: runs of (n/(L·r))·B
                 work += cmul_work(n * b, size) + transpose(2 * n * b, size, run=n // (L * r) * b, launches=4)
+            # one (2r × 2r) @ (2r × n·b/r) GEMM: reads its operand, writes its result
             work += Work(launches=2, bytes=4 * n * b * size) + gemm_work(
-                problem.precision, planner.profile, 8.0 * r * n * b, 2 * n * b, size)
+                problem.precision, planner.profile, 8.0 * r * n * b, 2 * n * b, size, shape=(2 * r, 2 * r, n * b / r))
             L *= r
         error = ERROR_C[storage(problem.precision)] * UNIT_ROUNDOFF[problem.precision] * log_growth(n)
         # each radix stage is one GEMM: in the reduced modes its operands are rounded or split
