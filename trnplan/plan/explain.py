@@ -15,10 +15,12 @@ import torch
 from trnplan.core.cost import format_si, format_time
 from trnplan.core.node import PlanNode
 from trnplan.kernels import hostlib
+from trnplan.plan import traffic
 from trnplan.plan.verify import describe_measured
 from trnplan.planner.measure import describe as measure_lines
 from trnplan.planner.multicore import shard_sizes
 from trnplan.planner.planner import CHOSEN, WITHIN_MARGIN
+from trnplan.planner.solver import root_output
 
 #: the short explain()'s limits: one screen, one terminal width
 SHORT_LINES, SHORT_WIDTH = 15, 100
@@ -182,6 +184,7 @@ def _header(plan) -> list[str]:
         f"  tree       {tree}",
         (f"  predicted  {format_time(tree.time_us)}, {format_si(tree.flops)} flop, {format_si(tree.bytes)}B moved, "
          f"{tree.launches:.0f} ops; relative L2 error ≤ {tree.error:.1e} (bound {plan.tol:.0e})"),
+        *optional("counted", _counted_line(plan), p.device not in ("cpu", "cuda")),
         *optional("measured", f"{format_time(tree.measured_us or 0.0)} per call (median, effort {pv.effort})",
                   tree.measured_us is not None),
         *optional("accuracy", describe_measured(tree.measured_error), tree.measured_error is not None),
@@ -198,12 +201,30 @@ def _header(plan) -> list[str]:
     ]
 
 
+def _counted_line(plan) -> str:
+    """The traffic counted on the module's lowered graph beside the model's figure for the module
+    (the accelerator routes, where a plan runs compiled whole and its traffic is the price)."""
+    model = plan.tree.bytes - root_output(plan.problem).bytes  # the complex pack runs outside the module
+    if any(node.solver in HOST_SOLVERS for _, node in plan.tree.walk()):
+        return "not counted: a host library leaf runs outside the device graph"
+    try:
+        count = plan.traffic()
+    except Exception as exc:  # noqa: BLE001 - a capture that fails must not stop explain()
+        return f"not counted: the graph could not be captured ({type(exc).__name__}: {str(exc)[:120]})"
+    ratio = f" ({model / count.bytes:.2f}× the count)" if count.bytes else ""
+    return f"{count.describe()} on the lowered graph; the model predicts {format_si(model)}B for it{ratio}"
+
+
 def _margin_line(plan) -> str:
     """The estimate's margin rule as applied at the root (trnplan.planner.planner), or ""."""
     if plan.provenance.measurement is not None:
         return ""
     chosen = next((c for c in plan.candidates if c.verdict == CHOSEN and c.reason.startswith("margin rule")), None)
     return chosen.reason if chosen is not None else ""
+
+
+#: leaves that call a host FFT library (no device graph to count)
+HOST_SOLVERS = frozenset({"native", "scipy", "pyfftw", "mkl-fft"})
 
 
 def _tree_rows(tree: PlanNode) -> list[str]:

@@ -20,6 +20,7 @@ from trnplan.core.node import PlanNode
 from trnplan.core.problem import Problem
 from trnplan.plan.autograd import PlanFunction
 from trnplan.plan.explain import render_explain, render_short
+from trnplan.plan.traffic import count_plan
 from trnplan.plan.validation import check_layout, check_pair, check_tensor, dtype_name, wanted
 from trnplan.planner.planner import PlanModule
 from trnplan.planner.r2r import adjoint_factors
@@ -117,6 +118,7 @@ class Plan:
         # for the pair form's autograd, which an AOT/NEFF artifact does not carry
         self._runner = runner
         self.cache_hits = 0
+        self._traffic = None  # trnplan.plan.traffic.Traffic, counted when explain() first asks
         self._in_flat = (problem.batch, math.prod(problem.in_shape))
         self._lib_in = (problem.batch, *problem.in_shape)
         # (shape, dtype, device) signatures already validated: repeated calls skip the checks
@@ -351,6 +353,13 @@ class Plan:
         return self.__copy__()
 
     # ------------------------------------------------------------------ explaining
+    def traffic(self):
+        """What this plan's module moves, counted on its lowered graph (:func:`trnplan.plan.traffic.count_plan`;
+        captured once, then kept)."""
+        if self._traffic is None:
+            self._traffic = count_plan(self)
+        return self._traffic
+
     def explain(self, full: bool = False) -> str:
         """Why this plan, as text.
 

@@ -83,7 +83,8 @@ class Traffic:
     def describe(self) -> str:
         parts = sorted(self.by_op().items(), key=lambda kv: -kv[1])
         top = ", ".join(f"{k.removeprefix('aten::')} {_mb(v)}" for k, v in parts[:4])
-        return f"{_mb(self.bytes)} in {len(self.ops)} non-fused ops ({top})"
+        graphs = f"{self.graphs} graph{'s' if self.graphs != 1 else ''}"
+        return f"{graphs}, {_mb(self.bytes)} in {len(self.ops)} non-fused ops ({top})"
 
 
 def _mb(b: float) -> str:
