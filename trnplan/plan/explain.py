@@ -15,7 +15,6 @@ import torch
 from trnplan.core.cost import format_si, format_time
 from trnplan.core.node import PlanNode
 from trnplan.kernels import hostlib
-from trnplan.plan import traffic
 from trnplan.plan.verify import describe_measured
 from trnplan.planner.measure import describe as measure_lines
 from trnplan.planner.multicore import shard_sizes
