@@ -188,10 +188,15 @@ def test_profiles_by_device_kind_and_target(monkeypatch):
 
 def test_explain_shows_predicted_and_counted_traffic():
     plan = trnplan.plan_many((16, 16), 4, device="meta", cache=None)
-    text = plan.explain()
-    predicted = next(line for line in text.splitlines() if line.strip().startswith("predicted"))
-    counted = next(line for line in text.splitlines() if line.strip().startswith("counted"))
-    assert "moved" in predicted and "1 graph" in counted and "non-fused ops" in counted
-    assert f"{plan.traffic().bytes / 1e6:.3g} MB" in counted and "the model predicts" in counted
-    cpu = trnplan.plan_many((16, 16), 4, cache=None).explain()
-    assert "counted" not in cpu  # the host runs eager torch: no graph to count
+    for text in (plan.explain(), plan.explain(full=True)):
+        lines = text.splitlines()
+        at = next(i for i, line in enumerate(lines) if line.strip().startswith("traffic"))
+        # the line and its wrapped continuation (the short form wraps at 100 columns)
+        traffic = " ".join([lines[at], *(x.strip() for x in lines[at + 1:] if x.startswith(" " * 12))][:2])
+        assert "1 graph" in traffic and "non-fused ops" in traffic and "predicted" in traffic
+        assert f"{plan.traffic().bytes / 1e6:.3g} MB" in traffic
+    full = plan.explain(full=True)
+    predicted = next(line for line in full.splitlines() if line.strip().startswith("predicted"))
+    assert "moved" in predicted
+    cpu = trnplan.plan_many((16, 16), 4, cache=None)
+    assert "traffic" not in cpu.explain() and "traffic" not in cpu.explain(full=True)  # eager torch: no graph

@@ -42,6 +42,8 @@ def render_short(plan) -> str:
     if tree.measured_us is not None:
         timing += f"; measured {format_time(tree.measured_us)} per call (median, effort {pv.effort})"
     lines += _wrap("time", timing)
+    if p.device not in ("cpu", "cuda"):  # the accelerator routes: the traffic is the price
+        lines += _wrap("traffic", _counted_line(plan))
     error = f"relative L2 ≤ {tree.error:.1e} predicted (bound {plan.tol:.0e})"
     if tree.measured_error is not None:
         error += f"; measured {tree.measured_error:.1e}"
@@ -183,7 +185,7 @@ def _header(plan) -> list[str]:
         f"  tree       {tree}",
         (f"  predicted  {format_time(tree.time_us)}, {format_si(tree.flops)} flop, {format_si(tree.bytes)}B moved, "
          f"{tree.launches:.0f} ops; relative L2 error ≤ {tree.error:.1e} (bound {plan.tol:.0e})"),
-        *optional("counted", _counted_line(plan), p.device not in ("cpu", "cuda")),
+        *optional("traffic", _counted_line(plan), p.device not in ("cpu", "cuda")),
         *optional("measured", f"{format_time(tree.measured_us or 0.0)} per call (median, effort {pv.effort})",
                   tree.measured_us is not None),
         *optional("accuracy", describe_measured(tree.measured_error), tree.measured_error is not None),
@@ -211,7 +213,7 @@ def _counted_line(plan) -> str:
     except Exception as exc:  # noqa: BLE001 - a capture that fails must not stop explain()
         return f"not counted: the graph could not be captured ({type(exc).__name__}: {str(exc)[:120]})"
     ratio = f" ({model / count.bytes:.2f}× the count)" if count.bytes else ""
-    return f"{count.describe()} on the lowered graph; the model predicts {format_si(model)}B for it{ratio}"
+    return f"counted {count.describe()} on the lowered graph; predicted {format_si(model)}B{ratio}"
 
 
 def _margin_line(plan) -> str:

@@ -253,7 +253,8 @@ class Real(Solver):
             rows = 2 * h if problem.inverse else n
             flops = 2.0 * rows * (n if problem.inverse else 2 * h) * b
             work = Work(launches=2, bytes=(rows * b + 2 * h * b + n * 2 * h) * size)
-            work += gemm_work(problem.precision, planner.profile, flops, rows * b, size)
+            work += gemm_work(problem.precision, planner.profile, flops, rows * b, size,
+                              shape=(b, rows, n if problem.inverse else 2 * h))
             if problem.inverse:
                 work += copy(2 * h * b, size)  # cat [re | im]
             a, slope = ERROR_GEMM[storage(problem.precision)]
