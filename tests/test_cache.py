@@ -615,7 +615,7 @@ def test_aot_load_check_a_crash_is_remembered_per_fingerprint(aot_cache, tmp_pat
 def test_aot_load_check_setting_is_validated(monkeypatch, tmp_path):
     monkeypatch.setenv("TRNPLAN_AOT_LOAD_CHECK", "yes")
     trnplan.clear_plan_cache()
-    with pytest.raises(ValueError, match="TRNPLAN_AOT_LOAD_CHECK='yes' must be auto, 0 or 1"):
+    with pytest.raises(ValueError, match="TRNPLAN_AOT_LOAD_CHECK='yes' must be one of auto, 0, 1"):
         trnplan.plan_many(64, batch=4, compile="aot", cache=PlanCache(tmp_path / "c"))
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import time
 import pytest
 
 import trnplan
+from trnplan.cli import main
 from trnplan.core import problem as problem_module
 from trnplan.core.errors import PlanningError
 from trnplan.core.problem import Problem, check_fits
@@ -154,3 +156,134 @@ def test_import_resolves_the_cache_dir_lazily(tmp_path):
     assert out.stdout.splitlines() == [
         "(native 8)", ("TRNPLAN_CACHE_DIR '~nosuchuser/x': cannot expand its '~' (Could not determine home "
         "directory.); give the directory as an absolute path")]
+
+
+# ---------------------------------------------------------------------- item 12: outputs are new tensors
+@pytest.mark.parametrize("n", [1, 2])
+@pytest.mark.parametrize("norm", ["backward", "ortho", "forward"])
+def test_outputs_never_alias_the_inputs(n, norm):
+    """The pair form of a (stockham 1) plan returned its input tensors themselves (issue 34)."""
+    import torch
+
+    from trnplan.planner import registry
+
+    checked = 0
+    for solver in [s.name for s in registry.solvers()]:
+        try:
+            plan = trnplan.plan_many(n, batch=2, strategy=solver, norm=norm, cache=None)
+        except PlanningError:
+            continue  # does not apply to this n
+        re, im = torch.randn(2, n), torch.randn(2, n)
+        before = (re.clone(), im.clone())
+        for t in plan.execute((re, im)):
+            t.add_(100.0)
+        assert torch.equal(re, before[0]) and torch.equal(im, before[1]), f"{plan.tree}: pair form aliases its input"
+        x = torch.randn(2, n, dtype=torch.complex64)
+        x0 = x.clone()
+        plan.execute(x).add_(100.0)
+        assert torch.equal(x, x0), f"{plan.tree}: complex form aliases its input"
+        checked += 1
+    assert checked >= 3
+
+
+# ---------------------------------------------------------------------- item 12: settings, one rule, at the start
+@pytest.mark.parametrize("name,value,message", [
+    ("TRNPLAN_PLAN_LRU_SIZE", "1_0", "must be a positive integer"),
+    ("TRNPLAN_PLAN_LRU_SIZE", "+5", "must be a positive integer"),
+    ("TRNPLAN_MEASURE_TOP_K", "0", "must be a positive integer"),
+    ("TRNPLAN_TIMELIMIT", "inf", "must be a positive number of seconds"),
+    ("TRNPLAN_TIMELIMIT", "nan", "must be a positive number of seconds"),
+    ("TRNPLAN_TIMELIMIT", "1_0", "must be a positive number of seconds"),
+    ("TRNPLAN_RECHECK", "yes", "must be 0 or 1"),
+    ("TRNPLAN_NEURON_PROBE", "true", "must be 0 or 1"),
+    ("TRNPLAN_AOT_LOAD_CHECK", "always", "must be one of auto, 0, 1"),
+    ("TRNPLAN_INDUCTOR_MODE", "fast", "must be one of default"),
+])
+def test_every_setting_is_checked_when_planning_starts(monkeypatch, capsys, name, value, message):
+    """Not when its feature first runs: a bad TRNPLAN_TIMELIMIT failed only at the first measured
+    plan, a bad TRNPLAN_NEURON_PROBE only on a Neuron device."""
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ValueError, match=re.escape(f"environment variable {name}={value!r} {message}")):
+        trnplan.plan_many(16, cache=None)  # an estimate on the CPU: reads none of these itself
+    assert main(["solvers"]) == 2
+    assert f"error: environment variable {name}={value!r}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name,value,want", [
+    ("TRNPLAN_PLAN_LRU_SIZE", " 12 ", 12), ("TRNPLAN_MEASURE_TOP_K", "\t3\n", 3), ("TRNPLAN_TIMELIMIT", " 2.5 ", 2.5),
+    ("TRNPLAN_TIMELIMIT", "1e1", 10.0), ("TRNPLAN_RECHECK", " 0 ", False), ("TRNPLAN_AOT_LOAD_CHECK", " 1", "1"),
+    ("TRNPLAN_WISDOM_ONLY", "   ", False),
+])
+def test_one_parsing_rule_whitespace_is_ignored(monkeypatch, name, value, want):
+    from trnplan.core import config
+
+    monkeypatch.setenv(name, value)
+    config.check_environment()
+    got = config.timelimit("measure") if name == "TRNPLAN_TIMELIMIT" else config.SETTINGS[name]()
+    assert got == want
+
+
+# ---------------------------------------------------------------------- item 12: arguments
+def test_numpy_and_torch_integers_are_lengths_as_in_torch_fft():
+    import numpy as np
+    import torch
+
+    plan = trnplan.plan_many(np.int64(64), batch=np.int32(2), cores=np.int64(1), cache=None)
+    assert plan.problem.shape == (64,) and type(plan.problem.batch) is int
+    assert trnplan.plan_many((np.int64(8), torch.tensor(8)), cache=None).problem.shape == (8, 8)
+    x = torch.randn(2, 64, dtype=torch.complex64)
+    assert torch.equal(plan.execute(x), trnplan.plan_many(64, batch=2, cache=None).execute(x))
+    with pytest.raises(ValueError, match="shape must hold positive ints"):
+        trnplan.plan_many((np.float64(8),), cache=None)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"inverse": 1}, "inverse must be True or False, got int: 1"),
+    ({"inverse": "yes"}, "inverse must be True or False"),
+    ({"precision": ["fp32"]}, r"precision must be a str \(one of its words\), got list"),
+    ({"norm": ["ortho"]}, "norm must be a str"),
+    ({"kind": ("c2c",)}, "kind must be a str"),
+    ({"dtype": ["complex64"]}, r"dtype must be one of 'complex64', 'complex128'; got \['complex64'\]"),
+])
+def test_argument_type_mistakes_name_the_argument(kwargs, message):
+    with pytest.raises((TypeError, ValueError), match=message):
+        trnplan.plan_many(64, cache=None, **kwargs)
+
+
+@pytest.mark.parametrize("body,message", [
+    (b'[[plan]]\nshape = [64] # caf\xe9\n', r"is not UTF-8 text \(byte 0xe9 at offset 27\)"),
+    (b'[[plan]]\nshape = ["a"]\n', r"\[\[plan\]\] #1: shape must be a positive integer or a non-empty list"),
+    (b'[[plan]]\nshape = [[64]]\n', "shape must be a positive integer or a non-empty list"),
+    (b'[[plan]]\nshape = []\n', "shape must be a positive integer or a non-empty list"),
+    (b'[[plan]]\nshape = [64]\nbatch = 0\n', "batch must be a positive integer, got 0"),
+    (b'plan = [1, 2]\n', r"\[\[plan\]\] #1 must be a table of keys, got int"),
+])
+def test_manifest_mistakes_are_named(tmp_path, body, message):
+    from trnplan.precompile import ManifestError, load_manifest
+
+    path = tmp_path / "m.toml"
+    path.write_bytes(body)
+    with pytest.raises(ManifestError, match=message):
+        load_manifest(path)
+
+
+# ---------------------------------------------------------------------- item 12: the CLI's exit codes
+def test_cli_failures_are_one_line_errors_with_their_own_exit_code(capsys, monkeypatch):
+    import trnplan.cli
+
+    assert main(["plan", "64", "--device", "meta", "--verify", "--no-cache"]) == 2
+    assert "the meta device computes none" in capsys.readouterr().err
+
+    def boom(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(trnplan.cli, "plan_many", boom)
+    assert main(["plan", "64", "--no-cache"]) == trnplan.cli.EXIT_FAILURE == 3
+    assert capsys.readouterr().err.startswith("error: out of memory")
+
+    def device_error(*args, **kwargs):
+        raise RuntimeError("CUDA error: invalid device ordinal")
+
+    monkeypatch.setattr(trnplan.cli, "plan_many", device_error)
+    assert main(["plan", "64", "--no-cache"]) == 3
+    assert capsys.readouterr().err == "error: RuntimeError: CUDA error: invalid device ordinal\n"

@@ -31,6 +31,7 @@ from trnplan.audit import audit, audit_grid
 from trnplan.cache import CacheWarning, PlanCache, default_cache, default_cache_dir
 from trnplan.cache.bundle import export_bundle, import_bundle
 from trnplan.calibrate import fit_cpu_model
+from trnplan.core import config
 from trnplan.core.accuracy import DEFAULT_TOL, reference
 from trnplan.core.errors import TrnplanError
 from trnplan.core.problem import KINDS, Problem
@@ -40,7 +41,10 @@ from trnplan.planner.measure import Measurement
 from trnplan.planner.registry import SOLVERS
 from trnplan.precompile import PROBLEM_SYNTAX, load_manifest, parse_problem, precompile, summary_table
 
-EXIT_OK, EXIT_OVER_BOUND, EXIT_USAGE = 0, 1, 2
+#: exit codes: 1 only for a verified error over the bound (and failed entries, audits, rejected
+#: bundle entries); 2 a usage, setting or planning error; 3 a failure while running (out of
+#: memory, a device error) — always a one-line "error:" message on stderr, never a traceback
+EXIT_OK, EXIT_OVER_BOUND, EXIT_USAGE, EXIT_FAILURE = 0, 1, 2, 3
 PRECISION_CHOICES = ["fp32", "fp64", "bf16", "bf16x3", "bf16x6", "tf32", "auto"]
 
 
@@ -244,6 +248,10 @@ def _cmd_plan(args) -> int:
         else torch.complex64
     if args.kind in ("r2c", "c2r") and args.inverse:
         print("error: --inverse is implied by --kind c2r and impossible for r2c; drop it", file=sys.stderr)
+        return EXIT_USAGE
+    if args.verify and args.device.split(":")[0] == "meta":
+        print("error: --verify compares computed values, and the meta device computes none; drop --verify, or "
+              "plan on a device that computes (--device cpu)", file=sys.stderr)
         return EXIT_USAGE
     inverse = True if args.kind == "c2r" else args.inverse
     plan = plan_many(args.shape, batch=args.batch, kind=args.kind, inverse=inverse, dtype=dtype, precision=args.precision,
@@ -489,10 +497,17 @@ def main(argv=None) -> int:
                 "calibrate": _cmd_calibrate,
                 "bench": benchsuite.main, "audit": _cmd_audit}
     try:
+        config.check_environment()
         return commands[args.command](args)
     except (TrnplanError, ValueError, TypeError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except MemoryError as exc:
+        print(f"error: out of memory ({exc or 'MemoryError'}); try a smaller --batch or SHAPE", file=sys.stderr)
+        return EXIT_FAILURE
+    except RuntimeError as exc:  # torch's own failures (a bad device index, a device error)
+        print(f"error: {type(exc).__name__}: {str(exc).strip()[:2000]}", file=sys.stderr)
+        return EXIT_FAILURE
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -82,9 +82,12 @@ def load_manifest(path) -> list[dict]:
         import tomli as tomllib
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
     except OSError as exc:
         raise ManifestError(f"cannot read manifest {path}: {exc}") from None
+    except UnicodeDecodeError as exc:  # TOML is UTF-8 (toml.io, "Spec"); say where it is not
+        raise ManifestError(f"manifest {path} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+                            f"{exc.start}); TOML files are UTF-8: save it as UTF-8") from None
     except tomllib.TOMLDecodeError as exc:
         raise ManifestError(f"manifest {path} is not valid TOML: {exc}") from None
     unknown = set(data) - {"plan", "defaults"}
@@ -96,6 +99,8 @@ def load_manifest(path) -> list[dict]:
         raise ManifestError(f"manifest {path} lists no [[plan]] entries")
     defaults = data.get("defaults", {})
     validate_entry(defaults, "[defaults]", need_shape=False)
+    for i, entry in enumerate(plans):
+        validate_entry(entry, f"[[plan]] #{i + 1}", need_shape=False)  # a table, before merging
     return [validate_entry({**defaults, **entry}, f"[[plan]] #{i + 1}") for i, entry in enumerate(plans)]
 
 
@@ -110,6 +115,14 @@ def validate_entry(entry: dict, where: str = "entry", need_shape: bool = True) -
             raise ManifestError(f"{where}: {key} must be {names}, got {value!r}")
     if need_shape and "shape" not in entry:
         raise ManifestError(f"{where}: 'shape' is required (e.g. shape = [4096])")
+    shape = entry.get("shape", [1])
+    lengths = shape if isinstance(shape, list) else [shape]
+    if not lengths or any(isinstance(n, bool) or not isinstance(n, int) or n < 1 for n in lengths):
+        raise ManifestError(f"{where}: shape must be a positive integer or a non-empty list of them "
+                            f"(e.g. shape = [4096] or [256, 256]), got {shape!r}")
+    for key in ("batch", "cores"):
+        if key in entry and entry[key] < 1:
+            raise ManifestError(f"{where}: {key} must be a positive integer, got {entry[key]!r}")
     if "dtype" in entry and entry["dtype"] not in _DTYPES:
         raise ManifestError(f"{where}: dtype must be 'complex64' or 'complex128', got {entry['dtype']!r}")
     if entry.get("compile") == "inductor":

@@ -1,9 +1,13 @@
 """Settings that can be overridden from the environment — all of them, read here and nowhere else.
 
-One parsing rule: an unset or empty variable means its default; a switch takes ``0`` or ``1``,
-a count a positive integer, a time a positive number, a mode one of its listed words; anything
-else raises ValueError naming the variable, the value and what it takes. The table is repeated
-in docs/user-guide.md ("Settings").
+One parsing rule, for every variable: surrounding whitespace is ignored; unset or empty means
+the default; a switch takes ``0`` or ``1``, a count decimal digits only (a positive integer: no
+sign, no ``_``, no exponent), a time a finite positive decimal number (no ``inf``/``nan``, no
+``_``), a mode one of its listed words; anything else raises ValueError naming the variable, the
+value and what it takes. :func:`check_environment` checks them all at once: every plan and every
+command calls it first, so a bad value is refused when trnplan starts work, not when the feature
+that reads it first runs (``import trnplan`` checks nothing: it must not fail on a setting). The
+table is repeated in docs/user-guide.md ("Settings").
 
 =========================  ==================  ==========================================
 variable                   default             meaning
@@ -34,35 +38,65 @@ TRNPLAN_INSTALL            0                   1: trnplan.install() at import (t
 
 from __future__ import annotations
 
+import math
 import os
+import re
+
+#: a count: decimal digits (int() would also take "1_0", "+5" and " 5 ")
+_COUNT = re.compile(r"[0-9]+")
+#: a time: a decimal number (float() would also take "inf", "nan" and "1_0")
+_NUMBER = re.compile(r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][-+]?[0-9]+)?")
+
+
+def _raw(name: str, environ=None) -> str:
+    """The variable's value with surrounding whitespace removed ("" if unset)."""
+    return (os.environ if environ is None else environ).get(name, "").strip()
 
 
 def _int_env(name: str, default: int) -> int:
-    raw = os.environ.get(name)
-    if raw is None or raw == "":
+    raw = _raw(name)
+    if raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"environment variable {name}={raw!r} must be a positive integer") from None
-    if value < 1:
-        raise ValueError(f"environment variable {name}={raw!r} must be a positive integer")
+    if not _COUNT.fullmatch(raw) or int(raw) < 1:
+        raise ValueError(f"environment variable {name}={os.environ[name]!r} must be a positive integer "
+                         f"(decimal digits)")
+    return int(raw)
+
+
+def _number_env(name: str) -> float | None:
+    """A finite positive number of seconds (unset or empty: None)."""
+    raw = _raw(name)
+    if raw == "":
+        return None
+    value = float(raw) if _NUMBER.fullmatch(raw) else -1.0
+    if not (0 < value < math.inf):
+        raise ValueError(f"environment variable {name}={os.environ[name]!r} must be a positive number of seconds")
     return value
 
 
 def _flag_env(name: str, default: bool) -> bool:
     """A 0/1 switch (unset or empty: ``default``)."""
-    raw = os.environ.get(name, "")
+    raw = _raw(name)
     if raw == "":
         return default
     if raw not in ("0", "1"):
-        raise ValueError(f"environment variable {name}={raw!r} must be 0 or 1")
+        raise ValueError(f"environment variable {name}={os.environ[name]!r} must be 0 or 1")
     return raw == "1"
+
+
+def _word_env(name: str, words: tuple, default: str) -> str:
+    """One of ``words`` (unset or empty: ``default``)."""
+    raw = _raw(name)
+    if raw == "":
+        return default
+    if raw not in words:
+        raise ValueError(f"environment variable {name}={os.environ[name]!r} must be one of {', '.join(words)}")
+    return raw
 
 
 def _text_env(name: str) -> str | None:
     """A free-form value (a path, a target name); unset or empty (after stripping): None."""
-    return os.environ.get(name, "").strip() or None
+    return _raw(name) or None
 
 
 def plan_lru_size() -> int:
@@ -108,7 +142,7 @@ def neuron_host_fallback() -> bool:
 
 def neuron_device_files(environ=None) -> str | None:
     """``TRNPLAN_NEURON_DEVICE_FILES``: a glob for the Neuron device files (None: ``/dev/neuron[0-9]*``)."""
-    return (os.environ if environ is None else environ).get("TRNPLAN_NEURON_DEVICE_FILES", "").strip() or None
+    return _raw("TRNPLAN_NEURON_DEVICE_FILES", environ) or None
 
 
 def neuron_probe() -> bool:
@@ -148,16 +182,8 @@ def timelimit(effort: str) -> float:
     """Seconds effort ``effort`` may spend timing candidates (see :func:`set_timelimit`)."""
     if _timelimit is not None:
         return _timelimit
-    raw = os.environ.get("TRNPLAN_TIMELIMIT")
-    if raw:
-        try:
-            value = float(raw)
-        except ValueError:
-            value = -1.0
-        if not value > 0:
-            raise ValueError(f"environment variable TRNPLAN_TIMELIMIT={raw!r} must be a positive number of seconds")
-        return value
-    return DEFAULT_TIMELIMIT.get(effort, DEFAULT_TIMELIMIT["measure"])
+    value = _number_env("TRNPLAN_TIMELIMIT")
+    return value if value is not None else DEFAULT_TIMELIMIT.get(effort, DEFAULT_TIMELIMIT["measure"])
 
 
 def measure_top_k() -> int:
@@ -171,27 +197,20 @@ INDUCTOR_MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no
 
 def inductor_mode() -> str | None:
     """``TRNPLAN_INDUCTOR_MODE``: the ``torch.compile`` mode of ``compile="inductor"`` plans (None: torch's default)."""
-    raw = os.environ.get("TRNPLAN_INDUCTOR_MODE", "")
-    if raw in ("", "default"):
-        return None
-    if raw not in INDUCTOR_MODES:
-        raise ValueError(f"environment variable TRNPLAN_INDUCTOR_MODE={raw!r} must be one of {', '.join(INDUCTOR_MODES)}")
-    return raw
+    mode = _word_env("TRNPLAN_INDUCTOR_MODE", INDUCTOR_MODES, "default")
+    return None if mode == "default" else mode
 
 
 def aot_load_check() -> str:
     """``TRNPLAN_AOT_LOAD_CHECK``: "auto" (the backend decides), "1" (always, and check again
     where a failed check is remembered) or "0" (never)."""
-    raw = os.environ.get("TRNPLAN_AOT_LOAD_CHECK", "auto") or "auto"
-    if raw not in ("auto", "0", "1"):
-        raise ValueError(f"environment variable TRNPLAN_AOT_LOAD_CHECK={raw!r} must be auto, 0 or 1")
-    return raw
+    return _word_env("TRNPLAN_AOT_LOAD_CHECK", ("auto", "0", "1"), "auto")
 
 
 def install_devices(environ=None) -> list[str] | None:
     """``TRNPLAN_INSTALL``: None (unset, empty or 0: do not install), ``[]`` (1: the default
     devices) or the listed device kinds (``xla,neuron``)."""
-    raw = (os.environ if environ is None else environ).get("TRNPLAN_INSTALL", "").strip()
+    raw = _raw("TRNPLAN_INSTALL", environ)
     if raw in ("", "0"):
         return None
     if raw == "1":
@@ -206,3 +225,39 @@ def install_devices(environ=None) -> list[str] | None:
 def pjrt_device() -> str | None:
     """``PJRT_DEVICE`` (torch-xla's device: CPU, TPU, CUDA, NEURON), upper-cased; None when unset."""
     return os.environ.get("PJRT_DEVICE", "").strip().upper() or None
+
+
+#: every variable trnplan reads, with the function that parses it (check_environment calls each)
+SETTINGS = {
+    "TRNPLAN_PLAN_LRU_SIZE": plan_lru_size,
+    "TRNPLAN_CACHE_DIR": cache_dir,
+    "TRNPLAN_WISDOM_ONLY": wisdom_only,
+    "TRNPLAN_TRUST_CACHE": trust_cache,
+    "TRNPLAN_RECHECK": recheck,
+    "TRNPLAN_TIMELIMIT": lambda: _number_env("TRNPLAN_TIMELIMIT"),
+    "TRNPLAN_MEASURE_TOP_K": measure_top_k,
+    "TRNPLAN_INDUCTOR_MODE": inductor_mode,
+    "TRNPLAN_AOT_LOAD_CHECK": aot_load_check,
+    "TRNPLAN_NEURON_TARGET": neuron_target,
+    "TRNPLAN_NEURON_CPU_BACKEND": neuron_cpu_backend,
+    "TRNPLAN_NEURON_PROBE": neuron_probe,
+    "TRNPLAN_NEURON_HOST_FALLBACK": neuron_host_fallback,
+    "TRNPLAN_NEURON_DEVICE_FILES": neuron_device_files,
+    "TRNPLAN_INSTALL": install_devices,
+}
+_checked: tuple | None = None
+
+
+def check_environment() -> None:
+    """Parse every ``TRNPLAN_*`` setting (:data:`SETTINGS`); raise ValueError for the first bad one.
+
+    Called at the start of every plan (``plan_many``) and every ``trnplan`` command. The values
+    last found good are remembered, so an unchanged environment costs 15 dictionary reads.
+    """
+    global _checked
+    values = tuple(os.environ.get(name) for name in SETTINGS)
+    if values == _checked:
+        return
+    for parse in SETTINGS.values():
+        parse()
+    _checked = values

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import operator
 import os
 from typing import Any
 
@@ -55,6 +56,32 @@ _NATIVE_PRECISION = {"complex64": "fp32", "complex128": "fp64"}
 #: an r2c/c2r plan may name its real dtype: it is stored as the complex partner
 _REAL_PARTNER = {torch.float32: "complex64", torch.float64: "complex128",
                  "float32": "complex64", "float64": "complex128"}
+
+
+def _integral(value) -> bool:
+    """An integer torch.fft takes for a length: int, numpy's and torch's integer scalars (their
+    ``__index__``), not bool, float or a tensor of several values."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        return False
+    try:
+        operator.index(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _check_arguments(**args) -> None:
+    """TypeErrors that name the argument, for the values whose own checks would say something
+    else (a list where a word belongs fails as "unhashable type: 'list'"; ``inverse=1`` is
+    probably not the direction meant)."""
+    if not isinstance(args["inverse"], bool):
+        raise TypeError(f"inverse must be True or False, got {type(args['inverse']).__name__}: {args['inverse']!r}")
+    for name in ("kind", "precision", "norm"):
+        value = args[name]
+        if value is not None and not isinstance(value, str):
+            raise TypeError(f"{name} must be a str (one of its words), got {type(value).__name__}: {value!r}")
+    if not isinstance(args["dtype"], (str, torch.dtype)):  # the validator's own message, for any type
+        raise ValueError(f"dtype must be one of 'complex64', 'complex128'; got {args['dtype']!r}")  # noqa: TRY004
 
 
 def _positive_int(name: str):
@@ -177,16 +204,19 @@ class Problem:
         """
         if inverse is None:
             inverse = kind == "c2r"
+        _check_arguments(kind=kind, inverse=inverse, dtype=dtype, precision=precision, norm=norm)
         if isinstance(shape, bool):
             raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}")
-        if isinstance(shape, int):
-            shape = (shape,)
+        if _integral(shape):
+            shape = (operator.index(shape),)
         elif isinstance(shape, (tuple, list, torch.Size)):
-            shape = tuple(shape)
+            shape = tuple(operator.index(n) if _integral(n) else n for n in shape)
         else:
             raise TypeError(
                 f"shape must be an int or a sequence of ints, got {type(shape).__name__}: {shape!r}"
             )
+        batch = operator.index(batch) if _integral(batch) else batch
+        cores = operator.index(cores) if _integral(cores) else cores
         if kind in ("r2c", "c2r", *R2R_KINDS) and dtype in _REAL_PARTNER:
             dtype = _REAL_PARTNER[dtype]
         if isinstance(dtype, torch.dtype):

@@ -212,6 +212,7 @@ def plan_many_uncached(shape, batch: int = 1, **options) -> Plan:
 def _plan_many(shape, batch, *, kind, inverse, dtype, precision, norm, device, cores, strategy, effort, tol,
                cache, compile, use_lru: bool, verify: bool = False) -> Plan:
     """plan_many's work; ``use_lru=False`` (precompile) always goes to the on-disk cache."""
+    config.check_environment()  # every TRNPLAN_* setting, before any work: a bad one is said now
     problem = Problem.create(shape, batch, kind=kind, inverse=inverse, dtype=dtype, precision=precision,
                              norm=norm, device=device, cores=cores)
     check_supported(problem, effort)

@@ -443,4 +443,8 @@ class PlanModule(torch.nn.Module):
         out = tuple(self.root(*inputs))
         if self.scale != 1.0:
             out = tuple(t * self.scale for t in out)
+        elif any(t is x for t in out for x in inputs):
+            # an identity tree ((stockham 1): no stages) hands its inputs back; the plan's outputs
+            # are new tensors, or an in-place op on them would change the caller's input (issue 34)
+            out = tuple(t.clone() if any(t is x for x in inputs) else t for t in out)
         return out
