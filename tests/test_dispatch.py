@@ -206,12 +206,20 @@ STANDIN = textwrap.dedent("""
     (yc.real.square() + yc.imag.square()).sum().backward()
     held["grad"] = float((s.to_cpu(xg.grad) - xc.grad).norm() / xc.grad.norm())
     graphs.clear()
-    got = torch.compile(filt, backend=aot_autograd(fw_compiler=record), fullgraph=True, dynamic=False)(xn, wn)
-    ref = filt(x, s.to_cpu(wn))
+    xg = s.to_neuron(x).requires_grad_(True)
+    compiled = torch.compile(filt, backend=aot_autograd(fw_compiler=record, bw_compiler=record), fullgraph=True,
+                             dynamic=False)
+    got = compiled(xg, wn)
+    got.square().sum().backward()
+    xc = x.clone().requires_grad_(True)
+    ref = filt(xc, s.to_cpu(wn))
+    ref.square().sum().backward()
+    reports = [audit_graph(gm, complex_ok=True) for gm in graphs]
     held["compiled"] = {"graphs": len(graphs), "err": float((s.to_cpu(got) - ref).norm() / ref.norm()),
-                        "ok": audit_graph(graphs[0], complex_ok=True).ok,
-                        "report": str(audit_graph(graphs[0], complex_ok=True)),
-                        "ops": [op for op, _ in audit_graph(graphs[0], complex_ok=True).ops]}
+                        "grad": float((s.to_cpu(xg.grad) - xc.grad).norm() / xc.grad.norm()),
+                        "report": chr(10).join(map(str, reports)),
+                        "findings": [sorted({f.op for f in r.findings}) for r in reports],
+                        "ops": sorted({op for r in reports for op, _ in r.ops})}
     out["held"] = held
     trnplan.uninstall()
     print(json.dumps(out))
@@ -250,8 +258,12 @@ def test_standin_where_complex_is_held_torch_fft_stft_and_autograd_run_as_plans(
 
 
 @pytest.mark.slow
-def test_standin_compiled_graph_has_no_fft_and_only_allowlisted_ops(standin):
+def test_standin_compiled_forward_and_backward_graphs_have_no_fft_and_only_allowlisted_ops(standin):
     got = standin["held"]["compiled"]
-    assert got["graphs"] == 1 and got["err"] <= 1e-5, got
-    assert got["ok"], got["report"]
+    assert got["graphs"] == 2 and got["err"] <= 1e-5 and got["grad"] <= 1e-5, got  # forward and backward
+    # the forward graph: every op allowlisted. The backward graph: also slice's gradient,
+    # aten::slice_backward (a zero pad), which AOTAutograd leaves undecomposed without a backend's
+    # decomposition table; whether TorchNeuron's table decomposes it is not documented
+    assert got["findings"][0] == [], got["report"]
+    assert set(got["findings"][1]) <= {"aten::slice_backward"}, got["report"]
     assert "aten::mm" in got["ops"] and not any("fft" in op for op in got["ops"]), got["ops"]

@@ -419,6 +419,12 @@ __all__ = ["AuditReport", "Finding", "allowlist", "audit", "audit_graph", "audit
 
 
 # ---------------------------------------------------------------------- captured graphs
+#: ops that only move between complex and real views or conjugate: accepted by audit_graph where the
+#: runtime holds complex (``complex_ok``), refused otherwise (DENIED, or not on the allowlist)
+COMPLEX_OPS = frozenset({"aten::view_as_real", "aten::view_as_complex", "aten::complex", "aten::_conj",
+                         "aten::conj", "aten::conj_physical", "aten::real", "aten::imag"})
+
+
 def audit_graph(gm, *, complex_ok: bool = False, subject: str = "captured graph") -> AuditReport:
     """Audit an FX graph a compile backend was handed (e.g. AOTAutograd's forward graph of a model
     that calls torch.fft under :func:`trnplan.install`) with the same op and dtype rules as
@@ -441,7 +447,7 @@ def audit_graph(gm, *, complex_ok: bool = False, subject: str = "captured graph"
         op = "input" if node.op == "placeholder" else _op_name(node.target)
         if node.op == "call_function":
             ops[op] = ops.get(op, 0) + 1
-            reason = _op_reason(op)
+            reason = None if complex_ok and op in COMPLEX_OPS else _op_reason(op)
             if reason is not None:
                 findings.append(_finding(node, op, reason))
                 continue

@@ -54,7 +54,6 @@ References
 
 from __future__ import annotations
 
-import contextlib
 import math
 import threading
 import warnings
@@ -147,19 +146,14 @@ def _plan(kind: str, shape: tuple, batch: int, cdtype, norm: str, inverse: bool,
         return cached_plan(kind, shape, batch, cdtype, norm, inverse, device, compile="eager")
 
 
-@contextlib.contextmanager
-def _constants_allowed(x: torch.Tensor):
+def _allow_constants(x: torch.Tensor) -> None:
     """Let the trace take the plan's constants (DFT matrices, twiddles: real tensors on the device)
-    as constants of the graph: the fake-tensor mode converts them, the proxy mode records them."""
+    as constants of the graph: the fake-tensor mode converts them, the proxy mode records them.
+    Left on for the rest of this compile (its fake mode is the compile's own): the backward pass,
+    traced after the forward, saved the same constants (``MmBackward0`` transposes them)."""
     mode = getattr(x, "fake_mode", None) or torch._guards.detect_fake_mode()
-    if mode is None or mode.allow_non_fake_inputs:
-        yield
-        return
-    mode.allow_non_fake_inputs = True
-    try:
-        yield
-    finally:
-        mode.allow_non_fake_inputs = False
+    if mode is not None:
+        mode.allow_non_fake_inputs = True
 
 
 def _run(x: torch.Tensor, kind: str, dims: list[int], shape: list[int], inverse: bool, norm: str,
@@ -180,8 +174,8 @@ def _run(x: torch.Tensor, kind: str, dims: list[int], shape: list[int], inverse:
     else:
         plan = _plan(kind, tuple(shape), batch, cdtype, norm, inverse, x.device, traced)
         if traced:
-            with _constants_allowed(x):
-                y = plan.run(xm)  # the module's ops, traced into the caller's graph
+            _allow_constants(x)
+            y = plan.run(xm)  # the module's ops, traced into the caller's graph
         else:
             with torch.no_grad():  # below autograd: torch's formula is the graph, not the plan's Function
                 y = plan.execute(xm)

@@ -209,6 +209,23 @@ def _weighted_sum(y, weight):
     return torch.view_as_real(y * weight).sum() if y.is_complex() else (y * weight).sum()
 
 
+def test_compile_openxla_forward_and_backward(installed):
+    def loss(x, w):
+        return (_spectral_filter(x, w) ** 2).sum()
+
+    x = torch.randn(4, 64, generator=torch.Generator().manual_seed(8))
+    w = torch.randn(33, dtype=torch.complex64, generator=torch.Generator().manual_seed(9))
+    on_cpu = x.clone().requires_grad_()
+    loss(on_cpu, w).backward()
+    torch._dynamo.reset()
+    before = _compiles()
+    on_xla = x.clone().to(DEV).requires_grad_()
+    torch.compile(loss, backend="openxla", fullgraph=True, dynamic=False)(on_xla, w.to(DEV)).backward()
+    assert rel(on_xla.grad, on_cpu.grad) < REL
+    assert met.executed_fallback_ops() == []
+    print(f"\nopenxla, forward + backward: {_compiles() - before} XLA compiles")
+
+
 def test_autograd_runs_torch_formulas_on_the_trnplan_kernels(installed):
     x = torch.randn(3, 64, generator=torch.Generator().manual_seed(5))
     c = torch.randn(3, 64, dtype=torch.complex64, generator=torch.Generator().manual_seed(6))
