@@ -6,9 +6,12 @@ convolution layer is three steps:
     rfft(x)  →  keep the lowest ``modes`` frequencies, multiply each by a learned complex
                  channel-mixing matrix W_k  →  irfft back to the grid
 
-plus a pointwise linear path and a nonlinearity. Here the transforms are ``trnplan.fft.rfft`` /
-``irfft`` (1-D) and ``rfft2`` / ``irfft2`` (2-D): the torch.fft signatures, each running a cached
-trnplan plan, differentiable (backward runs the adjoint plan). The whole model is compiled with
+plus a pointwise linear path and a nonlinearity. Here the layer is ``trnplan.nn.SpectralConv``: its
+transforms are *truncated* plans (``trnplan.fft.rfftn_truncated`` / ``irfftn_truncated``): the
+forward computes only the kept frequencies and the inverse reads only them (the rest are zero),
+each a cached trnplan plan that the planner makes from kept-column GEMMs per axis or from the
+whole transform and a cut, differentiable (backward runs the adjoint plan). The baseline model is
+the same layer with ``backend="torch"``: rfftn + slice + zero-fill + irfftn on torch.fft. The whole model is compiled with
 ``torch.compile(fullgraph=True)``; under compilation each transform is one opaque
 ``trnplan::execute`` node (with ``trnplan::execute_backward`` for autograd), so Dynamo traces
 the model in one graph and Inductor compiles the real-valued work around the transforms.
@@ -67,8 +70,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-import trnplan.fft as tfft
+import trnplan.nn
 from trnplan.core.accuracy import DEFAULT_TOL, UNIT_ROUNDOFF  # the engine's bars
+from trnplan.nn import SpectralConv
 
 FP32_TOL = DEFAULT_TOL["fp32"]
 U32 = UNIT_ROUNDOFF["fp32"]
@@ -149,53 +153,15 @@ def vorticity_2d(samples, n, seed, nu=0.01, t_end=2.0, dt=0.02):
 
 
 # --------------------------------------------------------------------------------- the model
-class SpectralConv1d(torch.nn.Module):
-    """rfft → W_k (in → out channels) on the lowest ``modes`` frequencies → irfft."""
-
-    def __init__(self, cin, cout, modes, fft=tfft):
-        super().__init__()
-        self.modes, self.fft = modes, fft
-        scale = 1.0 / (cin * cout)
-        self.weight = torch.nn.Parameter(scale * torch.randn(cin, cout, modes, dtype=torch.complex64))
-
-    def forward(self, x):
-        n = x.shape[-1]
-        xh = self.fft.rfft(x)
-        yh = torch.einsum("bix,iox->box", xh[..., : self.modes], self.weight)
-        yh = F.pad(yh, (0, n // 2 + 1 - self.modes))  # the truncated modes are zero
-        return self.fft.irfft(yh, n=n)
-
-
-class SpectralConv2d(torch.nn.Module):
-    """rfft2 → W_k on the lowest ``modes`` × ``modes`` frequencies (both signs of k_x) → irfft2."""
-
-    def __init__(self, cin, cout, modes, fft=tfft):
-        super().__init__()
-        self.modes, self.fft = modes, fft
-        scale = 1.0 / (cin * cout)
-        self.w_pos = torch.nn.Parameter(scale * torch.randn(cin, cout, modes, modes, dtype=torch.complex64))
-        self.w_neg = torch.nn.Parameter(scale * torch.randn(cin, cout, modes, modes, dtype=torch.complex64))
-
-    def forward(self, x):
-        n1, n2 = x.shape[-2:]
-        m = self.modes
-        xh = self.fft.rfft2(x)
-        top = torch.einsum("bixy,ioxy->boxy", xh[..., :m, :m], self.w_pos)
-        bot = torch.einsum("bixy,ioxy->boxy", xh[..., n1 - m:, :m], self.w_neg)
-        mid = top.new_zeros(top.shape[0], top.shape[1], n1 - 2 * m, m)
-        yh = F.pad(torch.cat([top, mid, bot], dim=-2), (0, n2 // 2 + 1 - m))
-        return self.fft.irfft2(yh, s=(n1, n2))
-
-
 class FNO(torch.nn.Module):
     """Lift (input + grid coordinates) → ``layers`` × [spectral conv + pointwise, GELU] → project."""
 
-    def __init__(self, dims, width, modes, layers=4, fft=tfft):
+    def __init__(self, dims, width, modes, layers=4, backend="trnplan"):
         super().__init__()
-        conv = SpectralConv1d if dims == 1 else SpectralConv2d
         self.dims = dims
         self.lift = torch.nn.Linear(1 + dims, width)
-        self.convs = torch.nn.ModuleList(conv(width, width, modes, fft) for _ in range(layers))
+        self.convs = torch.nn.ModuleList(SpectralConv(width, width, modes, dims=dims, backend=backend)
+                                         for _ in range(layers))
         self.points = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(layers))
         self.proj = torch.nn.Sequential(torch.nn.Linear(width, 4 * width), torch.nn.GELU(), torch.nn.Linear(4 * width, 1))
 
@@ -219,26 +185,22 @@ def rel_l2(pred, target):
 
 # ---------------------------------------------------------------------- the layer's accuracy
 def layer_reference(layer, x):
-    """The spectral conv evaluated in float64 with numpy.fft (complex128), same weights."""
+    """The spectral conv evaluated in float64 with numpy.fft (complex128), same weights: rfftn, the
+    kept block (lowest ``m`` bins of the last axis, lowest and highest ``m`` of the others), the
+    mixing, zero-fill, irfftn."""
     xd = x.detach().cpu().double().numpy()
-    m = layer.modes
-    if isinstance(layer, SpectralConv1d):
-        n = xd.shape[-1]
-        xh = np.fft.rfft(xd)
-        w = layer.weight.detach().cpu().numpy().astype(np.complex128)
-        yh = np.zeros(xh.shape[:1] + (w.shape[1],) + xh.shape[2:], dtype=np.complex128)
-        yh[..., :m] = np.einsum("bix,iox->box", xh[..., :m], w)
-        mats = np.moveaxis(w, -1, 0)  # (modes, in, out)
-        return np.fft.irfft(yh, n), xh, yh, [mats]
-    n1, n2 = xd.shape[-2:]
-    xh = np.fft.rfft2(xd)
-    wp = layer.w_pos.detach().cpu().numpy().astype(np.complex128)
-    wn = layer.w_neg.detach().cpu().numpy().astype(np.complex128)
-    yh = np.zeros(xh.shape[:1] + (wp.shape[1],) + xh.shape[2:], dtype=np.complex128)
-    yh[..., :m, :m] = np.einsum("bixy,ioxy->boxy", xh[..., :m, :m], wp)
-    yh[..., n1 - m:, :m] = np.einsum("bixy,ioxy->boxy", xh[..., n1 - m:, :m], wn)
-    mats = [np.moveaxis(w.reshape(*w.shape[:2], -1), -1, 0) for w in (wp, wn)]
-    return np.fft.irfft2(yh, (n1, n2)), xh, yh, mats
+    dims, modes = layer.dims, layer.modes
+    grid = xd.shape[-dims:]
+    axes = tuple(range(-dims, 0))
+    xh = np.fft.rfftn(xd, axes=axes)
+    rows = [np.r_[0:m, n - m:n] for m, n in zip(modes[:-1], grid[:-1])] + [np.arange(modes[-1])]
+    kept = xh[np.ix_(range(xh.shape[0]), range(xh.shape[1]), *rows)]
+    w = layer.weight.detach().cpu().numpy().astype(np.complex128)
+    mixed = np.einsum(trnplan.nn._EINSUM[dims], kept, w)
+    yh = np.zeros(xh.shape[:1] + (w.shape[1],) + xh.shape[2:], dtype=np.complex128)
+    yh[np.ix_(range(yh.shape[0]), range(yh.shape[1]), *rows)] = mixed
+    mats = [np.moveaxis(w.reshape(*w.shape[:2], -1), -1, 0)]  # (kept modes, in, out)
+    return np.fft.irfftn(yh, s=grid, axes=axes), xh, yh, mats
 
 
 def layer_bound(xh, yh, mats, cin, tol=FP32_TOL, u=U32):
@@ -258,20 +220,14 @@ def layer_bound(xh, yh, mats, cin, tol=FP32_TOL, u=U32):
 
 
 # ------------------------------------------------------------------------------------- driver
-class TorchFFT:
-    """torch.fft under the same names, for the baseline model."""
-
-    rfft, irfft, rfft2, irfft2 = (staticmethod(f) for f in (torch.fft.rfft, torch.fft.irfft, torch.fft.rfft2, torch.fft.irfft2))
-
-
-def train(dims, data, args, fft, label, steps, compile, log=print, schedule=None):
+def train(dims, data, args, backend, label, steps, compile, log=print, schedule=None):
     """Train an FNO with Adam for ``steps`` steps of a cosine schedule over ``schedule`` steps
     (default ``steps``); return losses, test error and step times."""
     (a_tr, u_tr), (a_te, u_te) = data
     torch.manual_seed(args.seed)
     width, modes = (args.width1, args.modes1) if dims == 1 else (args.width2, args.modes2)
     batch = args.batch if dims == 1 else args.batch2
-    model = FNO(dims, width, modes, layers=4, fft=fft).to(args.device)
+    model = FNO(dims, width, modes, layers=4, backend=backend).to(args.device)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=schedule or steps)
     fwd = torch.compile(model, fullgraph=True) if compile else model
@@ -427,7 +383,7 @@ def main(argv=None) -> dict:
         # 1. the spectral conv layer against float64
         torch.manual_seed(args.seed)
         width, modes = (args.width1, args.modes1) if dims == 1 else (args.width2, args.modes2)
-        layer = (SpectralConv1d if dims == 1 else SpectralConv2d)(width, width, modes).to(args.device)
+        layer = SpectralConv(width, width, modes, dims=dims).to(args.device)
         x = torch.randn(8, width, *([n] * dims), device=args.device)
         with torch.no_grad():
             y = layer(x)
@@ -438,10 +394,10 @@ def main(argv=None) -> dict:
               f"tol + κ·(tol + √(2·cin)·u32), κ = {kappa:.1f} (layer_bound)")
         # 2. training
         r = {"title": title, "identity": identity, "compiled": args.compile}
-        r["trnplan"] = train(dims, data, args, tfft, "trnplan  ", steps, args.compile)
+        r["trnplan"] = train(dims, data, args, "trnplan", "trnplan  ", steps, args.compile)
         base = min(args.baseline_steps, steps)
         if base:  # the same model, seed and batches on torch.fft (compiled only with --compile-baseline)
-            r["torch.fft"] = train(dims, data, args, TorchFFT, "torch.fft", base, args.compile_baseline, log=None,
+            r["torch.fft"] = train(dims, data, args, "torch", "torch.fft", base, args.compile_baseline, log=None,
                                    schedule=steps)  # the trnplan run's learning-rate schedule, cut short
         check(f"{dims}-D trained operator, test relative L2 vs the identity operator's", r["trnplan"]["test"], identity,
               "an operator that learned nothing does no better than returning its input")

@@ -90,6 +90,7 @@ ROWS = {
     "bluestein": lambda c: None,  # forced, it applies to every n (unforced, only to large prime factors)
     "real": lambda c: None,
     "r2r": lambda c: None,  # its kinds (dct1…dst4) are its own: every other kind is refused by declaration
+    "truncated": lambda c: "plans truncated transforms only",  # the grid has no modes= (tests/test_truncated.py)
     "nd": lambda c: None,
     "multicore": lambda c: None if c.cores > 1 else "cores=1: nothing to split over",
     "precision": lambda c: None if c.precision == "auto" else "plans precision='auto' only",

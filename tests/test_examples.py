@@ -137,15 +137,16 @@ def _check_fno(r, png):
     assert_png(r, png)
 
 
-@pytest.mark.parametrize("dims", [1, 2])
+@pytest.mark.parametrize("dims", [1, 2, 3])
 def test_fno_spectral_conv_layer(dims):
-    """The FNO's spectral convolution on trnplan.fft vs the same layer in float64 numpy.fft."""
+    """The FNO's spectral convolution (trnplan.nn.SpectralConv: truncated plans) vs the same layer
+    in float64 numpy.fft."""
     import torch
 
     fno = load("fno")
     torch.manual_seed(0)
-    n, width, modes = (64, 16, 8) if dims == 1 else (16, 8, 4)
-    layer = (fno.SpectralConv1d if dims == 1 else fno.SpectralConv2d)(width, width, modes)
+    n, width, modes = {1: (64, 16, 8), 2: (16, 8, 4), 3: (12, 4, 3)}[dims]
+    layer = fno.SpectralConv(width, width, modes, dims=dims)
     x = torch.randn(4, width, *([n] * dims))
     with torch.no_grad():
         y = layer(x)

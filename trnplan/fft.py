@@ -77,10 +77,12 @@ __all__ = [
     "irfft",
     "irfft2",
     "irfftn",
+    "irfftn_truncated",
     "rfft",
     "rfft2",
     "rfftfreq",
     "rfftn",
+    "rfftn_truncated",
 ]
 
 
@@ -244,9 +246,22 @@ def _finish(name: str, y: torch.Tensor, out):
 
 
 # ---------------------------------------------------------------------------- the engine call
+def _split_kind(kind: str):
+    """``"r2c@16x8"`` (a truncated transform, as the operators carry it) → ``("r2c", (16, 8))``."""
+    base, _, modes = kind.partition("@")
+    return base, (tuple(int(m) for m in modes.split("x")) if modes else None)
+
+
+def _kept(shape, modes) -> tuple:
+    return (*(2 * m for m in modes[:-1]), modes[-1])
+
+
 def _out_meta(kind: str, shape: tuple, dtype: torch.dtype):
     """(trailing output shape, output dtype) of a plan of ``kind`` over ``shape`` on ``dtype`` input."""
     cdtype = dtype if dtype.is_complex else COMPLEX_OF[dtype]
+    kind, modes = _split_kind(kind)
+    if modes:
+        return (_kept(shape, modes), cdtype) if kind == "r2c" else (tuple(shape), REAL_OF[cdtype])
     if kind == "r2c":
         return (*shape[:-1], shape[-1] // 2 + 1), cdtype
     return tuple(shape), (REAL_OF[cdtype] if kind == "c2r" or kind in R2R_KINDS else cdtype)
@@ -255,6 +270,9 @@ def _out_meta(kind: str, shape: tuple, dtype: torch.dtype):
 def _in_meta(kind: str, shape: tuple, dtype: torch.dtype):
     """(trailing input shape, input dtype) of a plan whose *output* has ``dtype`` (for backward)."""
     cdtype = dtype if dtype.is_complex else COMPLEX_OF[dtype]
+    kind, modes = _split_kind(kind)
+    if modes:
+        return (_kept(shape, modes), cdtype) if kind == "c2r" else (tuple(shape), REAL_OF[cdtype])
     if kind == "c2r":
         return (*shape[:-1], shape[-1] // 2 + 1), cdtype
     return tuple(shape), (REAL_OF[cdtype] if kind == "r2c" or kind in R2R_KINDS else cdtype)
@@ -271,7 +289,8 @@ def _run_plan(x: torch.Tensor, kind: str, shape: tuple, inverse: bool, norm: str
             y = y + (x.real if x.is_complex() else x).sum() * 0
         return y
     cdtype = x.dtype if x.is_complex() else COMPLEX_OF[x.dtype]
-    return cached_plan(kind, shape, batch, cdtype, norm, inverse, x.device).execute(x)
+    kind, modes = _split_kind(kind)
+    return cached_plan(kind, shape, batch, cdtype, norm, inverse, x.device, modes=modes).execute(x)
 
 
 # Under torch.compile the plan runs as an opaque custom operator: Dynamo cannot trace planning
@@ -301,7 +320,8 @@ def _execute_backward_op(g: torch.Tensor, kind: str, shape: list[int], inverse: 
     if batch == 0:
         return torch.zeros((*lead, *tail), dtype=dtype, device=g.device)
     cdtype = g.dtype if g.is_complex() else COMPLEX_OF[g.dtype]
-    return cached_plan(kind, shape, batch, cdtype, norm, inverse, g.device).backward(g)
+    kind, modes = _split_kind(kind)
+    return cached_plan(kind, shape, batch, cdtype, norm, inverse, g.device, modes=modes).backward(g)
 
 
 @_execute_backward_op.register_fake
@@ -527,6 +547,137 @@ def idstn(input: torch.Tensor, type: int = 2, s: Sequence[int] | None = None,
 for _f in (dct, idct, dst, idst, dctn, idctn, dstn, idstn):
     _f.__doc__ = _r2r_doc(_f.__name__, _f.__name__.endswith("n"))
 del _f
+
+
+def _truncated_dims(name, x, modes, s, dim, inverse):
+    """(dims, real shape, modes) of a truncated call: ``dim`` defaults to the last ``len(modes)``."""
+    modes = _int_seq(name, "modes", modes)
+    if dim is None:
+        dim = list(range(-len(modes), 0))
+    dims = [_wrap_dim(d, x.ndim) for d in _int_seq(name, "dim", dim)]
+    if len(dims) != len(modes) or len(set(dims)) != len(dims):
+        raise RuntimeError(f"{name}(): modes and dim must name the same number of distinct dimensions; got "
+                           f"modes={tuple(modes)} and dim={tuple(dims)}")
+    if s is None:
+        if inverse:
+            raise RuntimeError(f"{name}(): s (the real output's lengths) is required: a truncated spectrum does "
+                               f"not say how long the signal was")
+        s = [x.shape[d] for d in dims]
+    shape = _int_seq(name, "s", s)
+    if len(shape) != len(dims):
+        raise RuntimeError(f"{name}(): s and modes must have the same length; got s={tuple(shape)}")
+    _check_points(shape)
+    return dims, shape, modes
+
+
+def rfftn_truncated(input: torch.Tensor, modes: int | Sequence[int], s: Sequence[int] | None = None,
+                    dim: int | Sequence[int] | None = None, norm: str | None = None) -> torch.Tensor:
+    """Compute an N-D real FFT that keeps only the low frequencies (a pruned rfftn; the FNO's forward step).
+
+    Returns what ``rfftn(input, s, dim, norm)`` would, cut to the kept frequencies: the lowest
+    ``modes[-1]`` bins of the last of ``dim`` and the lowest and highest ``modes[i]`` frequencies
+    of every other (the Fourier neural operator's layout: ``2·modes[i]`` rows, low then high). One
+    cached truncated plan (``kind="r2c"``, ``modes=``): kept-column GEMMs per axis, or the whole
+    transform then cut, the planner choosing by cost.
+
+    Parameters
+    ----------
+    input : torch.Tensor
+        Real input.
+    modes : int or sequence of int
+        Frequencies kept per transformed dimension (see above).
+    s : sequence of int, optional
+        Signal lengths (zero-pad or crop), default the input's sizes along ``dim``.
+    dim : int or sequence of int, optional
+        The dimensions, default the last ``len(modes)``.
+    norm : {"backward", "ortho", "forward"}, optional
+        torch.fft's norm of the whole transform.
+
+    Returns
+    -------
+    torch.Tensor
+        Complex, ``dim`` resized to ``(2·modes[0], …, modes[-1])``.
+
+    Raises
+    ------
+    RuntimeError
+        ``modes`` and ``dim`` of different lengths, or a bad ``s``/``norm``.
+    ValueError
+        More modes than an axis has (``2·modes[i] > s[i]``, ``modes[-1] > s[-1]//2 + 1``).
+
+    Examples
+    --------
+    >>> import torch
+    >>> from trnplan import fft as tfft
+    >>> x = torch.randn(8, 64, 64)
+    >>> tfft.rfftn_truncated(x, modes=(12, 12)).shape
+    torch.Size([8, 24, 12])
+    """
+    _check_input("rfftn_truncated", input)
+    norm = _norm("rfftn_truncated", norm)
+    dims, shape, modes = _truncated_dims("rfftn_truncated", input, modes, s, dim, inverse=False)
+    x = _resize(_real_input("rfftn_truncated", input), dims, shape)
+    return _transform(x, f"r2c@{'x'.join(map(str, modes))}", False, dims, shape, norm)
+
+
+def irfftn_truncated(input: torch.Tensor, s: Sequence[int], modes: int | Sequence[int] | None = None,
+                     dim: int | Sequence[int] | None = None, norm: str | None = None) -> torch.Tensor:
+    """Compute the inverse of :func:`rfftn_truncated`: irfftn of a spectrum of which only the low frequencies are given.
+
+    ``input`` holds the kept frequencies in :func:`rfftn_truncated`'s layout; every other bin is
+    taken as zero (the FNO's zero-fill), without being materialised where the planner picks the
+    pruned GEMM passes.
+
+    Parameters
+    ----------
+    input : torch.Tensor
+        Complex, ``dim`` of sizes ``(2·modes[0], …, modes[-1])``.
+    s : sequence of int
+        The real output's lengths along ``dim`` (required).
+    modes : int or sequence of int, optional
+        Default: read from ``input``'s sizes (halved on all but the last).
+    dim : int or sequence of int, optional
+        Default the last ``len(s)``.
+    norm : {"backward", "ortho", "forward"}, optional
+        torch.fft's norm of the whole inverse transform.
+
+    Returns
+    -------
+    torch.Tensor
+        Real, ``dim`` resized to ``s``.
+
+    Raises
+    ------
+    RuntimeError
+        Missing ``s``, or ``modes``/``dim``/``s`` of different lengths.
+    ValueError
+        ``input``'s sizes do not match ``modes``.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from trnplan import fft as tfft
+    >>> X = tfft.rfftn_truncated(torch.randn(8, 64, 64), modes=(12, 12))
+    >>> tfft.irfftn_truncated(X, s=(64, 64)).shape
+    torch.Size([8, 64, 64])
+    """
+    _check_input("irfftn_truncated", input)
+    norm = _norm("irfftn_truncated", norm)
+    if s is None:
+        raise RuntimeError("irfftn_truncated(): s (the real output's lengths) is required")
+    k = len(_int_seq("irfftn_truncated", "s", s))
+    if dim is None:
+        dim = list(range(-k, 0))
+    if modes is None:
+        sizes = [input.shape[_wrap_dim(d, input.ndim)] for d in _int_seq("irfftn_truncated", "dim", dim)]
+        modes = [*(n // 2 for n in sizes[:-1]), sizes[-1]]
+    dims, shape, modes = _truncated_dims("irfftn_truncated", input, modes, s, dim, inverse=True)
+    want = _kept(shape, modes)
+    if [input.shape[d] for d in dims] != list(want):
+        raise ValueError(f"irfftn_truncated(): input has sizes {[input.shape[d] for d in dims]} along dim {dims}, "
+                         f"but modes={tuple(modes)} keeps {list(want)} (2·m on all but the last, m on the last)")
+    x = _promote("irfftn_truncated", input, require_complex=True)
+    return _transform(x, f"c2r@{'x'.join(map(str, modes))}", True, dims, shape, norm)
 
 
 # ---------------------------------------------------------------------------- torch operators

@@ -140,12 +140,25 @@ def reference(problem, x: np.ndarray) -> np.ndarray:
         name = ("i" if problem.inverse else "") + problem.kind[:3] + "n"
         with scipy.fft.set_backend("scipy", only=True):  # scipy's own, even where trnplan is its backend
             return getattr(scipy.fft, name)(x, type=int(problem.kind[3]), axes=axes, norm=problem.norm)
+    if problem.modes and problem.kind == "r2c":
+        return np.fft.rfftn(x, axes=axes, norm=problem.norm)[kept_index(problem)]
+    if problem.modes:  # c2r of the kept spectrum, every other bin zero
+        full = np.zeros((*x.shape[: x.ndim - problem.rank], *problem.shape[:-1], problem.half), dtype=x.dtype)
+        full[kept_index(problem)] = x
+        return np.fft.irfftn(full, s=problem.shape, axes=axes, norm=problem.norm)
     if problem.kind == "r2c":
         return np.fft.rfftn(x, axes=axes, norm=problem.norm)
     if problem.kind == "c2r":
         return np.fft.irfftn(x, s=problem.shape, axes=axes, norm=problem.norm)
     fn = np.fft.ifftn if problem.inverse else np.fft.fftn
     return fn(x, axes=axes, norm=problem.norm)
+
+
+def kept_index(problem) -> tuple:
+    """The numpy index of a truncated problem's kept spectrum in the full half spectrum (batch axis
+    first): the lowest and highest ``m`` rows of every axis but the last, the lowest ``m`` bins of it."""
+    rows = [np.r_[0:m, n - m:n] for m, n in zip(problem.modes[:-1], problem.shape[:-1])]
+    return (Ellipsis, *np.ix_(*rows, np.arange(problem.modes[-1])))
 
 
 def seeded_input(problem, seed: int = SEED) -> np.ndarray:
@@ -159,7 +172,8 @@ def seeded_input(problem, seed: int = SEED) -> np.ndarray:
     if problem.real_input:
         return rng.standard_normal(shape)
     if problem.kind == "c2r":
-        return np.fft.rfftn(rng.standard_normal(shape), axes=tuple(range(-problem.rank, 0)))
+        half = np.fft.rfftn(rng.standard_normal(shape), axes=tuple(range(-problem.rank, 0)))
+        return half[kept_index(problem)] if problem.modes else half
     return rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
 
 

@@ -160,6 +160,8 @@ class Problem:
     norm: str = attrs.field(default="backward", validator=_one_of("norm", NORMS))
     device: str = attrs.field(default="cpu", validator=lambda _i, _a, value: device_kind(value))
     cores: int = attrs.field(default=1, validator=_positive_int("cores"))
+    #: a truncated (pruned) real transform: the frequencies kept per axis, () for all of them
+    modes: tuple = attrs.field(default=(), converter=tuple)
 
     def __attrs_post_init__(self):
         if self.kind == "r2c" and self.inverse:
@@ -168,6 +170,8 @@ class Problem:
         if self.kind == "c2r" and not self.inverse:
             raise ValueError("kind='c2r' is an inverse transform (n//2+1 complex inputs → n real outputs); "
                              "pass inverse=True, or use kind='r2c' for the forward real transform")
+        if self.modes:
+            self._check_modes()
         if self.kind == "dct1" and min(self.shape) < 2:
             raise ValueError(f"kind='dct1' (DCT-I) is not defined for a length below 2, got shape {self.shape}; "
                              f"its logical length is 2(n−1) (scipy.fft.dct type=1 refuses it too)")
@@ -178,6 +182,22 @@ class Problem:
                 f"use dtype=torch.{want}, or precision={_NATIVE_PRECISION[self.dtype]!r} "
                 f"for {self.dtype}"
             )
+
+    def _check_modes(self) -> None:
+        if self.kind not in ("r2c", "c2r"):
+            raise ValueError(f"modes= (a truncated transform) is for kind='r2c' and its inverse kind='c2r', "
+                             f"not {self.kind!r}")
+        if len(self.modes) != self.rank or any(isinstance(m, bool) or not isinstance(m, int) or m < 1
+                                              for m in self.modes):
+            raise ValueError(f"modes must hold one positive int per transformed axis ({self.rank} for shape "
+                             f"{self.shape}), got {self.modes!r}")
+        if self.modes[-1] > self.shape[-1] // 2 + 1:
+            raise ValueError(f"modes[-1]={self.modes[-1]} keeps more than the {self.shape[-1] // 2 + 1} bins of the "
+                             f"last (real) axis of length {self.shape[-1]}")
+        for axis, (m, n) in enumerate(zip(self.modes[:-1], self.shape[:-1])):
+            if 2 * m > n:
+                raise ValueError(f"modes[{axis}]={m} keeps the lowest and highest {m} frequencies (the FNO pattern) "
+                                 f"of an axis of length {n}: 2·{m} > {n}; use modes[{axis}] ≤ {n // 2}")
 
     # ------------------------------------------------------------------ constructors
     @classmethod
@@ -193,6 +213,7 @@ class Problem:
         norm: str | None = "backward",
         device="cpu",
         cores: int = 1,
+        modes=None,
     ) -> Problem:
         """Normalise user-facing arguments and build a validated Problem.
 
@@ -239,6 +260,7 @@ class Problem:
             norm="backward" if norm is None else norm,
             device=device_kind(device),
             cores=cores,
+            modes=() if modes is None else ((modes,) if isinstance(modes, int) else tuple(modes)),
         )
 
     # ------------------------------------------------------------------ derived facts
@@ -258,13 +280,26 @@ class Problem:
 
     @property
     def in_shape(self) -> tuple:
-        """Trailing shape of one input: ``shape``, except c2r takes ``(..., shape[-1]//2 + 1)``."""
-        return (*self.shape[:-1], self.half) if self.kind == "c2r" else self.shape
+        """Trailing shape of one input: ``shape``, except c2r takes ``(..., shape[-1]//2 + 1)``
+        (truncated: :attr:`kept_shape`)."""
+        if self.kind != "c2r":
+            return self.shape
+        return self.kept_shape if self.modes else (*self.shape[:-1], self.half)
 
     @property
     def out_shape(self) -> tuple:
-        """Trailing shape of one output: ``shape``, except r2c gives ``(..., shape[-1]//2 + 1)``."""
-        return (*self.shape[:-1], self.half) if self.kind == "r2c" else self.shape
+        """Trailing shape of one output: ``shape``, except r2c gives ``(..., shape[-1]//2 + 1)``
+        (truncated: :attr:`kept_shape`)."""
+        if self.kind != "r2c":
+            return self.shape
+        return self.kept_shape if self.modes else (*self.shape[:-1], self.half)
+
+    @property
+    def kept_shape(self) -> tuple:
+        """The spectrum a truncated transform keeps: ``2·m`` rows (the lowest and highest ``m``
+        frequencies, the Fourier neural operator's pattern) on every axis but the last, the lowest
+        ``m`` bins on the last (real) axis."""
+        return (*(2 * m for m in self.modes[:-1]), self.modes[-1])
 
     @property
     def real_input(self) -> bool:
@@ -316,7 +351,8 @@ class Problem:
         ``"backward"`` for the forward and ``"forward"`` for the inverse transform.
         """
         return attrs.evolve(
-            self, shape=(n,), batch=batch, kind=kind, inverse=inverse, norm="forward" if inverse else "backward"
+            self, shape=(n,), batch=batch, kind=kind, inverse=inverse, norm="forward" if inverse else "backward",
+            modes=()
         )
 
     def data_bytes(self) -> int:
@@ -327,7 +363,10 @@ class Problem:
         return self.batch * (points_in + points_out) * item
 
     def to_dict(self) -> dict[str, Any]:
-        return {**attrs.asdict(self), "shape": list(self.shape)}
+        out = {**attrs.asdict(self), "shape": list(self.shape), "modes": list(self.modes)}
+        if not self.modes:  # every untruncated problem keeps the digest it had before modes existed
+            del out["modes"]
+        return out
 
     def digest(self) -> str:
         """A stable 16-hex-digit hash of every field (same in every process and version of Python)."""
@@ -338,6 +377,7 @@ class Problem:
         """One line a person reads: ``c2c forward (4096,) × batch 64, complex64 fp32, norm backward, cpu``."""
         direction = "inverse" if self.inverse else "forward"
         cores = f", {self.cores} cores" if self.cores != 1 else ""
+        cores += f", modes {self.modes} kept" if self.modes else ""
         return (
             f"{self.kind} {direction} {self.shape} × batch {self.batch}, {self.dtype} "
             f"{self.precision}, norm {self.norm}, {self.device}{cores}"

@@ -24,7 +24,8 @@ import attrs
 from trnplan.core.errors import PlanningError
 
 _TOKEN = re.compile(r"\(|\)|[^\s()]+")
-_WORD = re.compile(r"[a-z][a-z0-9-]*")
+#: a word option's value: a name (method=half), or a shape-like list of ints (modes=16x8, the truncated solver's)
+_WORD = re.compile(r"[a-z][a-z0-9-]*|\d+(?:x\d+)+")
 
 
 @attrs.frozen

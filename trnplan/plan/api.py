@@ -50,15 +50,15 @@ def plan_cache_info() -> dict:
 
 
 def cached_plan(kind: str, shape: tuple, batch: int, dtype, norm: str, inverse: bool, device,
-                compile: str = "auto") -> Plan:
+                compile: str = "auto", modes=None) -> Plan:
     """plan_many for front ends that ask per call (trnplan.fft, trnplan.stft, trnplan.install's
     kernels): their raw arguments are an alias in the in-process plan cache, so a repeated call
-    skips validating the request."""
-    alias = (kind, shape, batch, dtype, norm, inverse, device, compile)
+    skips validating the request. ``modes``: a truncated transform's kept frequencies."""
+    alias = (kind, shape, batch, dtype, norm, inverse, device, compile, modes)
     plan = PLANS.by_alias(alias)
     if plan is None:
         plan = plan_many(shape, batch, kind=kind, inverse=inverse, dtype=dtype, norm=norm, device=device,
-                         compile=compile)
+                         compile=compile, modes=modes)
         PLANS.add_alias(alias, plan)
     return plan
 
@@ -80,6 +80,7 @@ def plan_many(
     cache: PlanCache | object | None = DEFAULT_CACHE,
     compile: str = "auto",
     verify: bool = False,
+    modes: int | Sequence[int] | None = None,
 ) -> Plan:
     """Plan ``batch`` transforms of ``shape`` and return a ready :class:`Plan`.
 
@@ -161,6 +162,13 @@ def plan_many(
         the fused path where AOT packages cannot be loaded. See docs/cache.md. "dynamo", the
         default on ``xla`` and TorchNeuron: ``torch.compile(backend="openxla" | "neuron",
         fullgraph=True, dynamic=False)`` once per batch bucket in this process.
+    modes : int or sequence of int, optional
+        A truncated (pruned) real transform, kind r2c or c2r: the frequencies kept per axis —
+        the lowest ``m`` bins of the last (real) axis and the lowest and highest ``m`` frequencies
+        of every other axis (the Fourier neural operator's pattern; ``Problem.kept_shape``). r2c
+        returns only those, c2r reads only those (the rest taken as zero). The truncated solver
+        plans it: kept-column GEMMs per axis, or the whole transform then cut, the cost model
+        choosing.
     verify : bool, default False
         Run the plan once on seeded random input against float64 numpy.fft, keep the measured
         error (``plan.tree.measured_error``, stored in the wisdom entry, shown by explain()), and
@@ -197,7 +205,7 @@ def plan_many(
     """
     return _plan_many(shape, batch, kind=kind, inverse=inverse, dtype=dtype, precision=precision, norm=norm,
                       device=device, cores=cores, strategy=strategy, effort=effort, tol=tol, cache=cache,
-                      compile=compile, use_lru=True, verify=verify)
+                      compile=compile, use_lru=True, verify=verify, modes=modes)
 
 
 def plan_many_uncached(shape, batch: int = 1, **options) -> Plan:
@@ -210,11 +218,11 @@ def plan_many_uncached(shape, batch: int = 1, **options) -> Plan:
 
 
 def _plan_many(shape, batch, *, kind, inverse, dtype, precision, norm, device, cores, strategy, effort, tol,
-               cache, compile, use_lru: bool, verify: bool = False) -> Plan:
+               cache, compile, use_lru: bool, verify: bool = False, modes=None) -> Plan:
     """plan_many's work; ``use_lru=False`` (precompile) always goes to the on-disk cache."""
     config.check_environment()  # every TRNPLAN_* setting, before any work: a bad one is said now
     problem = Problem.create(shape, batch, kind=kind, inverse=inverse, dtype=dtype, precision=precision,
-                             norm=norm, device=device, cores=cores)
+                             norm=norm, device=device, cores=cores, modes=modes)
     check_supported(problem, effort)
     check_tol(tol)
     dev = resolve_device(problem, device)

@@ -60,9 +60,12 @@ def adjoint_arguments(problem: Problem) -> dict:
         kind, _, _ = adjoint_factors(p.kind, p.shape[-1], p.inverse, p.norm)
         return {"shape": p.shape, "batch": p.batch, "kind": kind, "inverse": False, "dtype": p.torch_dtype,
                 "precision": p.precision, "norm": "backward", "cores": p.cores}
-    return {"shape": p.shape, "batch": p.batch, "kind": {"c2c": "c2c", "r2c": "c2r", "c2r": "r2c"}[p.kind],
+    args = {"shape": p.shape, "batch": p.batch, "kind": {"c2c": "c2c", "r2c": "c2r", "c2r": "r2c"}[p.kind],
             "inverse": not p.inverse, "dtype": p.torch_dtype, "precision": p.precision,
             "norm": {"backward": "forward", "forward": "backward", "ortho": "ortho"}[p.norm], "cores": p.cores}
+    if p.modes:  # a truncated transform's adjoint keeps the same frequencies (zero-fill is the cut's adjoint)
+        args["modes"] = p.modes
+    return args
 
 
 def _restore_plan(plan_many, request: dict, tree: str) -> Plan:
@@ -271,7 +274,8 @@ class Plan:
             return adj.execute(g * b) * a
         weights = self._weights.get(g.device)
         if weights is None:  # built once per device, not per backward call
-            weights = torch.as_tensor(hermitian_weights(p.shape[-1]), dtype=p.real_dtype).to(g.device)
+            c = hermitian_weights(p.shape[-1])[: p.modes[-1] if p.modes else None]  # a truncated plan's kept bins
+            weights = torch.as_tensor(c, dtype=p.real_dtype).to(g.device)
             self._weights[g.device] = weights
         if p.kind == "r2c":  # Re(Σ_k g_k ω^{-jk}) over the half spectrum = c2r of g with weights 1/c_k
             return adj.execute(g / weights)
@@ -339,6 +343,8 @@ class Plan:
                    "precision": p.precision, "norm": p.norm, "cores": p.cores, "strategy": self.strategy,
                    "device": "neuron" if p.device == "neuron" else str(self.device), "tol": made["tol"],
                    "compile": made["compile"], "cache": where}
+        if p.modes:
+            request["modes"] = p.modes
         return (_restore_plan, (self._replan.func, request, str(self.tree)))
 
     def __copy__(self) -> Plan:

@@ -30,6 +30,7 @@ from trnplan.planner.precision import Precision
 from trnplan.planner.r2r import R2R
 from trnplan.planner.real import Real
 from trnplan.planner.stockham import Stockham
+from trnplan.planner.truncated import Truncated
 
 
 class Registry:
@@ -118,6 +119,7 @@ SOLVERS = Registry((
     Bluestein(),
     Real(),
     R2R(),  # DCT/DST types I–IV, any rank: pocketfft, one GEMM, or through a child DFT
+    Truncated(),  # modes=...: kept-column GEMMs per axis, or the whole transform then cut
     ND(),
     Multicore(),  # cores > 1 only: the batch split into shards run concurrently
     Precision(),  # precision="auto" only: one child per concrete mode

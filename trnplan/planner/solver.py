@@ -127,6 +127,8 @@ class Solver:
     #: runs on the host CPU whatever the plan's device: on a device with a host link
     #: (``Backend.host_link_gbs``, Trainium) such a root is the host fallback, compiled to nothing
     host_only: ClassVar[bool] = False
+    #: plans truncated transforms (``Problem.modes``): every other solver declines them by declaration
+    truncates: ClassVar[bool] = False
 
     def why_not_kind(self, problem: Problem) -> str | None:
         """Why this solver does not plan ``problem``'s kind, rank or precision, from what it declares
@@ -137,6 +139,9 @@ class Solver:
             return f"{self.name} plans 1-D transforms; shape {problem.shape} has rank {problem.rank} (the nd solver plans it)"
         if self.ranks == "n" and problem.rank < 2:
             return f"{self.name} plans transforms of rank ≥ 2; shape {problem.shape} has rank 1"
+        if problem.modes and not self.truncates:
+            return (f"{self.name} computes every frequency; a truncated transform (modes={problem.modes}) is planned "
+                    f"by the truncated solver")
         if problem.kind not in self.kinds:
             who = " (the real solver plans it)" if problem.kind != "c2c" and problem.rank == 1 else ""
             return f"{self.name} plans {'/'.join(self.kinds)} transforms, not {problem.kind}{who}"

@@ -1,4 +1,4 @@
-"""DCT/DST plans made for ``device="xla"`` (torch-xla on XLA:CPU): GEMM or DFT trees, real-typed graphs.
+"""DCT/DST and truncated (FNO) plans made for ``device="xla"`` (torch-xla on XLA:CPU): GEMM or DFT trees.
 
 Each plan is the accelerator profile's own pick (or a forced method), run on the ``xla`` device and
 checked against scipy.fft in float64 with the fp32 bar (``DEFAULT_TOL``, imported); nothing runs on
@@ -15,6 +15,7 @@ import torch
 import torch_xla
 
 import trnplan
+import trnplan.nn
 from trnplan import xla_audit
 from trnplan.core.accuracy import DEFAULT_TOL
 
@@ -79,3 +80,52 @@ def test_dct_gradient_on_xla_matches_the_adjoint():
     ref = scipy.fft.idct(g.double().numpy(), type=2, norm="ortho")  # orthonormal: the adjoint is the inverse
     got = xd.grad.cpu().double().numpy()
     assert float(np.linalg.norm(got - ref) / np.linalg.norm(ref)) <= DEFAULT_TOL["fp32"]
+
+
+@pytest.mark.parametrize("shape,modes,strategy", [((64, 48), (8, 6), None), ((256,), (16,), None),
+                                                  ((16, 12, 10), (3, 4, 2), "(truncated method=full)")])
+def test_truncated_plans_on_xla(shape, modes, strategy):
+    """Truncated r2c and c2r plans made for xla: real-typed graphs, no host fallback, the fp32 bar."""
+    axes = tuple(range(1, len(shape) + 1))
+    x = np.random.default_rng(3).standard_normal((BATCH, *shape))
+    rows = [np.r_[0:m, n - m:n] for m, n in zip(modes[:-1], shape[:-1])]
+    index = (Ellipsis, *np.ix_(*rows, np.arange(modes[-1])))
+    ref = np.fft.rfftn(x, axes=axes)[index]
+    fwd = trnplan.plan_many(shape, BATCH, kind="r2c", modes=modes, strategy=strategy, device="xla", cache=None)
+    inv = trnplan.plan_many(shape, BATCH, kind="c2r", modes=modes, strategy=strategy, device="xla", cache=None)
+    xd = torch.from_numpy(x).float().to(DEV)
+    torch_xla.sync()
+    before = xla_audit._fallback_counts()
+    got = fwd.execute(xd)
+    back = inv.execute(got)
+    fallback = sorted(op for op, n in xla_audit._fallback_counts().items() if n > before.get(op, 0))
+    err = float(np.linalg.norm(got.cpu().numpy().astype(np.complex128) - ref) / np.linalg.norm(ref))
+    full = np.zeros((BATCH, *shape[:-1], shape[-1] // 2 + 1), complex)
+    full[index] = ref
+    zref = np.fft.irfftn(full, s=shape, axes=axes)
+    err2 = float(np.linalg.norm(back.cpu().double().numpy() - zref) / np.linalg.norm(zref))
+    assert err <= DEFAULT_TOL["fp32"] and err <= fwd.tree.error, (fwd.tree, err)
+    assert err2 <= 2 * DEFAULT_TOL["fp32"], (inv.tree, err2)  # two fp32 plans in a row
+    assert fallback == [], fallback
+    for plan in (fwd, inv):
+        report = xla_audit.audit_plan(plan)
+        assert report.ok, str(report)
+        assert set(report.hlo_ops) <= xla_audit.PLAN_HLO_OPS, set(report.hlo_ops) - xla_audit.PLAN_HLO_OPS
+    print(f"XLA-LANE truncated {fwd.tree} err={err:.3g}; {inv.tree} err={err2:.3g}")
+
+
+def test_spectral_conv_trains_on_xla():
+    """trnplan.nn.SpectralConv on xla: forward and backward match the torch.fft layer on the CPU."""
+    torch.manual_seed(0)
+    layer = trnplan.nn.SpectralConv(4, 4, (6, 5))
+    ref_layer = trnplan.nn.SpectralConv(4, 4, (6, 5), backend="torch")
+    ref_layer.weight = torch.nn.Parameter(layer.weight.detach().clone())
+    x = torch.randn(2, 4, 24, 20)
+    y_ref = ref_layer(x)
+    y_ref.square().sum().backward()
+    layer = layer.to(DEV)
+    y = layer(x.to(DEV))
+    y.square().sum().backward()
+    err = float((y.detach().cpu() - y_ref.detach()).norm() / y_ref.detach().norm())
+    gerr = float((layer.weight.grad.cpu() - ref_layer.weight.grad).abs().norm() / ref_layer.weight.grad.abs().norm())
+    assert err <= 2 * DEFAULT_TOL["fp32"] and gerr <= 4 * DEFAULT_TOL["fp32"], (err, gerr)

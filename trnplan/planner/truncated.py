@@ -1,0 +1,244 @@
+"""truncated: real transforms that keep only some frequencies (pruned FFTs; the Fourier neural operator).
+
+A Fourier neural operator layer (Li et al., "Fourier Neural Operator for Parametric PDEs", ICLR
+2021) takes an rfftn, keeps the lowest ``m`` bins of the last axis and the lowest and highest ``m``
+frequencies of every other axis, multiplies them by its weights, and zero-fills the rest before the
+irfftn. A problem with ``modes`` (:attr:`trnplan.core.problem.Problem.kept_shape`) asks for exactly
+that: r2c returns only the kept spectrum, c2r reads only it (the rest taken as zero). FFTW and
+cuFFT have no pruned transform; this solver gives the planner two ways:
+
+``method=full``
+    The whole transform (a child plan: r2c/c2r, any rank, the device's best), then the kept
+    spectrum cut out (c2r: zero-filled in first). What a user writes by hand: rfftn + slice +
+    zero-fill + irfftn, planned and cached.
+``method=gemm`` (pruned row-column, Markel, IEEE Trans. Audio Electroacoust. 19(4), 1971)
+    One GEMM per axis with only the kept columns of its DFT matrix: the last axis first as a
+    real GEMM ``x @ [Re F_K | Im F_K]`` (n × 2m), then each other axis a complex GEMM with its 2m
+    kept rows, so every later pass runs on the already-pruned data. c2r runs the transposed
+    passes in reverse: each non-last axis expanded from 2m to n, then the real axis from m bins
+    with the Hermitian weights (1 for DC and an included Nyquist bin, 2 for the rest). The work
+    is ``2·n·2m`` multiply-adds per row and axis instead of a whole FFT and a copy: a fraction of
+    a transform when ``m ≪ n`` (on a matrix engine the GEMM form is also the cheap one).
+
+The root applies the norm as for the full transform (the scale of the whole length).
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import numpy as np
+import torch
+
+from trnplan.core.accuracy import UNIT_ROUNDOFF, combine, sqrt_growth
+from trnplan.core.cost import Work, copy, transpose
+from trnplan.core.errors import PlanningError
+from trnplan.kernels.gemm import Gemm
+from trnplan.planner.solver import Solver, WholeShape, best_variant, itemsize
+
+METHODS = ("gemm", "full")
+#: the longest axis method=gemm takes: its matrices are n × 2m per axis, and its error grows as
+#: √n (the dft-gemm bound); beyond it the full transform is cheaper on every profile
+MAX_GEMM_N = 4096
+#: real-GEMM error u·(a + b·√n) per pass, n the contraction length (the real solver's constants)
+ERROR_GEMM = {"fp32": (2.5, 0.3), "fp64": (3.0, 0.45)}
+
+
+def kept_rows(n: int, m: int) -> np.ndarray:
+    """The frequencies a non-last axis keeps: 0..m−1 and n−m..n−1 (the FNO pattern)."""
+    return np.concatenate([np.arange(m), np.arange(n - m, n)])
+
+
+def _dft_columns(n: int, ks: np.ndarray, sign: int) -> np.ndarray:
+    """exp(sign·2πi·j·k/n) for j < n and the frequencies ``ks``: an n × len(ks) complex128 matrix,
+    the index product reduced mod n before the angle (exact)."""
+    jk = (np.arange(n)[:, None] * ks[None, :]) % n
+    return np.exp(sign * 2j * np.pi * jk / n)
+
+
+def complex_gemm_matrix(f: np.ndarray) -> np.ndarray:
+    """[[Re F, Im F], [−Im F, Re F]]: ``[xr | xi] @ W = [Re(x F) | Im(x F)]``."""
+    return np.block([[f.real, f.imag], [-f.imag, f.real]])
+
+
+def _moved(state, dim: int, last: int):
+    return [t.movedim(dim, -1) for t in state] if dim != last else list(state)
+
+
+def _back(state, dim: int, last: int):
+    return tuple(t.movedim(-1, dim) for t in state) if dim != last else tuple(state)
+
+
+class PrunedRowColumn(torch.nn.Module):
+    """method=gemm: one kept-column GEMM per axis (r2c: last axis first; c2r: last axis last)."""
+
+    def __init__(self, shape: tuple, modes: tuple, inverse: bool, ctx):
+        super().__init__()
+        self.shape, self.modes, self.inverse = tuple(shape), tuple(modes), inverse
+        self.kept = (*(2 * m for m in modes[:-1]), modes[-1])
+        n, m = shape[-1], modes[-1]
+        f = _dft_columns(n, np.arange(m), 1 if inverse else -1)  # n × m
+        if inverse:  # [Re X | Im X] (·, 2m) @ W (2m × n), the Hermitian weights in W's rows
+            c = np.full(m, 2.0)
+            c[0] = 1.0
+            if n % 2 == 0 and m == n // 2 + 1:
+                c[-1] = 1.0
+            w = np.concatenate([c[:, None] * f.real.T, -c[:, None] * f.imag.T])
+            w[m] = 0.0  # Im X[0] is ignored, as torch.fft.irfft ignores it
+            if n % 2 == 0 and m == n // 2 + 1:
+                w[2 * m - 1] = 0.0  # and Im of the Nyquist bin
+        else:
+            w = np.concatenate([f.real, f.imag], axis=1)  # x @ [Re F | Im F]
+        self.real = Gemm(w, ctx, side="right")
+        mats = []
+        for axis in range(len(shape) - 1):
+            fa = _dft_columns(shape[axis], kept_rows(shape[axis], modes[axis]), 1 if inverse else -1)
+            mats.append(Gemm(complex_gemm_matrix(fa.T if inverse else fa), ctx, side="right"))
+        self.axes = torch.nn.ModuleList(mats)
+
+    def _complex_pass(self, gemm, state, dim, last):
+        moved = _moved(state, dim, last)
+        lead = moved[0].shape[:-1]
+        y = gemm(torch.cat([t.reshape(-1, t.shape[-1]) for t in moved], 1))
+        half = y.shape[1] // 2
+        return _back((y[:, :half].reshape(*lead, half), y[:, half:].reshape(*lead, half)), dim, last)
+
+    def forward(self, *inputs):
+        M, last = inputs[0].shape[0], len(self.shape)
+        if not self.inverse:
+            x = inputs[0].reshape(M, *self.shape)
+            y = self.real(x.reshape(-1, self.shape[-1]))
+            m = self.modes[-1]
+            state = (y[:, :m].reshape(*x.shape[:-1], m), y[:, m:].reshape(*x.shape[:-1], m))
+            for axis in range(len(self.shape) - 2, -1, -1):
+                state = self._complex_pass(self.axes[axis], state, axis + 1, last)
+            return tuple(t.reshape(M, -1) for t in state)
+        state = tuple(t.reshape(M, *self.kept) for t in inputs)
+        for axis in range(len(self.shape) - 1):
+            state = self._complex_pass(self.axes[axis], state, axis + 1, last)
+        lead = state[0].shape[:-1]
+        y = self.real(torch.cat([t.reshape(-1, self.modes[-1]) for t in state], 1))
+        return (y.reshape(*lead, self.shape[-1]).reshape(M, -1),)
+
+
+class TruncateFull(torch.nn.Module):
+    """method=full: the whole r2c then the kept spectrum cut out; c2r: zero-filled in, then the whole c2r."""
+
+    def __init__(self, shape: tuple, modes: tuple, inverse: bool, child):
+        super().__init__()
+        self.shape, self.modes, self.inverse, self.child = tuple(shape), tuple(modes), inverse, child
+        self.full = (*shape[:-1], shape[-1] // 2 + 1)
+        self.kept = (*(2 * m for m in modes[:-1]), modes[-1])
+
+    def _cut(self, t):
+        for axis, m in enumerate(self.modes[:-1]):
+            dim = axis + 1
+            t = torch.cat([t.narrow(dim, 0, m), t.narrow(dim, t.shape[dim] - m, m)], dim)
+        return t[..., : self.modes[-1]]
+
+    def _fill(self, t):
+        t = torch.nn.functional.pad(t, (0, self.full[-1] - self.modes[-1]))
+        for axis, m in enumerate(self.modes[:-1]):
+            dim, n = axis + 1, self.shape[axis]
+            low, high = t.narrow(dim, 0, m), t.narrow(dim, m, m)
+            zeros = torch.zeros_like(t.narrow(dim, 0, 1)).expand(*t.shape[:dim], n - 2 * m, *t.shape[dim + 1:])
+            t = torch.cat([low, zeros, high], dim)
+        return t
+
+    def forward(self, *inputs):
+        M = inputs[0].shape[0]
+        if not self.inverse:
+            re, im = self.child(*inputs)
+            return tuple(self._cut(t.reshape(M, *self.full)).reshape(M, -1) for t in (re, im))
+        re, im = (self._fill(t.reshape(M, *self.kept)).reshape(M, -1) for t in inputs)
+        return self.child(re, im)
+
+
+def modes_word(modes) -> str:
+    """``(16, 8)`` → ``"16x8"``: how a node prints (and a strategy names) the kept modes."""
+    return "x".join(map(str, modes))
+
+
+class Truncated(WholeShape, Solver):
+    name = "truncated"
+    composite = True
+    truncates = True
+    takes_factors = True
+    kinds = ("r2c", "c2r")
+    ranks = "any"
+    options = ("method", "modes", "kind")
+    word_options = ("method", "kind")  # modes= is an int (1-D) or a word like 16x8, checked here
+
+    def why_not(self, problem, planner, forced):
+        return None if problem.modes else "plans truncated transforms only (modes=...)"
+
+    def why_not_spec(self, problem, spec):
+        modes = spec.option("modes")
+        others = attrs.evolve(spec, options=tuple(o for o in spec.options if o[0] != "modes"))
+        reason = super().why_not_spec(problem, others)  # WholeShape: the factors and kind=
+        if reason is None and modes is not None and str(modes) != modes_word(problem.modes):
+            reason = f"the strategy's truncated node keeps modes {modes} but the problem keeps {modes_word(problem.modes)}"
+        method = spec.option("method")
+        if reason is None and method is not None:
+            reason = self._why_not_method(problem, method)
+        return reason
+
+    @staticmethod
+    def _why_not_method(problem, method) -> str | None:
+        if method not in METHODS:
+            return f"truncated has no method {method!r} (methods: {', '.join(METHODS)})"
+        if method == "gemm" and max(problem.shape) > MAX_GEMM_N:
+            return f"method=gemm is for axes ≤ {MAX_GEMM_N} (its matrices are n × 2m); shape {problem.shape}"
+        return None
+
+    def plan(self, problem, planner, spec):
+        forced = spec.option("method") if spec is not None else None
+        if forced and (reason := self._why_not_method(problem, forced)):
+            raise PlanningError(reason)
+        methods = [forced] if forced else [m for m in METHODS if self._why_not_method(problem, m) is None]
+        return best_variant(lambda m: self._plan_method(problem, planner, spec, m), methods,
+                            tol=planner.tol(problem))
+
+    def _plan_method(self, problem, planner, spec, method):
+        params = {"factors": problem.shape, "kind": problem.kind, "method": method,
+                  "modes": modes_word(problem.modes)}
+        b, size = problem.batch, itemsize(problem)
+        kept = math.prod(problem.kept_shape)
+        if method == "full":
+            whole = attrs.evolve(problem, modes=(), norm="forward" if problem.inverse else "backward")
+            child = planner.plan(whole, spec.child(0) if spec is not None else None)
+            full = math.prod(whole.out_shape if not problem.inverse else whole.in_shape)
+            work = copy(2 * (kept + (full if problem.inverse else 0)) * b, size, launches=2 * problem.rank)
+            return self.node(problem, planner, work, child.error, params=params, children=(child,))
+        work, errors = self._pruned_work(problem, b, size)
+        return self.node(problem, planner, work, combine(*errors), params=params)
+
+    @staticmethod
+    def _pruned_work(problem, b, size):
+        """GEMM flops per pass on the data as it is at that pass (pruned passes shrink it)."""
+        u = UNIT_ROUNDOFF[problem.precision]
+        a, slope = ERROR_GEMM.get(problem.precision, ERROR_GEMM["fp32"])
+        shape, modes = problem.shape, problem.modes
+        cur = list(shape)
+        order = [len(shape) - 1, *range(len(shape) - 2, -1, -1)]
+        work, errors = Work(), []
+        for axis in order:
+            n = shape[axis]
+            rows = math.prod(cur) // cur[axis] * b
+            out = modes[axis] if axis == len(shape) - 1 else 2 * modes[axis]
+            real = 1 if axis == len(shape) - 1 else 2  # the real pass reads one array, the others two
+            work += Work(launches=1, gemm_flops=2.0 * rows * real * n * 2 * out,
+                         bytes=(rows * (real * n + 2 * out) + real * n * 2 * out) * size)
+            if axis != len(shape) - 1:
+                work += transpose(4 * rows * max(n, out), size, run=1, launches=4)
+            errors.append(u * (a + slope * sqrt_growth(n)))
+            cur[axis] = out
+        return work, errors
+
+    def build(self, node, ctx):
+        shape = tuple(node.param("factors"))
+        modes = tuple(int(m) for m in str(node.param("modes")).split("x"))
+        if node.param("method") == "gemm":
+            return PrunedRowColumn(shape, modes, node.inverse, ctx)
+        return TruncateFull(shape, modes, node.inverse, ctx.build(node.children[0]))
