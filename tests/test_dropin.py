@@ -556,3 +556,62 @@ def test_export_with_a_dynamic_batch_runs_at_another_batch():
     program = torch.export.export(layer, (_rand((4, 32)),), dynamic_shapes={"x": {0: Dim("batch", min=2)}})
     x = _rand((7, 32), seed=8)
     assert _rel_l2(program.module()(x), _layer_reference(layer, x)) <= DEFAULT_TOL["fp32"]
+
+
+# ---------------------------------------------------------------- a shape seen for the first time: cheap, nothing on disk
+
+
+def _records():
+    from trnplan.cache import default_cache
+
+    return default_cache().records()
+
+
+@pytest.fixture
+def dropin_plans(monkeypatch):
+    """The plans the drop-in makes for new shapes, in order."""
+    from trnplan.plan import api
+
+    made = []
+    real = api.dropin_plan
+
+    def spy(*args, **kwargs):
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(api, "dropin_plan", spy)
+    return made
+
+
+@pytest.mark.parametrize("name, shape, dtype", [("fft", (3, 1009), torch.complex64), ("rfft", (2, 360), torch.float64),
+                                                ("fft2", (2, 24, 40), torch.complex128)])
+def test_a_new_shape_plans_the_devices_own_fft_and_writes_nothing(name, shape, dtype, dropin_plans):
+    x = torch.randn(shape, dtype=dtype)
+    y = getattr(tfft, name)(x)
+    ref = getattr(np.fft, name)(x.numpy().astype(np.complex128 if x.is_complex() else np.float64))
+    precision = "fp64" if dtype in (torch.complex128, torch.float64) else "fp32"
+    assert np.linalg.norm(y.numpy() - ref) / np.linalg.norm(ref) <= DEFAULT_TOL[precision]
+    assert _records() == []  # no wisdom written for a drop-in call
+    (plan,) = dropin_plans
+    assert plan.tree.solver == "native" or (plan.tree.solver in ("real", "nd") and "method=lib" in str(plan.tree))
+    assert plan.provenance.cache_path is None  # planned without the cache: stored nowhere
+
+
+def test_a_new_shape_uses_stored_wisdom(dropin_plans):
+    trnplan.plan_many(1024, 4)  # stored, as a precompiled or measured plan is
+    trnplan.clear_plan_cache()
+    tfft.fft(torch.randn(4, 1024, dtype=torch.complex64))
+    (plan,) = dropin_plans
+    assert plan.provenance.origin == "wisdom hit"
+
+
+def test_dropin_search_asks_for_the_full_estimate_and_stores_it(monkeypatch, dropin_plans):
+    monkeypatch.setenv("TRNPLAN_DROPIN_SEARCH", "1")
+    tfft.fft(torch.randn(2, 1009, dtype=torch.complex64))
+    assert len(_records()) == 1 and dropin_plans[0].provenance.origin == "planned now"
+
+
+def test_dropin_under_wisdom_only_still_refuses_a_miss(monkeypatch):
+    monkeypatch.setenv("TRNPLAN_WISDOM_ONLY", "1")
+    with pytest.raises(trnplan.WisdomMiss, match="no stored plan"):
+        tfft.fft(torch.randn(2, 1013, dtype=torch.complex64))

@@ -482,13 +482,15 @@ def test_repeated_calls_do_not_replan(monkeypatch):
     assert len(calls) == 4
 
 
-def test_the_front_cache_returns_the_plan_plan_many_returns():
+def test_the_front_cache_returns_the_plan_the_first_call_made():
+    """The front ends' alias: a repeated call gets the plan the first call made (for a new shape, the
+    device's own FFT planned without a search, api.dropin_plan), not a new one."""
     trnplan.clear_plan_cache()
     x = make_input((3, 5, 16), torch.float32)
     tfft.rfft2(x)
-    plan = trnplan.plan_many((5, 16), batch=3, kind="r2c", dtype=torch.complex64)
+    plan = plan_api.cached_plan("r2c", (5, 16), 3, torch.complex64, "backward", False, x.device)
     assert plan_api.cached_plan("r2c", (5, 16), 3, torch.complex64, "backward", False, x.device) is plan
-    assert plan.problem.kind == "r2c" and plan.problem.shape == (5, 16)
+    assert plan.problem.kind == "r2c" and plan.problem.shape == (5, 16) and plan.problem.batch == 3
 
 
 # ---------------------------------------------------------------------------- frequency helpers

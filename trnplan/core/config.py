@@ -15,6 +15,9 @@ variable                   default             meaning
 TRNPLAN_PLAN_LRU_SIZE      256                 ready plans kept by the in-process plan cache
 TRNPLAN_CACHE_DIR          ~/.cache/trnplan    the on-disk plan cache (or $XDG_CACHE_HOME)
 TRNPLAN_WISDOM_ONLY        0                   1: never plan or compile; a cache miss is an error
+TRNPLAN_DROPIN_SEARCH      0                   1: trnplan.fft/stft plan a new shape with the full cost-model
+                                               search and store it (plan_many's estimate); 0: stored wisdom,
+                                               else the device's own FFT, nothing written
 TRNPLAN_TRUST_CACHE        0                   1: load artifacts from a cache dir others can write
 TRNPLAN_TIMELIMIT          5 (measure),        seconds effort "measure" / "patient" may spend timing
                            30 (patient)        candidates (FFTW's fftw_set_timelimit); also set_timelimit()
@@ -106,6 +109,13 @@ def plan_lru_size() -> int:
 def wisdom_only() -> bool:
     """``TRNPLAN_WISDOM_ONLY=1``: the whole process behaves as ``effort="wisdom_only"``."""
     return _flag_env("TRNPLAN_WISDOM_ONLY", False)
+
+
+def dropin_search() -> bool:
+    """``TRNPLAN_DROPIN_SEARCH=1``: the drop-in front ends (trnplan.fft, trnplan.stft) plan a shape
+    they have not seen with plan_many's full estimate and store it, instead of the cheap path
+    (stored wisdom where there is some, else the device's own FFT, nothing written to disk)."""
+    return _flag_env("TRNPLAN_DROPIN_SEARCH", False)
 
 
 def cache_dir() -> str | None:

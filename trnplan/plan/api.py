@@ -21,7 +21,7 @@ from trnplan.backends import accel, get_backend, neuron
 from trnplan.cache import default_cache
 from trnplan.cache.store import default_cache_dir
 from trnplan.core import config
-from trnplan.core.errors import PlanningError
+from trnplan.core.errors import PlanningError, WisdomMiss
 from trnplan.core.problem import Problem
 from trnplan.core.spec import Spec, parse_strategy
 from trnplan.plan.memo import PLANS
@@ -29,6 +29,7 @@ from trnplan.plan.plan import Plan
 from trnplan.plan.provide import provide
 from trnplan.plan.validation import check_cache_and_compile, check_supported, check_tol, resolve_device
 from trnplan.plan.verify import verify_plan
+from trnplan.planner.planner import DEFAULT_STRATEGIES
 from trnplan.planner.registry import solver_names
 
 if TYPE_CHECKING:  # annotations only (from __future__ import annotations): no import at run time
@@ -53,14 +54,45 @@ def cached_plan(kind: str, shape: tuple, batch: int, dtype, norm: str, inverse: 
                 compile: str = "auto", modes=None) -> Plan:
     """plan_many for front ends that ask per call (trnplan.fft, trnplan.stft, trnplan.install's
     kernels): their raw arguments are an alias in the in-process plan cache, so a repeated call
-    skips validating the request. ``modes``: a truncated transform's kept frequencies."""
+    skips validating the request. ``modes``: a truncated transform's kept frequencies.
+
+    A shape seen for the first time is planned cheaply (:func:`dropin_plan`)."""
     alias = (kind, shape, batch, dtype, norm, inverse, device, compile, modes)
     plan = PLANS.by_alias(alias)
     if plan is None:
-        plan = plan_many(shape, batch, kind=kind, inverse=inverse, dtype=dtype, norm=norm, device=device,
-                         compile=compile, modes=modes)
+        plan = dropin_plan(shape, batch, kind=kind, inverse=inverse, dtype=dtype, norm=norm, device=device,
+                           compile=compile, modes=modes)
         PLANS.add_alias(alias, plan)
     return plan
+
+
+def dropin_plan(shape, batch: int, **request) -> Plan:
+    """The drop-in's plan of a shape it has not seen: what the plan cache holds for it (precompiled
+    or measured wisdom), else the device's own FFT (torch.fft, cuFFT) planned without a search
+    and stored nowhere; devices without one (Trainium, xla) plan as plan_many does.
+
+    plan_many's full estimate searches every solver's trees (four-step splits, Bluestein lengths):
+    100-400 ms per new length here (busy 2-core machine; 200 new lengths took 4.2 s against
+    torch.fft's 2.8 ms, and left 215 records on disk), and keeps the device's own FFT unless
+    another tree is predicted faster beyond the model's error. ``TRNPLAN_DROPIN_SEARCH=1`` (or
+    planning with :func:`plan_many` yourself, or precompiling) asks for that search, stored.
+    """
+    if (config.dropin_search() or config.wisdom_only() or request.get("compile", "auto") not in ("auto", "eager")
+            or request.get("modes") is not None):
+        # asked for, production, an artifact, or a truncated transform: as plan_many
+        return plan_many(shape, batch, **request)
+    cache = default_cache()
+    if cache is not None and cache.usable:
+        try:
+            return plan_many(shape, batch, **request, effort="wisdom_only", cache=cache)
+        except WisdomMiss:
+            pass
+    for strategy in DEFAULT_STRATEGIES:  # torch.fft's own call for c2c, r2c/c2r, rank ≥ 2
+        try:
+            return plan_many(shape, batch, **request, strategy=strategy, cache=None)
+        except PlanningError:
+            continue
+    return plan_many(shape, batch, **request)
 
 
 def plan_many(
@@ -306,4 +338,4 @@ def _finish_plan(problem, spec, dev, tol, cache, compile, verify, effort, got, r
     return plan
 
 
-__all__ = ["DEFAULT_CACHE", "cached_plan", "clear_plan_cache", "plan_cache_info", "plan_many", "plan_many_uncached"]
+__all__ = ["DEFAULT_CACHE", "cached_plan", "clear_plan_cache", "dropin_plan", "plan_cache_info", "plan_many", "plan_many_uncached"]
