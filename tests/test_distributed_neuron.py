@@ -147,8 +147,8 @@ def _job_two(rank, world, gloo):
     # torch's all_to_all_single hands a complex tensor to the backend as its real view, so the
     # backend's own rule is checked on the process group itself
     pg = dist.distributed_c10d._get_default_group()
-    c = devsi.NeuronTensor(torch.zeros(4, dtype=torch.complex64))
-    _refused(pgsi.NeuronCollectiveRefused, "complex64", lambda: pg.alltoall_base(torch.empty_like(c), c, [], []))
+    c, c_out = (devsi.NeuronTensor(torch.zeros(4, dtype=torch.complex64)) for _ in range(2))  # wrapped: no op runs
+    _refused(pgsi.NeuronCollectiveRefused, "complex64", lambda: pg.alltoall_base(c_out, c, [], []))
     _refused(pgsi.NeuronCollectiveRefused, "neuron tensors",
              lambda: dist.all_to_all_single(torch.empty(4), torch.zeros(4)))
 
@@ -167,7 +167,7 @@ def _job_four(rank, world, gloo):
     if rank in (1, 2):
         t = devsi.to_neuron(torch.zeros(2))
         _refused(pgsi.NeuronCollectiveRefused, "not a contiguous run aligned",
-                 lambda: dist.all_to_all_single(torch.empty_like(t), t, group=pair))
+                 lambda: dist.all_to_all_single(torch.empty(2, device="neuron"), t, group=pair))
 
 
 # ---------------------------------------------------------------------- the spawn harness

@@ -869,7 +869,7 @@ def _exchange(fields: dict, group, device, my_rank: int) -> None:
         mine = mine.to(torch.int32)
     mine = mine.to(device)
     size = dist.get_world_size(group)
-    rows = [torch.empty_like(mine) for _ in range(size)]
+    rows = [torch.empty(mine.shape, dtype=mine.dtype, device=mine.device) for _ in range(size)]
     dist.all_gather(rows, mine, group=group)
     rows = [r.cpu().tolist() for r in rows]
     failed = [r for r, row in enumerate(rows) if row[1]]
