@@ -247,6 +247,22 @@ def test_predict_512_cubed_on_32_trn1_cores():
     assert [(q, b) for q, b, _ in slab["exchanges"]] == [(32, 9 * 8 * points * 31 // 32)]
 
 
+def test_pencil_beyond_one_chip_refused_at_plan_time():
+    """On 8 or more neuron ranks a pencil's grid columns are strided across chips: refused before any collective."""
+    from trnplan.core.errors import NotSupportedYet
+    from trnplan.core.problem import Problem
+    from trnplan.distributed import _check_split_route
+
+    problem = Problem.create((8, 8, 8), 1, dtype=torch.complex64, device="neuron")
+    for ranks in (2, 4):
+        _check_split_route(problem, "pencil", "neuron", ranks)  # columns inside one chip
+        _check_split_route(problem, "slab", "neuron", ranks)
+    for ranks, column in ((8, r"\[0, 4\]"), (16, r"\[0, 4, 8, 12\]")):
+        with pytest.raises(NotSupportedYet, match=rf"strided, and group {column} is strided across chips.*layout='slab'"):
+            _check_split_route(problem, "pencil", "neuron", ranks)
+    _check_split_route(problem, "slab", "neuron", 32)  # one 32-rank group: trn1.32xlarge accepted it
+
+
 def test_group_rules_of_the_plan_and_the_standin():
     """The documented replica-group rules, in trnplan's plan-time check and in the stand-in (written apart)."""
     sys.path.insert(0, str(TESTS))
