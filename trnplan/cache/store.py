@@ -231,6 +231,10 @@ def _remove_value_files(root: Path) -> int:
     return removed
 
 
+def _count_like(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
 def _reset_settings(db: Path) -> None:
     """Drop every diskcache Settings row but its counters, and recount those from the Cache table
     (diskcache writes the settings back on open)."""
@@ -328,7 +332,14 @@ class PlanCache:
         settings = {**diskcache.core.DEFAULT_SETTINGS, "size_limit": self.size_limit,
                     "eviction_policy": "least-recently-used"}
         try:
-            return diskcache.Cache(str(self.path), disk=JSONOnlyDisk, timeout=30, **settings)
+            store = diskcache.Cache(str(self.path), disk=JSONOnlyDisk, timeout=30, **settings)
+            # the counters diskcache keeps in Settings (not settable on open): a NULL or text
+            # "size" broke every eviction and `cache info` (found by tests/test_fuzz.py)
+            bad = [k for k in diskcache.core.METADATA if not _count_like(store.reset(k))]
+            if not bad:
+                return store
+            store.close()
+            raise ValueError(f"its counters {bad} are not integers ≥ 0")
         except (TypeError, ValueError, AttributeError, KeyError) as exc:
             _warn(f"plan cache {self.path}: its Settings table is damaged ({type(exc).__name__}: {exc}); "
                   f"resetting it (the entries are kept)")
@@ -703,7 +714,7 @@ class PlanCache:
         out["artifact_entries"] = len(self._keys("artifact:"))
         try:
             out["bytes"] = int(store.volume()) if store is not None else 0
-        except (OSError, sqlite3.Error):
+        except (OSError, sqlite3.Error, TypeError, ValueError):
             out["bytes"] = 0
         out["path"] = str(self.path)
         out["size_limit"] = self.size_limit

@@ -435,7 +435,10 @@ def device_kind(device) -> str:
     if isinstance(device, torch.device):
         kind = device.type
     elif isinstance(device, str):
-        kind = device.split(":", 1)[0]
+        kind, colon, index = device.partition(":")
+        if colon and not (index.isascii() and index.isdigit() and (index == "0" or not index.startswith("0"))):
+            raise ValueError(f"device {device!r}: the index after ':' must be a device number, as in 'cuda:1' "
+                             f"(torch.device refuses {device!r} too)")
     else:
         raise TypeError(f"device must be a str or torch.device, got {type(device).__name__}: {device!r}")
     if kind not in device_kinds():
