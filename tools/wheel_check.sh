@@ -39,6 +39,13 @@ assert err <= bound, f"wheel check: error {err:.2e} over the fp32 bar {bound:.1e
 print(f"wheel check: {trnplan.__version__} from {trnplan.__file__}: {plan.tree} error {err:.2e} <= {bound:.1e}")
 PY
 "$tmp/venv/bin/trnplan" plan 64 --batch 2 --verify --cache-dir "$tmp/cache" >/dev/null
+# torch loads the wheel's torch.backends entry point at `import torch`: TRNPLAN_INSTALL=1 installs
+# trnplan's torch.fft kernels (code you cannot edit); unset, trnplan is not even imported
+probe='import sys, torch; m = sys.modules.get("trnplan"); print(m.installed() if m else "not imported")'
+got=$(TRNPLAN_INSTALL=1 TRNPLAN_CACHE_DIR="$tmp/cache" "$tmp/venv/bin/python" -c "$probe")
+[[ "$got" == "['XLA', 'PrivateUse1']" ]] || { echo "wheel check: TRNPLAN_INSTALL=1 import torch gave $got" >&2; exit 1; }
+got=$(env -u TRNPLAN_INSTALL "$tmp/venv/bin/python" -c "$probe")
+[[ "$got" == "not imported" ]] || { echo "wheel check: import torch without TRNPLAN_INSTALL gave $got" >&2; exit 1; }
 # the commands trnplan's messages and help tell an installed user to run (tests/test_cli.py,
 # test_every_hint_works_from_the_wheel, checks no message names a file of the checkout instead)
 "$tmp/venv/bin/trnplan" precompile --help | grep -q '^  \[\[plan\]\]'
