@@ -1,8 +1,8 @@
 """The ``trnplan`` command line: exit codes, what it prints, and its verify bound.
 
 Exit codes (trnplan.cli): 0 ok, 1 verified error over the plan's bound, 2 usage or planning
-error (message on stderr starting with "error:"); argparse's own usage errors exit 2 through
-SystemExit.
+error (message on stderr starting with "error:"), 3 a failure while running (tests/test_fail_fast.py);
+argparse's own usage errors exit 2 through SystemExit.
 """
 
 from __future__ import annotations

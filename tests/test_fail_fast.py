@@ -209,6 +209,15 @@ def test_every_setting_is_checked_when_planning_starts(monkeypatch, capsys, name
     assert f"error: environment variable {name}={value!r}" in capsys.readouterr().err
 
 
+def test_check_environment_covers_every_setting_config_reads():
+    """A new TRNPLAN_* variable joins config.SETTINGS, or check_environment would not check it."""
+    from trnplan.core import config
+
+    source = pathlib.Path(config.__file__).read_text()
+    read = set(re.findall(r'"(TRNPLAN_[A-Z0-9_]+)"', source))
+    assert read and read == set(config.SETTINGS)
+
+
 @pytest.mark.parametrize("name,value,want", [
     ("TRNPLAN_PLAN_LRU_SIZE", " 12 ", 12), ("TRNPLAN_MEASURE_TOP_K", "\t3\n", 3), ("TRNPLAN_TIMELIMIT", " 2.5 ", 2.5),
     ("TRNPLAN_TIMELIMIT", "1e1", 10.0), ("TRNPLAN_RECHECK", " 0 ", False), ("TRNPLAN_AOT_LOAD_CHECK", " 1", "1"),

@@ -6,12 +6,17 @@
     trnplan bench [--quick] [--out DIR] [--docs PATH]
     trnplan precompile MANIFEST_OR_PROBLEM... [--cache-dir D] [--jobs N] [--backward]
     trnplan calibrate [--quick] [--threads 1,2]
-    trnplan cache info|list|clear|export FILE|import FILE [--cache-dir D]
+    trnplan cache info|list|clear|export FILE|import FILE [--trust-artifacts|--plans-only] [--cache-dir D]
     trnplan audit [SHAPE] [--batch B] [--kind K] [--precision P] [--strategy S] [--grid]
 
 ``plan`` plans the transform, runs it on seeded random data, prints the tree and the execute
 time (median of repeats after a warm-up) and, with ``--verify``, the relative L2 error against
 numpy.fft in complex128; it exits with status 1 when that error is over the plan's bound.
+
+Exit codes: 0 ok; 1 over the bound (also: a precompile entry failed, an audit finding, a bundle
+entry rejected); 2 a usage, setting or planning error, or a damaged cache; 3 a failure while
+running (out of memory, a device error). Errors are one "error: ..." line on stderr, never a
+traceback.
 """
 
 from __future__ import annotations

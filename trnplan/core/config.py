@@ -242,6 +242,7 @@ SETTINGS = {
     "TRNPLAN_PLAN_LRU_SIZE": plan_lru_size,
     "TRNPLAN_CACHE_DIR": cache_dir,
     "TRNPLAN_WISDOM_ONLY": wisdom_only,
+    "TRNPLAN_DROPIN_SEARCH": dropin_search,
     "TRNPLAN_TRUST_CACHE": trust_cache,
     "TRNPLAN_RECHECK": recheck,
     "TRNPLAN_TIMELIMIT": lambda: _number_env("TRNPLAN_TIMELIMIT"),
@@ -262,7 +263,7 @@ def check_environment() -> None:
     """Parse every ``TRNPLAN_*`` setting (:data:`SETTINGS`); raise ValueError for the first bad one.
 
     Called at the start of every plan (``plan_many``) and every ``trnplan`` command. The values
-    last found good are remembered, so an unchanged environment costs 15 dictionary reads.
+    last found good are remembered, so an unchanged environment costs one dictionary read per setting.
     """
     global _checked
     values = tuple(os.environ.get(name) for name in SETTINGS)
