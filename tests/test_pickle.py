@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import io
+import logging
 import multiprocessing
 import pickle
 
@@ -142,3 +143,66 @@ def test_copy_and_deepcopy_share_the_executable():
         assert clone.module is plan.module  # shared, not re-planned
         x = torch.randn(4, 256, dtype=torch.complex64)
         assert torch.equal(clone.execute(x), plan.execute(x))
+
+
+# ---------------------------------------------------------------- execute(x, out=...), as FFTW's output arrays
+
+
+@pytest.mark.parametrize("kind", ["c2c", "r2c", "c2r"])
+def test_execute_into_out(kind):
+    plan = trnplan.plan_many((8, 32), 3, kind=kind)
+    x = _input(plan)
+    want = plan.execute(x)
+    out = torch.empty_like(want)
+    assert plan.execute(x, out=out) is out and torch.equal(out, want)
+    got = trnplan.core.accuracy.reference(plan.problem, x.numpy().astype(np.complex128 if x.is_complex()
+                                                                          else np.float64))
+    assert np.linalg.norm(out.numpy() - got) / np.linalg.norm(got) <= DEFAULT_TOL["fp32"]
+
+
+def test_execute_in_place_and_pair_out():
+    plan = trnplan.plan_many(64, 2)
+    x = torch.randn(2, 64, dtype=torch.complex64)
+    want = plan.execute(x)
+    assert plan.execute(x, out=x) is x and torch.equal(x, want)  # in place: the input overwritten
+    re, im = torch.randn(2, 64), torch.randn(2, 64)
+    out = (torch.empty(2, 64), torch.empty(2, 64))
+    assert plan.execute((re, im), out=out) is out
+    assert all(torch.equal(a, b) for a, b in zip(out, plan.execute((re, im))))
+
+
+def test_execute_out_refusals():
+    plan = trnplan.plan_many(64, 2)
+    x = torch.randn(2, 64, dtype=torch.complex64)
+    with pytest.raises(ValueError, match=r"out has shape \(2, 32\).*result is \(2, 64\)"):
+        plan.execute(x, out=torch.empty(2, 32, dtype=torch.complex64))
+    with pytest.raises(ValueError, match="torch.complex128 on cpu; this call's result is"):
+        plan.execute(x, out=torch.empty(2, 64, dtype=torch.complex128))
+    with pytest.raises(TypeError, match=r"out must be one tensor"):
+        plan.execute(x, out=(torch.empty(2, 64), torch.empty(2, 64)))
+    with pytest.raises(TypeError, match=r"out must be a \(re, im\) pair"):
+        plan.execute((torch.randn(2, 64), torch.randn(2, 64)), out=torch.empty(2, 64))
+    with pytest.raises(RuntimeError, match="does not support automatic differentiation"):
+        plan.execute(x, out=torch.empty(2, 64, dtype=torch.complex64, requires_grad=True))
+
+
+def test_export_and_import_wisdom(tmp_path):
+    plan = trnplan.plan_many(256, 4, strategy="stockham")
+    counts = trnplan.export_wisdom(tmp_path / "w.zip")
+    assert counts["wisdom"] == 1
+    other = trnplan.PlanCache(tmp_path / "other")
+    report = trnplan.import_wisdom(tmp_path / "w.zip", other)
+    assert not report.rejected
+    again = trnplan.plan_many(256, 4, strategy="stockham", cache=other, effort="wisdom_only")
+    assert again.provenance.origin == "wisdom hit" and str(again.tree) == str(plan.tree)
+
+
+def test_planning_decisions_go_to_the_logging_module(caplog):
+    with caplog.at_level(logging.DEBUG, logger="trnplan"):
+        plan = trnplan.plan_many(96, 2)
+        trnplan.clear_plan_cache()
+        trnplan.plan_many(96, 2)  # a wisdom hit: DEBUG
+    records = [r for r in caplog.records if r.name == "trnplan.plan.provide"]
+    assert [r.levelno for r in records] == [logging.INFO, logging.DEBUG]
+    assert str(plan.tree) in records[0].getMessage() and "planned now" in records[0].getMessage()
+    assert "wisdom hit" in records[1].getMessage()

@@ -13,7 +13,8 @@ from trnplan import (
 from trnplan._version import __version__
 from trnplan.backends import get_backend
 from trnplan.backends.accel import configure_compile_cache_if_neuron as _configure_compile_cache
-from trnplan.cache import PlanCache
+from trnplan.cache import PlanCache, set_default_cache
+from trnplan.cache.bundle import export_wisdom, import_wisdom
 from trnplan.cache.store import default_cache_dir as _default_cache_dir
 from trnplan.core.config import set_timelimit
 from trnplan.core.errors import (
@@ -59,14 +60,17 @@ __all__ = [
     "__version__",
     "clear_plan_cache",
     "distributed",
+    "export_wisdom",
     "fft",
     "get_backend",
+    "import_wisdom",
     "install",
     "installed",
     "istft",
     "plan_cache_info",
     "plan_many",
     "precompile",
+    "set_default_cache",
     "set_timelimit",
     "solver_names",
     "stft",

@@ -22,6 +22,7 @@ import zipfile
 
 import attrs
 
+from trnplan.cache import default_cache
 from trnplan.cache.store import PlanCache, parse_wisdom
 from trnplan.core.errors import TrnplanError
 
@@ -168,3 +169,34 @@ def _import_entries(cache: PlanCache, zf, entries: list, plans_only: bool) -> Im
             cache.add_wisdom(key, record)
             n_wisdom += 1
     return ImportReport(n_wisdom, n_art, tuple(rejected))
+
+
+def export_wisdom(path, cache: PlanCache | None = None) -> dict:
+    """Write the plan cache's wisdom (and the artifacts it names) to one file, as FFTW's
+    ``fftw_export_wisdom_to_filename``: :func:`export_bundle` of ``cache`` (default: the
+    process-wide default cache). Returns ``{"wisdom": plans, "artifacts": artifacts}``.
+
+    Examples
+    --------
+    >>> import trnplan  # doctest: +SKIP
+    >>> trnplan.export_wisdom("plans.zip")  # doctest: +SKIP
+    """
+    return export_bundle(_cache_or_default(cache), path)
+
+
+def import_wisdom(path, cache: PlanCache | None = None, *, trust_artifacts: bool = False,
+                  plans_only: bool = False) -> ImportReport:
+    """Verify and add the wisdom of a file written by :func:`export_wisdom` to the plan cache
+    (default: the process-wide default cache), as FFTW's ``fftw_import_wisdom_from_filename``:
+    :func:`import_bundle`, whose ``trust_artifacts`` / ``plans_only`` it takes. Every record is
+    checked; a bundle holding compiled artifacts needs one of the two."""
+    return import_bundle(_cache_or_default(cache), path, trust_artifacts=trust_artifacts, plans_only=plans_only)
+
+
+def _cache_or_default(cache):
+    if cache is None:
+        cache = default_cache()
+    if cache is None:
+        raise ValueError("no plan cache: the process default is None (set_default_cache); pass cache=PlanCache(dir)")
+    return cache
+

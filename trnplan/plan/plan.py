@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import overload
 
 import numpy as np
 import torch
@@ -146,7 +147,14 @@ class Plan:
         self._replan = replan
 
     # ------------------------------------------------------------------ running
-    def execute(self, x: torch.Tensor) -> torch.Tensor:
+    @overload
+    def execute(self, x: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor: ...
+
+    @overload
+    def execute(self, x: tuple[torch.Tensor, torch.Tensor] | list[torch.Tensor],
+                out: tuple[torch.Tensor, torch.Tensor] | None = None) -> tuple[torch.Tensor, ...]: ...
+
+    def execute(self, x, out=None):
         """Run the transform.
 
         Parameters
@@ -160,6 +168,13 @@ class Plan:
               tensors of the matching real dtype (float32 for complex64);
             * r2c: real (float32 for complex64, float64 for complex128), trailing shape ``shape``;
             * c2r: complex, trailing shape ``(*shape[:-1], shape[-1] // 2 + 1)``; or a pair.
+
+        out : torch.Tensor or (torch.Tensor, torch.Tensor), optional
+            Where to write the result, as FFTW's and pyFFTW's output arrays and torch.fft's ``out=``:
+            a tensor (a pair for the pair form) of exactly the result's shape, dtype and device
+            (:attr:`output_shape` for an input of :attr:`input_shape`); returned. It may be
+            ``x`` itself where the shapes and dtypes allow (c2c): the transform is computed,
+            then written over the input. Not with autograd (torch's rule for ``out=``).
 
         Returns
         -------
@@ -182,6 +197,8 @@ class Plan:
         Differentiable: when ``x`` requires grad, the backward pass runs the adjoint transform
         (:meth:`adjoint`) as another cached plan.
         """
+        if out is not None:
+            return self._execute_into(x, out)
         if isinstance(x, torch.Tensor):
             signature = (x.shape, x.dtype, x.device)
             direct = self._direct.get(signature)
@@ -208,6 +225,27 @@ class Plan:
         )
 
     __call__ = execute
+
+    def _execute_into(self, x, out):
+        """:meth:`execute` with ``out=``: the result written into ``out`` (checked first)."""
+        pair_out = isinstance(x, (tuple, list)) and not self.problem.real_output  # c2c's pair form
+        outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        if not all(isinstance(t, torch.Tensor) for t in outs) or len(outs) != (2 if pair_out else 1):
+            raise TypeError(f"out must be {'a (re, im) pair of tensors' if pair_out else 'one tensor'}, as "
+                            f"execute() returns for this input; got {type(out).__name__}")
+        if torch.is_grad_enabled() and any(t.requires_grad for t in outs):
+            raise RuntimeError("execute(..., out=...) does not support automatic differentiation for outputs "
+                               "with requires_grad=True (as torch.fft's out=); call execute(x) instead")
+        y = self.execute(x)
+        ys = y if isinstance(y, tuple) else (y,)
+        for got, want in zip(outs, ys):
+            if got.shape != want.shape or got.dtype != want.dtype or got.device != want.device:
+                raise ValueError(f"out has shape {tuple(got.shape)}, {got.dtype} on {got.device}; this call's result "
+                                 f"is {tuple(want.shape)}, {want.dtype} on {want.device}: pass a tensor like that")
+        with torch.no_grad():
+            for got, want in zip(outs, ys):
+                got.copy_(want)
+        return out
 
     def run(self, x: torch.Tensor) -> torch.Tensor:
         """The transform of a tensor :meth:`execute` has validated, outside autograd (what the

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import sys
 import time
@@ -49,6 +50,8 @@ from trnplan.planner import leafcost, learn
 from trnplan.planner.measure import NOISE_FLOOR, Measurement, measure, ranked_candidates, recheck
 from trnplan.planner.planner import Candidate, Planner
 from trnplan.planner.registry import solver_names
+
+_LOG = logging.getLogger(__name__)
 
 
 @attrs.frozen
@@ -506,7 +509,21 @@ def _provide(problem, spec, device, tol, cache, compile, wisdom_only, effort) ->
         fingerprint_note=decision.fingerprint_note, effort=decision.effort, measurement=decision.measurement,
         replaced=decision.replaced,
         calibration=req.calibration, probe=req.probe, probe_origin=req.probe_origin, **facts)
+    _log_decision(problem, decision, provenance)
     return Provided(decision.tree, decision.candidates, decision.module, runner, provenance, req.tol)
+
+
+def _log_decision(problem, decision, provenance: Provenance) -> None:
+    """The planning decision on the ``logging`` module (logger ``trnplan.plan.provide``): INFO, one line
+    per plan (a wisdom hit at DEBUG), and the measured rule at DEBUG. Nothing is printed unless the
+    application configures logging (``logging.basicConfig(level=logging.INFO)``)."""
+    level = logging.DEBUG if decision.origin == "wisdom hit" else logging.INFO
+    if _LOG.isEnabledFor(level):
+        _LOG.log(level, "%s: %s (%s in %.1f ms, effort %s%s)", problem.describe(), decision.tree, decision.origin,
+                 provenance.planning_ms, decision.effort,
+                 f", stored as {provenance.wisdom_key}" if provenance.wisdom_key else ", not stored")
+    if decision.measurement is not None and _LOG.isEnabledFor(logging.DEBUG):
+        _LOG.debug("%s: %s", problem.describe(), decision.measurement.rule)
 
 
 def _assumed_probe(problem, device, cache, effort):
