@@ -27,6 +27,8 @@ CASES = {
     "nd": ((8, 16), 4, {}),
     "multicore": (256, 4, {"cores": 2}),
     "precision": (256, 4, {"precision": "auto", "tol": 1e-3}),
+    "r2r": (64, 4, {"kind": "dct2"}),
+    "truncated": (64, 4, {"kind": "r2c", "modes": (8,)}),
 }
 
 
