@@ -94,7 +94,7 @@ def complex_refusal(device: torch.device) -> str | None:
       neuronx-cc rejects complex data ("Complex data types are not supported on the Neuron
       device", NCC_EVRF004, compiler/error-codes/EVRF004.rst); compiler 2.27.5334 (SDK 2.32) adds
       complex64 to ~30 HLO ops, none of them an FFT (release-notes/components/compiler.rst), and
-      the XLA route's last torch-neuronx (2.9) predates nothing we could check: refused.
+      no Neuron document says a complex64 tensor may be a graph's input or output: refused.
     * ``xla`` on any other PJRT device (XLA:CPU, TPU, GPU): held (XLA's C64/C128 types).
     * ``neuron`` (TorchNeuron): refused, by rule 1 of runtimes.md §6 (no complex tensor on a
       NeuronCore, a plan's boundary included).
