@@ -5,14 +5,14 @@ BIN    := $(VENV)/bin
 # torch is pinned to the CPU build on purpose: any other torch request pulls a multi-GB CUDA build
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup demo test test-fast lint wheel-check bench bench-suite bench-examples bench-distributed bench-warm-start accuracy clean
+.PHONY: setup demo test test-fast lint docs wheel-check bench bench-suite bench-examples bench-distributed bench-warm-start accuracy clean
 
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet "$(TORCH)"
-	$(BIN)/python -m pip install --quiet -e '.[test,bench,fftw,mkl,dev,plot]'
+	$(BIN)/python -m pip install --quiet -e '.[test,bench,fftw,mkl,dev,plot,docs]'
 	touch $@
 
 demo: setup  ## plan, run, explain and verify a real transform
@@ -34,6 +34,9 @@ lint: setup  ## ruff, the import-layer contract (pyproject.toml), no cycles, fun
 	PYTHONPATH=. $(BIN)/lint-imports
 	PYTHONPATH=. $(BIN)/python tools/check_code.py
 	PYTHONPATH=. $(BIN)/mypy --strict --follow-imports=silent tools/typecheck/usage.py  # the public API's annotations
+
+docs: setup  ## the API reference from the docstrings (Sphinx, warnings are errors) into build/docs-api
+	$(BIN)/python -m sphinx -W --keep-going -q -b html docs/api build/docs-api
 
 wheel-check:  ## build the wheel, install it in a fresh venv, plan and run from outside the checkout
 	PYTHON=$(PYTHON) TORCH="$(TORCH)" bash tools/wheel_check.sh
