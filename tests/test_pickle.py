@@ -208,3 +208,16 @@ def test_planning_decisions_go_to_the_logging_module(caplog):
     assert [r.levelno for r in records] == [logging.INFO, logging.DEBUG]
     assert str(plan.tree) in records[0].getMessage() and "planned now" in records[0].getMessage()
     assert "wisdom hit" in records[1].getMessage()
+
+
+def test_plan_cache_size_is_settable_in_code():
+    try:
+        trnplan.set_plan_cache_size(2)
+        plans = [trnplan.plan_many(n, 1) for n in (8, 16, 32)]
+        assert trnplan.plan_cache_info() == {"size": 2, "maxsize": 2}
+        assert trnplan.plan_many(32, 1) is plans[-1]
+        with pytest.raises(ValueError, match="positive number of plans or None; got 0"):
+            trnplan.set_plan_cache_size(0)
+    finally:
+        trnplan.set_plan_cache_size(None)
+    assert trnplan.plan_cache_info()["maxsize"] == 256

@@ -16,7 +16,7 @@ from trnplan.backends.accel import configure_compile_cache_if_neuron as _configu
 from trnplan.cache import PlanCache, set_default_cache
 from trnplan.cache.bundle import export_wisdom, import_wisdom
 from trnplan.cache.store import default_cache_dir as _default_cache_dir
-from trnplan.core.config import set_timelimit
+from trnplan.core.config import set_plan_cache_size, set_timelimit
 from trnplan.core.errors import (
     BackendUnavailable,
     CompileError,
@@ -71,6 +71,7 @@ __all__ = [
     "plan_many",
     "precompile",
     "set_default_cache",
+    "set_plan_cache_size",
     "set_timelimit",
     "solver_names",
     "stft",

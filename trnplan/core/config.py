@@ -102,8 +102,22 @@ def _text_env(name: str) -> str | None:
     return _raw(name) or None
 
 
+_plan_lru_size: int | None = None
+
+
+def set_plan_cache_size(plans: int | None) -> None:
+    """Bound the in-process cache of ready plans to ``plans`` (None: back to
+    ``TRNPLAN_PLAN_LRU_SIZE``, default 256); the least recently used go first, at the next insert.
+    The on-disk cache's bound is in bytes: ``PlanCache(path, size_limit=...)``."""
+    global _plan_lru_size
+    if plans is not None and (isinstance(plans, bool) or not isinstance(plans, int) or plans < 1):
+        raise ValueError(f"the plan cache size must be a positive number of plans or None; got {plans!r}")
+    _plan_lru_size = plans
+
+
 def plan_lru_size() -> int:
-    return _int_env("TRNPLAN_PLAN_LRU_SIZE", 256)
+    """Ready plans the in-process cache keeps (:func:`set_plan_cache_size`, else the environment)."""
+    return _plan_lru_size if _plan_lru_size is not None else _int_env("TRNPLAN_PLAN_LRU_SIZE", 256)
 
 
 def wisdom_only() -> bool:
