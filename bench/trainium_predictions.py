@@ -37,6 +37,7 @@ from _docs import replace_section  # bench/ is on sys.path when a bench script r
 
 import trnplan
 from trnplan.backends import get_backend
+from trnplan.core.errors import OverBoundError
 from trnplan.plan.traffic import count_plan
 from trnplan.planner.solver import root_output
 
@@ -48,8 +49,16 @@ DNS_TRANSFORMS = 27
 NKI_SHAPES = ((128, 128), (128, 512), (64, 2048), (100, 4096))
 
 
+#: the bound a case is planned to when fp32's default bar is out of the accuracy model's reach
+#: (the model predicted 5.4e-7 for the best 128³ fp32 tree against the 5e-7 bar)
+FALLBACK_TOL = 1e-6
+
+
 def _plan(shape, batch, inverse=False):
-    return trnplan.plan_many(shape, batch, inverse=inverse, device="meta", cache=None)
+    try:
+        return trnplan.plan_many(shape, batch, inverse=inverse, device="meta", cache=None)
+    except OverBoundError:
+        return trnplan.plan_many(shape, batch, inverse=inverse, device="meta", cache=None, tol=FALLBACK_TOL)
 
 
 def _traffic(plan, count: bool) -> dict:
@@ -70,7 +79,8 @@ def dns_rows(count: bool) -> list:
         inv, fwd, one = _plan(shape, 6, inverse=True), _plan(shape, 3), _plan(shape, 1)
         step_us = 3 * (inv.tree.time_us + fwd.tree.time_us)
         rows.append({
-            "case": f"DNS {n}³ step, one inf2 core", "tree": str(one.tree),
+            "case": f"DNS {n}³ step, one inf2 core" + (f" (planned to tol {one.tol:.0e})" if one.tol > 5e-7 else ""),
+            "tree": str(one.tree),
             "published_ms_per_transform": step_ms / DNS_TRANSFORMS, "published_ms_per_step": step_ms,
             "predicted_ms_per_step": step_us / 1e3, "predicted_ms_per_transform": step_us / DNS_TRANSFORMS / 1e3,
             "predicted_ms_one_transform": one.tree.time_us / 1e3,
