@@ -82,3 +82,31 @@ def test_the_shipped_op_list():
     assert {"Dot", "DotGeneral", "Concatenate", "Slice", "Pad", "Transpose", "Reshape", "Gather"} <= set(ops)
     assert "Fft" not in ops and "Real" not in ops
     assert ops["Gather"].startswith("Supports only disjoint start_index_map")
+
+
+def test_hlo_traffic_counts_the_entry_computation():
+    """hlo_traffic reads XLA's optimized ENTRY: parameters, bitcasts and tuples are free; a fusion
+    and a dot read their operands and write their result (an (nd 4096=16x16x16) pass, XLA:CPU)."""
+    from trnplan.xla_audit import hlo_traffic
+
+    text = """HloModule m
+%fused_computation.4 (param_0: f32[2,4096]) -> f32[512,32] {
+  %param_0 = f32[2,4096]{1,0} parameter(0)
+  ROOT %bitcast.9 = f32[512,32]{1,0} bitcast(%param_0)
+}
+
+ENTRY %SyncTensorsGraph.43 (p2.3: f32[32,32], p3.4: f32[2,4096], p4.7: f32[2,4096]) -> (f32[512,32]) {
+  %p2.3 = f32[32,32]{1,0} parameter(0)
+  %p3.4 = f32[2,4096]{1,0} parameter(1)
+  %p4.7 = f32[2,4096]{1,0} parameter(2)
+  %bitcast_concatenate_fusion.2 = f32[512,32]{1,0} fusion(%p3.4, %p4.7), kind=kLoop, calls=%fused_computation.4
+  %dot.11 = f32[512,32]{1,0} dot(%bitcast_concatenate_fusion.2, %p2.3), lhs_contracting_dims={1}
+  %bitcast.1 = f32[16384]{0} bitcast(%dot.11)
+  ROOT %tuple.42 = (f32[512,32]{1,0}) tuple(%dot.11)
+}
+"""
+    t = hlo_traffic(text)
+    plane, block, matrix = 2 * 4096 * 4, 512 * 32 * 4, 32 * 32 * 4
+    assert [op for op, _, _ in t.ops] == ["fusion", "dot"]
+    assert t.ops[0][1:] == (2 * plane, block) and t.ops[1][1:] == (block + matrix, block)
+    assert t.bytes == 2 * plane + block + block + matrix + block

@@ -33,6 +33,7 @@ from __future__ import annotations
 import collections
 import functools
 import importlib.resources
+import math
 import re
 from typing import ClassVar
 
@@ -347,11 +348,55 @@ def audit_plan(plan, seed: int = 0) -> XlaAuditReport:
                         subject=f"plan {plan.problem.describe()}: {plan.tree}")
 
 
+
+# ---------------------------------------------------------------------- traffic of the optimized HLO
+#: bytes per element of an HLO element type
+HLO_ITEMSIZE = {"pred": 1, "s8": 1, "u8": 1, "f16": 2, "bf16": 2, "s16": 2, "u16": 2, "f32": 4, "s32": 4, "u32": 4,
+                "f64": 8, "s64": 8, "u64": 8, "c64": 8, "c128": 16}
+#: HLO instructions that move no data of their own (names, structure, re-interpretations)
+_HLO_FREE = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "iota", "after-all"}
+_HLO_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%([\w.\-]+)\s*=\s*([a-z]\w*)\[([\d,]*)\](?:\{[^}]*\})?\s+([\w\-]+)\((.*?)\)")
+
+
+@attrs.frozen
+class HloTraffic:
+    """What the ENTRY computation of an optimized HLO module moves: each instruction that is not
+    free (a fusion, a dot, a copy …) reads its operands and writes its result."""
+
+    ops: tuple = ()  # (opcode, bytes in, bytes out)
+
+    @property
+    def bytes(self) -> int:
+        return sum(i + o for _, i, o in self.ops)
+
+
+def hlo_traffic(text: str) -> HloTraffic:
+    """Count the traffic of ``text``'s ENTRY computation (XLA's optimized HLO, as
+    ``--xla_dump_to`` writes it: ``*after_optimizations.txt``). A fused operand is counted whole
+    (an upper bound where the fusion reads a slice of it)."""
+    entry = text[text.index("ENTRY"):] if "ENTRY" in text else text
+    entry = entry[: entry.find("\n}") + 1] if "\n}" in entry else entry
+    sizes, ops = {}, []
+    for line in entry.splitlines():
+        m = _HLO_INSTR.match(line)
+        if m is None:
+            continue
+        name, etype, dims, opcode, operands = m.groups()
+        size = HLO_ITEMSIZE.get(etype, 4) * math.prod(int(d) for d in dims.split(",") if d)
+        sizes[name] = size
+        if opcode in _HLO_FREE:
+            continue
+        reads = sum(sizes.get(o, 0) for o in re.findall(r"%([\w.\-]+)", operands))
+        ops.append((opcode, reads, size))
+    return HloTraffic(tuple(ops))
+
 __all__ = [
     "FORBIDDEN_TYPES",
+    "HLO_ITEMSIZE",
     "PLAN_HLO_OPS",
     "PLAN_STABLEHLO_OPS",
     "CompileCounter",
+    "HloTraffic",
     "Parsed",
     "XlaAuditReport",
     "audit_module",
@@ -360,6 +405,7 @@ __all__ = [
     "example_inputs",
     "findings",
     "gather_finding",
+    "hlo_traffic",
     "lowered_text",
     "neuronx_cc_ops",
     "parse_hlo",
