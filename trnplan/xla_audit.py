@@ -355,7 +355,7 @@ HLO_ITEMSIZE = {"pred": 1, "s8": 1, "u8": 1, "f16": 2, "bf16": 2, "s16": 2, "u16
                 "f64": 8, "s64": 8, "u64": 8, "c64": 8, "c128": 16}
 #: HLO instructions that move no data of their own (names, structure, re-interpretations)
 _HLO_FREE = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "iota", "after-all"}
-_HLO_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%([\w.\-]+)\s*=\s*([a-z]\w*)\[([\d,]*)\](?:\{[^}]*\})?\s+([\w\-]+)\((.*?)\)")
+_HLO_TRAFFIC_INSTR = re.compile(r"^\s*(?:ROOT\s+)?%([\w.\-]+)\s*=\s*([a-z]\w*)\[([\d,]*)\](?:\{[^}]*\})?\s+([\w\-]+)\((.*?)\)")
 
 
 @attrs.frozen
@@ -378,7 +378,7 @@ def hlo_traffic(text: str) -> HloTraffic:
     entry = entry[: entry.find("\n}") + 1] if "\n}" in entry else entry
     sizes, ops = {}, []
     for line in entry.splitlines():
-        m = _HLO_INSTR.match(line)
+        m = _HLO_TRAFFIC_INSTR.match(line)
         if m is None:
             continue
         name, etype, dims, opcode, operands = m.groups()
