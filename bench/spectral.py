@@ -1,0 +1,276 @@
+"""Spectral operators against what a user would write instead: truncated (FNO) transforms, DCT/DST, long convolution.
+
+    python bench/spectral.py [--quick] [--markdown docs/benchmarks.md] [--json out.json] [--plot out.png]
+
+Truncated transforms (FNO shapes): batch × channels signals, the forward ``rfftn`` keeping the
+FNO's modes and the inverse reading only them, timed as one round trip (forward + inverse) and as
+its backward pass, against torch.fft: ``rfftn`` + slice + zero-fill + ``irfftn`` (what an FNO
+layer writes, the ``backend="torch"`` side of ``trnplan.nn.SpectralConv``):
+
+* ``trnplan``: ``trnplan.fft.rfftn_truncated`` → ``irfftn_truncated`` (the planner's pick of the
+  truncated solver's methods; the tree is printed);
+* ``torch.fft``: rfftn, the kept block cut out, zero-filled back, irfftn.
+
+DCT/DST: ``trnplan.fft.dct``/``dctn`` (the r2r solver's pick) against ``scipy.fft.dct`` (pocketfft,
+workers=1, scipy's own backend even where trnplan is installed as one) and FFTW's r2r through
+``pyfftw.interfaces.scipy_fft`` (its interface cache on) where pyFFTW is installed; input is a torch
+tensor for trnplan and a numpy array for the others (no conversion timed).
+
+Long convolution: ``trnplan.conv.plan_conv`` (the filter bank's spectrum made once) against the
+torch.fft convolution one writes (rfft of signal and filter, product, irfft, crop) and, for short
+filters, a depthwise ``torch.nn.functional.conv1d``.
+
+Every result is checked once against float64 (numpy.fft / scipy.fft) with the fp32 bar. Times are
+medians of round-robin cells in one process (trnplan.benchsuite.time_cells): ratios, not absolutes,
+carry over; on a busy machine they move (the docs say which run this was).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+
+import numpy as np
+import scipy.fft
+import torch
+from _docs import replace_section  # bench/ is on sys.path when a bench script runs
+
+import trnplan
+from trnplan import fft as tfft
+from trnplan.benchsuite import _cpu_model, time_cells
+from trnplan.conv import plan_conv, smooth_length
+from trnplan.core.accuracy import DEFAULT_TOL
+
+BAR = DEFAULT_TOL["fp32"]
+# (label, grid, modes, batch × channels); --quick shrinks the batch of the big ones
+TRUNCATED = [
+    ("1-D n=1024, 16 modes", (1024,), (16,), 32 * 64),
+    ("1-D n=1024, 64 modes", (1024,), (64,), 32 * 64),
+    ("2-D 128², 16×16 modes", (128, 128), (16, 16), 32 * 64),
+    ("3-D 64³, 12³ modes", (64, 64, 64), (12, 12, 12), 32 * 64),
+]
+QUICK_BATCH = {(1024,): 512, (128, 128): 128, (64, 64, 64): 8}
+R2R = [  # (label, shape, batch, type)
+    ("dct2 n=64", (64,), 4096, 2), ("dct2 n=1024", (1024,), 256, 2), ("dct2 n=4096", (4096,), 64, 2),
+    ("dct3 n=1024", (1024,), 256, 3), ("dct1 n=1025", (1025,), 256, 1), ("dct4 n=1024", (1024,), 256, 4),
+    ("dst2 n=1024", (1024,), 256, 2), ("dctn 2 256²", (256, 256), 8, 2),
+]
+
+
+def rel(got, ref) -> float:
+    got = got.detach().double().numpy() if isinstance(got, torch.Tensor) else np.asarray(got, dtype=np.float64)
+    return float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+
+
+def torch_round_trip(x, grid, modes):
+    """What an FNO layer writes with torch.fft: rfftn, cut, zero-fill, irfftn."""
+    dims = tuple(range(-len(grid), 0))
+    xh = torch.fft.rfftn(x, dim=dims)
+    for axis, m in enumerate(modes[:-1]):
+        d = x.ndim - len(grid) + axis
+        xh = torch.cat([xh.narrow(d, 0, m), xh.narrow(d, grid[axis] - m, m)], d)
+    yh = torch.nn.functional.pad(xh[..., : modes[-1]], (0, grid[-1] // 2 + 1 - modes[-1]))
+    for axis, m in enumerate(modes[:-1]):
+        d = yh.ndim - len(grid) + axis
+        zeros = yh.new_zeros(*yh.shape[:d], grid[axis] - 2 * m, *yh.shape[d + 1:])
+        yh = torch.cat([yh.narrow(d, 0, m), zeros, yh.narrow(d, m, m)], d)
+    return torch.fft.irfftn(yh, s=grid, dim=dims)
+
+
+def trnplan_round_trip(x, grid, modes):
+    dims = tuple(range(-len(grid), 0))
+    return tfft.irfftn_truncated(tfft.rfftn_truncated(x, modes, dim=dims), s=grid, modes=modes, dim=dims)
+
+
+def truncated_row(label, grid, modes, batch, cell_seconds):
+    x = torch.randn(batch, *grid)
+    ref = torch_round_trip(x.double(), grid, modes).numpy()
+    err = rel(trnplan_round_trip(x, grid, modes), ref)
+    assert err <= 2 * BAR, (label, err)  # two fp32 plans in a row
+    xg = x.clone().requires_grad_()
+    g = torch.randn(batch, *grid)
+    fns = {
+        "trnplan": lambda: trnplan_round_trip(x, grid, modes),
+        "torch.fft": lambda: torch_round_trip(x, grid, modes),
+        "trnplan fwd+bwd": lambda: torch.autograd.grad(trnplan_round_trip(xg, grid, modes), xg, g),
+        "torch.fft fwd+bwd": lambda: torch.autograd.grad(torch_round_trip(xg, grid, modes), xg, g),
+    }
+    cells = time_cells(fns, cell_seconds, 5, rounds=5)
+    fwd = trnplan.plan_many(grid, batch, kind="r2c", modes=modes, dtype=torch.float32)
+    inv = trnplan.plan_many(grid, batch, kind="c2r", modes=modes, dtype=torch.float32)
+    return {"row": label, "batch": batch, "error": err, "trees": [str(fwd.tree), str(inv.tree)],
+            "us": {k: v["us"] for k, v in cells.items()}}
+
+
+def _pyfftw_r2r():
+    try:
+        import pyfftw.interfaces.cache
+        import pyfftw.interfaces.scipy_fft as pf
+    except ImportError:
+        return None
+    pyfftw.interfaces.cache.enable()  # the interface re-plans on every call otherwise
+    return pf
+
+
+def r2r_row(label, shape, batch, t, cell_seconds, pf):
+    x64 = np.random.default_rng(0).standard_normal((batch, *shape))
+    x32 = x64.astype(np.float32)
+    x = torch.from_numpy(x32)
+    axes = tuple(range(-len(shape), 0))
+    fn_t = tfft.dctn if len(shape) > 1 else tfft.dct
+    name = "dctn" if len(shape) > 1 else ("dst" if label.startswith("dst") else "dct")
+    if name == "dst":
+        fn_t = tfft.dst
+    with scipy.fft.set_backend("scipy", only=True):
+        ref = scipy.fft.dctn(x64, type=t, axes=axes) if name == "dctn" else getattr(scipy.fft, name)(x64, type=t)
+    kw = {"dim": axes} if len(shape) > 1 else {}
+    err = rel(fn_t(x, type=t, **kw), ref)
+    assert err <= BAR, (label, err)
+
+    def sp():
+        with scipy.fft.set_backend("scipy", only=True):
+            return getattr(scipy.fft, name)(x32, type=t, axes=axes) if name == "dctn" else \
+                getattr(scipy.fft, name)(x32, type=t, workers=1)
+
+    fns = {"trnplan": lambda: fn_t(x, type=t, **kw), "scipy.fft": sp}
+    if pf is not None:
+        fns["pyFFTW r2r"] = (lambda: pf.dctn(x32, type=t, axes=axes)) if name == "dctn" else \
+            (lambda: getattr(pf, name)(x32, type=t))
+    cells = time_cells(fns, cell_seconds, 5, rounds=5)
+    plan = trnplan.plan_many(shape, batch, kind=f"{name[:3]}{t}", dtype=torch.float32)
+    return {"row": label, "batch": batch, "error": err, "tree": str(plan.tree),
+            "us": {k: v["us"] for k, v in cells.items()}}
+
+
+# (label, length, filter length, batch, channels, mode); conv1d applies (linear/causal) where K is short enough
+CONV = [("L=256, K=256", 256, 256, 8, 64, "causal"), ("L=4096, K=4096", 4096, 4096, 8, 32, "causal"),
+        ("L=65536, K=65536", 65536, 65536, 2, 8, "causal"), ("L=4096, K=64", 4096, 64, 8, 32, "linear")]
+
+
+def torch_fft_conv(x, h, n, keep):
+    """What one writes with torch.fft: rfft both at length n, multiply, irfft, crop."""
+    return torch.fft.irfft(torch.fft.rfft(x, n=n) * torch.fft.rfft(h, n=n), n=n)[..., :keep]
+
+
+def conv_row(label, length, k, batch, channels, mode, cell_seconds):
+    x = torch.randn(batch, channels, length)
+    h = torch.randn(channels, k) / k
+    conv = plan_conv(h, length, mode)
+    keep = length if mode == "causal" else length + k - 1
+    n_torch = 2 * length if mode == "causal" and k == length else smooth_length(length + k - 1)
+    ref = torch_fft_conv(x.double(), h.double(), n_torch, keep).numpy()
+    err = rel(conv(x), ref)
+    assert err <= BAR, (label, err)
+    fns = {"trnplan": lambda: conv(x), "torch.fft": lambda: torch_fft_conv(x, h, n_torch, keep)}
+    if k <= 1024:  # a direct depthwise conv1d (flipped filter: conv1d is a correlation)
+        w = h.flip(-1)[:, None, :]
+        fns["F.conv1d"] = lambda: torch.nn.functional.conv1d(x, w, padding=k - 1, groups=channels)[..., :keep]
+    cells = time_cells(fns, cell_seconds, 5, rounds=5)
+    return {"row": f"{label} {mode}", "batch": f"{batch}×{channels}", "error": err, "n": conv.n[0],
+            "us": {k2: v["us"] for k2, v in cells.items()}}
+
+
+def markdown(trunc, r2r, meta, convs=()) -> str:
+    lines = [(f"*{meta['when']}, {meta['cpu']}, torch {meta['torch']} ({meta['threads']} threads), "
+              f"{'quick form, ' if meta['quick'] else ''}**busy machine** (other sessions were running): medians "
+              f"of round-robin cells in one process; ratios, not absolutes, carry over.*"), "",
+             ("| truncated round trip (fwd + inv) | batch | torch.fft (rfftn+cut+fill+irfftn) | trnplan | ratio | "
+              "fwd+bwd torch.fft | fwd+bwd trnplan | ratio | trnplan's trees |"), "|---|---|---|---|---|---|---|---|---|"]
+    for r in trunc:
+        u = r["us"]
+        lines.append(f"| {r['row']} | {r['batch']} | {u['torch.fft']:.0f} µs | {u['trnplan']:.0f} µs | "
+                     f"{u['trnplan'] / u['torch.fft']:.2f} | {u['torch.fft fwd+bwd']:.0f} µs | "
+                     f"{u['trnplan fwd+bwd']:.0f} µs | {u['trnplan fwd+bwd'] / u['torch.fft fwd+bwd']:.2f} | "
+                     f"`{r['trees'][0]}` / `{r['trees'][1]}` |")
+    lines += ["", ("| DCT/DST (float32) | batch | scipy.fft (pocketfft) | pyFFTW r2r | trnplan | trnplan / best | "
+                   "trnplan's tree | error |"), "|---|---|---|---|---|---|---|---|"]
+    for r in r2r:
+        u = r["us"]
+        best = min(v for k, v in u.items() if k != "trnplan")
+        fftw = f"{u['pyFFTW r2r']:.0f} µs" if "pyFFTW r2r" in u else "—"
+        lines.append(f"| {r['row']} | {r['batch']} | {u['scipy.fft']:.0f} µs | {fftw} | {u['trnplan']:.0f} µs | "
+                     f"{u['trnplan'] / best:.2f} | `{r['tree']}` | {r['error']:.1e} |")
+    lines += ["", ("| long convolution (float32, filter bank) | batch×channels | torch.fft (rfft·rfft→irfft) | "
+                   "F.conv1d | trnplan.conv | trnplan / torch.fft | N | error |"), "|---|---|---|---|---|---|---|---|"]
+    for r in convs:
+        u = r["us"]
+        direct = f"{u['F.conv1d']:.0f} µs" if "F.conv1d" in u else "—"
+        lines.append(f"| {r['row']} | {r['batch']} | {u['torch.fft']:.0f} µs | {direct} | {u['trnplan']:.0f} µs | "
+                     f"{u['trnplan'] / u['torch.fft']:.2f} | {r['n']} | {r['error']:.1e} |")
+    return "\n".join(lines)
+
+
+def plot(path, trunc, r2r) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), dpi=110)
+    labels = [r["row"] for r in trunc]
+    for i, (col, name) in enumerate((("trnplan", "round trip"), ("trnplan fwd+bwd", "fwd+bwd"))):
+        base = col.replace("trnplan", "torch.fft")
+        axes[0].bar(np.arange(len(trunc)) + 0.4 * i, [r["us"][col] / r["us"][base] for r in trunc], 0.4,
+                    label=f"trnplan / torch.fft, {name}")
+    axes[0].axhline(1.0, color="k", lw=0.8)
+    axes[0].set_xticks(np.arange(len(trunc)) + 0.2, labels, rotation=20, fontsize=7)
+    axes[0].set_ylabel("time ratio (< 1: trnplan faster)")
+    axes[0].set_title("truncated FNO transforms vs rfftn+cut+fill+irfftn", fontsize=9)
+    axes[0].legend(fontsize=7)
+    labels = [r["row"] for r in r2r]
+    for i, col in enumerate(("scipy.fft", "pyFFTW r2r")):
+        vals = [r["us"]["trnplan"] / r["us"][col] if col in r["us"] else np.nan for r in r2r]
+        axes[1].bar(np.arange(len(r2r)) + 0.4 * i, vals, 0.4, label=f"trnplan / {col}")
+    axes[1].axhline(1.0, color="k", lw=0.8)
+    axes[1].set_xticks(np.arange(len(r2r)) + 0.2, labels, rotation=30, fontsize=7)
+    axes[1].set_title("DCT/DST vs scipy.fft and FFTW r2r", fontsize=9)
+    axes[1].legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path)
+    print(f"wrote {path}")
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller batches and short cells (a busy machine)")
+    ap.add_argument("--cell-seconds", type=float, default=None)
+    ap.add_argument("--markdown", default=None, help="rewrite the bench:spectral section of this file")
+    ap.add_argument("--json", default=None)
+    ap.add_argument("--plot", default=None, help="PNG of the ratios")
+    args = ap.parse_args(argv)
+    cell = args.cell_seconds or (0.15 if args.quick else 1.0)
+    trunc = []
+    for label, grid, modes, batch in TRUNCATED:
+        batch = QUICK_BATCH.get(grid, batch) if args.quick else batch
+        trunc.append(truncated_row(label, grid, modes, batch, cell))
+        print(json.dumps(trunc[-1]), flush=True)
+    pf = _pyfftw_r2r()
+    r2r = []
+    for label, shape, batch, t in R2R:
+        r2r.append(r2r_row(label, shape, batch // 4 if args.quick else batch, t, cell, pf))
+        print(json.dumps(r2r[-1]), flush=True)
+    convs = []
+    for label, length, k, batch, channels, mode in CONV:
+        convs.append(conv_row(label, length, k, batch, channels, mode, cell))
+        print(json.dumps(convs[-1]), flush=True)
+    meta = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": _cpu_model(),
+            "machine": platform.machine(), "torch": torch.__version__, "threads": torch.get_num_threads(),
+            "quick": args.quick, "cpus": os.cpu_count()}
+    text = markdown(trunc, r2r, meta, convs)
+    print(text)
+    if args.markdown:
+        replace_section(args.markdown, "spectral", text)
+    if args.plot:
+        plot(args.plot, trunc, r2r)
+    out = {"meta": meta, "truncated": trunc, "r2r": r2r, "conv": convs}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+    return out
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,92 @@
+"""trnplan.conv.plan_conv: batched long convolution with a filter bank, against a direct float64
+convolution (numpy, O(L·K) sums) with the fp32/fp64 bars, and its gradients."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from conftest import rel_l2
+
+from trnplan.conv import plan_conv, smooth_length
+from trnplan.core.accuracy import DEFAULT_TOL
+
+
+def direct(x: np.ndarray, h: np.ndarray, mode: str) -> np.ndarray:
+    """Σ_k h[c, k] x[b, c, n − k] in float64/complex128, by definition (1-D and 2-D)."""
+    length, kernel = x.shape[2:], h.shape[1:]
+    full = tuple(n + k - 1 for n, k in zip(length, kernel))
+    y = np.zeros((*x.shape[:2], *full), dtype=np.result_type(x, h, np.float64))
+    for k in np.ndindex(*kernel):
+        index = (slice(None), slice(None), *(slice(i, i + n) for i, n in zip(k, length)))
+        weight = h[(slice(None), *k)].reshape(1, -1, *([1] * len(kernel)))
+        y[index] += weight * x
+    if mode == "linear":
+        return y
+    if mode == "causal":
+        return y[(..., *(slice(0, n) for n in length))]
+    out = np.zeros((*x.shape[:2], *length), dtype=y.dtype)
+    for idx in np.ndindex(*full):
+        out[(..., *(i % n for i, n in zip(idx, length)))] += y[(..., *idx)]
+    return out
+
+
+@pytest.mark.parametrize("mode", ["linear", "causal", "circular"])
+@pytest.mark.parametrize("length,kernel", [((100,), (13,)), ((64,), (64,)), ((20, 18), (5, 4))])
+def test_matches_direct_convolution(mode, length, kernel):
+    rng = np.random.default_rng(0)
+    for dtype, bar in ((torch.float32, "fp32"), (torch.complex64, "fp32"), (torch.float64, "fp64")):
+        x = rng.standard_normal((3, 4, *length)) + (1j * rng.standard_normal((3, 4, *length)) if dtype.is_complex
+                                                    else 0)
+        h = rng.standard_normal((4, *kernel))
+        conv = plan_conv(torch.from_numpy(h).to(torch.float64 if bar == "fp64" else torch.float32), length, mode)
+        y = conv(torch.from_numpy(x).to(dtype))
+        assert y.dtype == dtype
+        assert rel_l2(y, direct(x, h, mode)) <= DEFAULT_TOL[bar], (mode, length, dtype)
+
+
+def test_complex_bank_and_a_new_bank_per_call():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((2, 3, 50))
+    h = rng.standard_normal((3, 7)) + 1j * rng.standard_normal((3, 7))
+    conv = plan_conv(torch.from_numpy(h).to(torch.complex64), 50, "causal")
+    assert rel_l2(conv(torch.from_numpy(x).float()), direct(x, h, "causal")) <= DEFAULT_TOL["fp32"]
+    h2 = rng.standard_normal((3, 7))
+    y2 = plan_conv(torch.zeros(3, 7), 50, "causal")(torch.from_numpy(x).float(), filters=torch.from_numpy(h2).float())
+    assert rel_l2(y2, direct(x, h2, "causal")) <= DEFAULT_TOL["fp32"]
+
+
+@pytest.mark.slow
+def test_gradients_in_signal_and_filters():
+    """gradcheck in float64 (~13 s here: each perturbed input runs the planned transforms)."""
+    x = torch.randn(1, 2, 12, dtype=torch.float64, requires_grad=True)
+    h = torch.randn(2, 5, dtype=torch.float64, requires_grad=True)
+    for mode in ("linear", "causal", "circular"):
+        conv = plan_conv(h.detach(), 12, mode)
+        assert torch.autograd.gradcheck(lambda a, b, conv=conv: conv(a, filters=b), (x, h))
+        assert torch.autograd.gradcheck(conv, (x,))
+
+
+def test_refusals_say_which():
+    with pytest.raises(ValueError, match="mode must be one of"):
+        plan_conv(torch.randn(2, 5), 10, mode="same")
+    with pytest.raises(ValueError, match="filters no longer than the signal"):
+        plan_conv(torch.randn(2, 12), 10, mode="circular")
+    with pytest.raises(ValueError, match=r"shape \(C, K\)"):
+        plan_conv(torch.randn(5), 10)
+    conv = plan_conv(torch.randn(2, 5), 10)
+    with pytest.raises(ValueError, match=r"x must have shape \(\.\.\., 2, 10\)"):
+        conv(torch.randn(4, 3, 10))
+    with pytest.raises(ValueError, match=r"filters must have shape \(2, 5\)"):
+        conv(torch.randn(4, 2, 10), filters=torch.randn(2, 6))
+
+
+def test_smooth_lengths():
+    for n in (1, 2, 7, 97, 1000, 4097, 65537):
+        m = smooth_length(n)
+        k = m
+        for p in (2, 3, 5):
+            while k % p == 0:
+                k //= p
+        assert m >= n and k == 1 and all(smooth_length(j) == m for j in range(n, m + 1) if j == n)
+    assert smooth_length(4097) == 4320 and smooth_length(1000) == 1000

@@ -1,0 +1,187 @@
+"""trnplan.conv: batched long convolution with a filter bank through planned FFTs.
+
+``plan_conv(filters, length)`` plans the convolution of signals ``x[b, c]`` with one filter per
+channel ``h[c]`` (a depthwise long convolution: Hyena, S4-style long filters, FlashFFTConv's
+workload) as ``y = F⁻¹(F(x) · F(h))`` over a transform length ``N``:
+
+* ``mode="circular"``: ``N`` is the signal length (the filter zero-padded to it, or an error if it
+  is longer); the output has the signal's length;
+* ``mode="linear"``: ``N`` the smallest 2·3·5-smooth length ≥ ``L + K − 1`` (signal and filter
+  zero-padded to it, so no wrap-around); the output is the full ``L + K − 1`` samples;
+* ``mode="causal"``: the first ``L`` samples of the linear convolution,
+  ``y[n] = Σ_{k ≤ n} h[k] x[n − k]``.
+
+1-D (``filters`` of shape ``(C, K)``) or 2-D (``(C, K1, K2)``, over the last two dimensions).
+Real signals and filters use r2c/c2r plans, complex ones c2c. The filter bank's spectrum is
+computed once, when the plan is made (a trnplan plan), and kept; ``conv(x, filters=h)`` recomputes
+it from a new (e.g. learned) bank instead, differentiably. The two transforms are cached trnplan
+plans chosen by the planner (a host library, torch.fft, or on an accelerator the four-step /
+Monarch GEMM trees of Dao et al.'s FlashFFTConv formulation); autograd runs their adjoint plans.
+
+Not built here (issue 30 item 2): one fused solver that plans the forward transform, the product
+and the inverse as a single node (today they are two plans and one elementwise product, so an
+accelerator runs them as separately compiled graphs), and implicit zero-padding inside the
+transform (the signal is padded by one ``pad`` op).
+
+References
+----------
+.. [1] D. Y. Fu, H. Kumbong, E. Nguyen, C. Ré, "FlashFFTConv: Efficient Convolutions for Long
+   Sequences with Tensor Cores", ICLR 2024, arXiv:2311.05908.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from trnplan.plan.api import cached_plan
+
+__all__ = ["ConvPlan", "plan_conv"]
+
+MODES = ("circular", "linear", "causal")
+
+
+def smooth_length(n: int) -> int:
+    """The smallest 2·3·5-smooth integer ≥ n (every FFT library's fast lengths)."""
+    best = 1 << max(0, (n - 1).bit_length())
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            m = p35
+            while m < n:
+                m *= 2
+            best = min(best, m)
+            p35 *= 3
+        p5 *= 5
+    return best
+
+
+class ConvPlan(torch.nn.Module):
+    """A planned batched convolution with a filter bank (make one with :func:`plan_conv`).
+
+    Call it on ``x`` of shape ``(..., C, *length)``; returns ``(..., C, *out_length)``.
+    """
+
+    def __init__(self, filters: torch.Tensor, length, mode: str):
+        super().__init__()
+        self.rank = filters.ndim - 1
+        self.length = tuple(length)
+        self.kernel = tuple(filters.shape[1:])
+        self.mode = mode
+        self.channels = filters.shape[0]
+        self.complex = filters.is_complex()
+        if mode == "circular":
+            self.n = self.length
+        else:
+            self.n = tuple(smooth_length(n + k - 1) for n, k in zip(self.length, self.kernel))
+        self.out_length = (self.length if mode != "linear"
+                           else tuple(n + k - 1 for n, k in zip(self.length, self.kernel)))
+        self.register_buffer("filters", filters.detach(), persistent=False)
+        self.register_buffer("spectrum", self.filter_spectrum(filters.detach()), persistent=False)
+        self._full = None  # a real bank's full (c2c) spectrum, made when complex signals first come
+
+    def extra_repr(self) -> str:
+        return (f"channels={self.channels}, length={self.length}, kernel={self.kernel}, mode={self.mode!r}, "
+                f"transform length={self.n}")
+
+    def _dims(self):
+        return tuple(range(-self.rank, 0))
+
+    def _forward_transform(self, x: torch.Tensor) -> torch.Tensor:
+        """The unscaled forward transform of ``x`` (already padded to ``n``) over its last ``rank`` dims."""
+        lead = x.shape[: x.ndim - self.rank]
+        kind = "c2c" if x.is_complex() else "r2c"
+        cdtype = x.dtype if x.is_complex() else (torch.complex128 if x.dtype == torch.float64 else torch.complex64)
+        plan = cached_plan(kind, self.n, max(1, math.prod(lead)), cdtype, "backward", False, x.device)
+        return plan.execute(x)
+
+    def filter_spectrum(self, filters: torch.Tensor) -> torch.Tensor:
+        """The bank's transform at length ``n`` (scaled by 1/N: the inverse then runs unscaled)."""
+        if tuple(filters.shape[1:]) != self.kernel or filters.shape[0] != self.channels:
+            raise ValueError(f"filters must have shape ({self.channels}, {', '.join(map(str, self.kernel))}) like the "
+                             f"bank this plan was made for; got {tuple(filters.shape)}")
+        h = self._pad(filters, self.n)
+        return self._forward_transform(h) / math.prod(self.n)
+
+    @staticmethod
+    def _pad(x: torch.Tensor, n) -> torch.Tensor:
+        pad = []
+        for size, want in zip(reversed(x.shape[-len(n):]), reversed(n)):
+            pad += [0, want - size]
+        return torch.nn.functional.pad(x, pad) if any(pad) else x
+
+    def forward(self, x: torch.Tensor, filters: torch.Tensor | None = None) -> torch.Tensor:
+        if x.ndim < self.rank + 1 or tuple(x.shape[-self.rank:]) != self.length or x.shape[-self.rank - 1] != self.channels:
+            raise ValueError(f"x must have shape (..., {self.channels}, {', '.join(map(str, self.length))}) (channels, "
+                             f"then the signal); got {tuple(x.shape)}")
+        if self.complex and not x.is_complex():
+            x = x.to(self.spectrum.dtype)  # real signals with a complex bank: a complex convolution
+        if filters is not None:
+            bank = filters.to(x.dtype) if x.is_complex() and not filters.is_complex() else filters
+            spectrum = self.filter_spectrum(bank)
+        elif x.is_complex() and not self.complex:  # complex signals, a real bank: its full spectrum, once
+            if self._full is None or self._full.device != x.device:
+                self._full = self.filter_spectrum(self.filters.to(x.dtype))
+            spectrum = self._full
+        else:
+            spectrum = self.spectrum
+        xh = self._forward_transform(self._pad(x, self.n))
+        yh = xh * spectrum
+        lead = yh.shape[: yh.ndim - self.rank]
+        batch = max(1, math.prod(lead))
+        if x.is_complex():
+            plan = cached_plan("c2c", self.n, batch, yh.dtype, "forward", True, yh.device)
+        else:
+            plan = cached_plan("c2r", self.n, batch, yh.dtype, "forward", True, yh.device)
+        y = plan.execute(yh)
+        for d, keep in zip(range(-self.rank, 0), self.out_length):
+            y = y.narrow(d, 0, keep)
+        return y
+
+
+def plan_conv(filters: torch.Tensor, length, mode: str = "linear") -> ConvPlan:
+    """Plan the batched convolution of signals of ``length`` with a filter bank, one filter per channel.
+
+    Parameters
+    ----------
+    filters : torch.Tensor
+        ``(C, K)`` (1-D) or ``(C, K1, K2)`` (2-D), real or complex, on the device the
+        convolution runs on; its spectrum is computed now and kept.
+    length : int or sequence of int
+        The signals' length (1-D) or shape (2-D).
+    mode : {"linear", "causal", "circular"}, default "linear"
+        Full linear convolution (``L + K − 1`` samples), its first ``L`` (causal), or circular
+        at length ``L``.
+
+    Returns
+    -------
+    ConvPlan
+        A ``torch.nn.Module``: ``conv(x)`` with ``x`` of shape ``(..., C, *length)``;
+        ``conv(x, filters=h)`` with a new bank of the same shape (differentiable in ``h``).
+
+    Raises
+    ------
+    ValueError
+        An unknown mode, a bank that is not 2-D or 3-D, or a circular filter longer than the signal.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from trnplan.conv import plan_conv
+    >>> conv = plan_conv(torch.randn(16, 4096), 4096, mode="causal")
+    >>> conv(torch.randn(8, 16, 4096)).shape
+    torch.Size([8, 16, 4096])
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}; got {mode!r}")
+    if not isinstance(filters, torch.Tensor) or filters.ndim not in (2, 3):
+        raise ValueError("filters must be a tensor of shape (C, K) (1-D) or (C, K1, K2) (2-D), one filter per channel")
+    length = (length,) if isinstance(length, int) else tuple(length)
+    if len(length) != filters.ndim - 1:
+        raise ValueError(f"length {length} has {len(length)} dimension(s) but the filters are {filters.ndim - 1}-D")
+    if mode == "circular" and any(k > n for k, n in zip(filters.shape[1:], length)):
+        raise ValueError(f"a circular convolution needs filters no longer than the signal: filters "
+                         f"{tuple(filters.shape[1:])}, signal {length}; use mode='linear' or 'causal'")
+    return ConvPlan(filters, length, mode)
