@@ -151,7 +151,9 @@ def test_trust_check_covers_the_database_and_value_files(tmp_path, what, how):
     if not target.exists():  # diskcache keeps the WAL files while a connection is open
         target.write_bytes(b"")
     if how == "owner":
-        os.chown(target, 4321, -1)  # the tests run as root (tests/test_cache.py's chmod checks too)
+        if os.geteuid() != 0:
+            pytest.skip("giving a file to another user needs root")
+        os.chown(target, 4321, -1)
     else:
         target.chmod(target.stat().st_mode | (0o002 if how == "world" else 0o020))
     name = str(target.relative_to(cache.path))
