@@ -8,6 +8,10 @@ byte figures against the count of the graph the device's compiler would receive.
 
 from __future__ import annotations
 
+import pathlib
+import runpy
+import sys
+
 import pytest
 import torch
 
@@ -20,9 +24,11 @@ from trnplan.core.cost import (
     TensorEngine,
     cmul_work,
     gemm_work,
+    products,
     tile_efficiency,
     transpose,
 )
+from trnplan.kernels.gemm import native_bf16_matmul
 from trnplan.plan.traffic import count_module, count_plan
 from trnplan.planner.solver import root_output
 
@@ -158,9 +164,6 @@ def test_small_radix_gemms_are_priced_at_their_tile_rate():
 def test_bf16_modes_are_priced_at_the_fp32_rate_where_no_bf16_dot_is_emitted(profile, precision):
     """trnplan emits a bf16 dot with fp32 accumulation only on CUDA; on a NeuronCore the bf16 modes
     run fp32 GEMMs, so each product costs an fp32 GEMM's flops (P products: P times)."""
-    from trnplan.core.cost import products
-    from trnplan.kernels.gemm import native_bf16_matmul
-
     assert not native_bf16_matmul("xla") and not native_bf16_matmul("neuron")
     assert "bfloat16" not in profile.gemm_gflops
     w = gemm_work(precision, profile, 1e9, 1e6, 4, shape=(1024, 128, 128))
@@ -200,3 +203,15 @@ def test_explain_shows_predicted_and_counted_traffic():
     assert "moved" in predicted
     cpu = trnplan.plan_many((16, 16), 4, cache=None)
     assert "traffic" not in cpu.explain() and "traffic" not in cpu.explain(full=True)  # eager torch: no graph
+
+
+def test_the_prediction_bench_prints_its_table(capsys, monkeypatch):
+    """bench/trainium_predictions.py (without the graph counts): the DNS and nki-samples rows,
+    each with the published figure or a dash, and the word prediction."""
+    bench = pathlib.Path(__file__).resolve().parent.parent / "bench"
+    monkeypatch.syspath_prepend(str(bench))
+    monkeypatch.setattr(sys, "argv", ["trainium_predictions.py", "--no-count"])
+    runpy.run_path(str(bench / "trainium_predictions.py"), run_name="__main__")
+    out = capsys.readouterr().out
+    assert "Predictions, not measurements" in out
+    assert out.count("| DNS ") == 2 and out.count("| nki-samples fft1d") == 4

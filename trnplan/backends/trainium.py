@@ -28,6 +28,12 @@ Sources (each figure below names its own):
   setup and ~1300 ns semaphore-to-start latency.
 * [DNS] aws-samples/sample-spectral-dns-on-aws-neuron docs/results.md §4: its fp32 NKI DFT
   kernels run at about 40 % of fp32 matmul peak on one NeuronCore-v2.
+* [TE-T] transposes on the Tensor Engine: nki.isa.nc_transpose ("PF-transpose on Tensor Engine is
+  done by performing a matrix multiplication between data as the stationary tensor and an
+  identity matrix as the moving tensor"), and aws-neuron-sdk#1336 (Inf2: a dot_general whose
+  operand layout needs it lowers to "large TensorE transpose FLOPs"). aws-neuron-sdk#632, which the
+  issue names, is not in the stored corpus and was not read. Whether neuronx-cc transposes a given
+  copy on the Tensor Engine, by DMA (Trainium2) or on the Vector Engine is unmeasured.
 * [SEED] ../shared/FACTS.md: the seed project (trnfft) measured ~0.67 ms per XLA dispatch on
   trn1 — one graph execution from PyTorch, whatever the graph holds.
 
