@@ -458,3 +458,17 @@ def test_concurrent_calibration_writers_keep_every_sample(tmp_path):
     assert not errors
     stored = PlanCache(path).get_record(f"calibration:{fpd}:cpu")
     assert len(stored["samples"]) == 100 and stored["count"] == 100
+
+
+def test_files_inside_a_private_directory_are_out_of_reach(tmp_path):
+    """Under umask 002 the value files come out group-writable (0664); inside a 0700 directory
+    no one else can reach them, so the cache is trusted (a 0755 one is not: the test above)."""
+    cache = _filled_cache(tmp_path)
+    _value_file(cache).chmod(0o666)
+    (cache.path / "cache.db").chmod(0o666)
+    with pytest.raises(UntrustedCacheError):
+        cache.check_trusted()
+    cache.path.chmod(0o700)
+    cache.check_trusted()
+    (tmp_path / "c" / "compile").mkdir(mode=0o777)  # a compiler's work folder: nothing the cache reads
+    cache.check_trusted()

@@ -168,17 +168,22 @@ def _writable_by_others(st) -> str | None:
 
 
 def _cache_files(root: Path):
-    """The directory, its database files, then every folder and value file below it."""
+    """The directory, its database files, then diskcache's value folders and files
+    (``ab/cd/<hex>.val``; other folders, such as a compiler's work directory, hold nothing the
+    cache reads). Nothing below a directory only its owner can enter: no one else reaches it."""
     yield root
+    try:
+        if not root.lstat().st_mode & (stat.S_IXGRP | stat.S_IXOTH):
+            return  # 0700 (as trnplan creates it): what is inside is out of everyone else's reach
+    except OSError:
+        return
     for name in ("cache.db", "cache.db-wal", "cache.db-shm"):
         yield root / name
-    for folder, dirs, files in os.walk(root):  # diskcache's ab/cd/<hex>.val (symbolic links not followed)
-        base = Path(folder)
-        for name in dirs:
-            yield base / name
-        for name in files:
-            if name.endswith(".val"):
-                yield base / name
+    for folder in sorted(root.glob("[0-9a-f][0-9a-f]")):
+        yield folder
+        for sub in sorted(folder.glob("[0-9a-f][0-9a-f]")):
+            yield sub
+            yield from sorted(sub.glob("*.val"))
 
 
 def _make_private_dir(path: Path) -> None:
