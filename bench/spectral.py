@@ -92,8 +92,13 @@ def truncated_row(label, grid, modes, batch, cell_seconds):
     assert err <= 2 * BAR, (label, err)  # two fp32 plans in a row
     xg = x.clone().requires_grad_()
     g = torch.randn(batch, *grid)
+    pruned = [trnplan.plan_many(grid, batch, kind=k, modes=modes, dtype=torch.float32,
+                                strategy="(truncated method=gemm)") for k in ("r2c", "c2r")]
+    err_pruned = rel(pruned[1].execute(pruned[0].execute(x)), ref)
+    assert err_pruned <= 2 * BAR, (label, err_pruned)
     fns = {
         "trnplan": lambda: trnplan_round_trip(x, grid, modes),
+        "trnplan method=gemm": lambda: pruned[1].execute(pruned[0].execute(x)),
         "torch.fft": lambda: torch_round_trip(x, grid, modes),
         "trnplan fwd+bwd": lambda: torch.autograd.grad(trnplan_round_trip(xg, grid, modes), xg, g),
         "torch.fft fwd+bwd": lambda: torch.autograd.grad(torch_round_trip(xg, grid, modes), xg, g),
@@ -177,12 +182,14 @@ def markdown(trunc, r2r, meta, convs=()) -> str:
     lines = [(f"*{meta['when']}, {meta['cpu']}, torch {meta['torch']} ({meta['threads']} threads), "
               f"{'quick form, ' if meta['quick'] else ''}**busy machine** (other sessions were running): medians "
               f"of round-robin cells in one process; ratios, not absolutes, carry over.*"), "",
-             ("| truncated round trip (fwd + inv) | batch | torch.fft (rfftn+cut+fill+irfftn) | trnplan | ratio | "
-              "fwd+bwd torch.fft | fwd+bwd trnplan | ratio | trnplan's trees |"), "|---|---|---|---|---|---|---|---|---|"]
+             ("| truncated round trip (fwd + inv) | batch | torch.fft (rfftn+cut+fill+irfftn) | trnplan (estimate's "
+              "pick) | ratio | trnplan pruned GEMMs (method=gemm) | ratio | fwd+bwd torch.fft | fwd+bwd trnplan | "
+              "ratio | trnplan's trees (estimate) |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in trunc:
         u = r["us"]
         lines.append(f"| {r['row']} | {r['batch']} | {u['torch.fft']:.0f} µs | {u['trnplan']:.0f} µs | "
-                     f"{u['trnplan'] / u['torch.fft']:.2f} | {u['torch.fft fwd+bwd']:.0f} µs | "
+                     f"{u['trnplan'] / u['torch.fft']:.2f} | {u['trnplan method=gemm']:.0f} µs | "
+                     f"{u['trnplan method=gemm'] / u['torch.fft']:.2f} | {u['torch.fft fwd+bwd']:.0f} µs | "
                      f"{u['trnplan fwd+bwd']:.0f} µs | {u['trnplan fwd+bwd'] / u['torch.fft fwd+bwd']:.2f} | "
                      f"`{r['trees'][0]}` / `{r['trees'][1]}` |")
     lines += ["", ("| DCT/DST (float32) | batch | scipy.fft (pocketfft) | pyFFTW r2r | trnplan | trnplan / best | "
@@ -211,12 +218,13 @@ def plot(path, trunc, r2r) -> None:
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8), dpi=110)
     labels = [r["row"] for r in trunc]
-    for i, (col, name) in enumerate((("trnplan", "round trip"), ("trnplan fwd+bwd", "fwd+bwd"))):
-        base = col.replace("trnplan", "torch.fft")
-        axes[0].bar(np.arange(len(trunc)) + 0.4 * i, [r["us"][col] / r["us"][base] for r in trunc], 0.4,
+    cols = (("trnplan", "torch.fft", "round trip, estimate's pick"), ("trnplan method=gemm", "torch.fft",
+            "round trip, pruned GEMMs"), ("trnplan fwd+bwd", "torch.fft fwd+bwd", "fwd+bwd, estimate's pick"))
+    for i, (col, base, name) in enumerate(cols):
+        axes[0].bar(np.arange(len(trunc)) + 0.27 * i, [r["us"][col] / r["us"][base] for r in trunc], 0.27,
                     label=f"trnplan / torch.fft, {name}")
     axes[0].axhline(1.0, color="k", lw=0.8)
-    axes[0].set_xticks(np.arange(len(trunc)) + 0.2, labels, rotation=20, fontsize=7)
+    axes[0].set_xticks(np.arange(len(trunc)) + 0.27, labels, rotation=20, fontsize=7)
     axes[0].set_ylabel("time ratio (< 1: trnplan faster)")
     axes[0].set_title("truncated FNO transforms vs rfftn+cut+fill+irfftn", fontsize=9)
     axes[0].legend(fontsize=7)
@@ -240,7 +248,12 @@ def main(argv=None) -> dict:
     ap.add_argument("--markdown", default=None, help="rewrite the bench:spectral section of this file")
     ap.add_argument("--json", default=None)
     ap.add_argument("--plot", default=None, help="PNG of the ratios")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="torch.set_num_threads first (1 steadies a busy 2-core machine: two-thread OpenMP ops "
+                         "stall behind other processes there)")
     args = ap.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     cell = args.cell_seconds or (0.15 if args.quick else 1.0)
     trunc = []
     for label, grid, modes, batch in TRUNCATED:

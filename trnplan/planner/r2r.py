@@ -194,7 +194,9 @@ def _library_call(shape: tuple, kind: str, inverse: bool, norm: str):
     axes = tuple(range(-len(shape), 0))
 
     def call(x: torch.Tensor) -> torch.Tensor:
-        return torch.from_numpy(fn(x.detach().cpu().numpy(), type=t, axes=axes, norm=norm))
+        # workers: torch's thread count, as the scipy leaf (pocketfft threads over the batch)
+        return torch.from_numpy(fn(x.detach().cpu().numpy(), type=t, axes=axes, norm=norm,
+                                   workers=torch.get_num_threads()))
 
     return call
 
