@@ -36,3 +36,15 @@ def use_stft(x: torch.Tensor) -> torch.Tensor:
     window = torch.hann_window(8)
     spec: torch.Tensor = trnplan.stft(x, 8, hop_length=2, window=window, return_complex=True)
     return trnplan.istft(spec, 8, hop_length=2, window=window, length=x.shape[-1])
+
+
+def use_pair_out_and_wisdom(re: torch.Tensor, im: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    plan = trnplan.plan_many(64, batch=2)
+    pair: tuple[torch.Tensor, ...] = plan.execute((re, im))
+    into: torch.Tensor = plan.execute(x, out=torch.empty_like(x))
+    shapes: tuple[int, ...] = plan.input_shape + plan.output_shape + (plan.batch,)
+    trnplan.set_plan_cache_size(64)
+    trnplan.export_wisdom("w.zip")
+    trnplan.import_wisdom("w.zip", plans_only=True)
+    short: str = plan.explain(full=True)
+    return (*pair, into, torch.tensor(shapes), torch.tensor(len(short)))
