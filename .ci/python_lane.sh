@@ -13,6 +13,10 @@
 # TORCH_INDEX=https://download.pytorch.org/whl/cpu where that index is reachable (~200 MB). Python itself comes from pyenv
 # (PYENV_ROOT, default /root/.pyenv) or python3.X on PATH; a Python that is not there is a failure,
 # not a skip, unless TRNPLAN_PY_LANE_ALLOW_MISSING=1.
+# Measured on the project's busy 2-core machine: the first run 829 s (installs 204 s for 3.10, 192 s
+# for 3.13, 224 s for 3.12: PyPI's torch 2.13.0+cu130, 4.7 GB per venv; the 3.12 fast tier 142 s,
+# 1846 passed); later runs reuse the venvs and pay the tests and smokes only (a few minutes), which is
+# what keeps CI under 30 min. A machine that starts without the venvs pays the installs once.
 # TRNPLAN_PY_LANE=0 skips the lane (a machine that cannot download torch); CI leaves it on.
 set -euo pipefail
 cd "$(dirname "$0")/.."
