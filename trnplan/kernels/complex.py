@@ -1,4 +1,4 @@
-"""Complex arithmetic on split (re, im) real tensors."""
+"""Complex arithmetic on split (re, im) real tensors, and the interleaved layout they may share."""
 
 from __future__ import annotations
 
@@ -25,3 +25,69 @@ def fused_complex_matrix(w: np.ndarray, *, left: bool) -> np.ndarray:
     if left:
         return np.block([[wr, -wi], [wi, wr]])
     return np.block([[wr, wi], [-wi, wr]])
+
+
+def interleave_order(n: int) -> np.ndarray:
+    """The permutation taking the split order ``[re_0 … re_{n-1} | im_0 … im_{n-1}]`` to the
+    interleaved order ``[re_0, im_0, re_1, im_1, …]`` (complex64 memory): ``split[order]``."""
+    return np.arange(2 * n).reshape(2, n).T.reshape(-1)
+
+
+def _planes_of_one_buffer(re: torch.Tensor, im: torch.Tensor) -> bool:
+    """Whether ``re`` and ``im`` are the real and imaginary planes of one interleaved (complex-like)
+    buffer, rows of ``2n`` contiguous reals: ``z.real`` and ``z.imag`` of a complex tensor, or the
+    planes :func:`planes` returns.
+
+    Only plain eager tensors on the CPU or CUDA are looked at: a traced tensor (FakeTensor,
+    FunctionalTensor: torch.compile, torch.export) has no storage to compare, and an XLA tensor's
+    storage is not host- or CUDA-addressable; those take the copying path.
+    """
+    if type(re) is not torch.Tensor or type(im) is not torch.Tensor or torch.compiler.is_compiling():
+        return False
+    if re.device.type not in ("cpu", "cuda") or re.ndim != 2 or re.shape != im.shape or re.dtype != im.dtype:
+        return False
+    rows, n = re.shape
+    if n < 2 or re.stride() != im.stride() or re.stride(1) != 2 or (rows > 1 and re.stride(0) != 2 * n):
+        return False
+    try:
+        same = re.untyped_storage().data_ptr() == im.untyped_storage().data_ptr()
+    except (RuntimeError, NotImplementedError):  # a storage torch cannot show: take the copying path
+        return False
+    return same and im.storage_offset() == re.storage_offset() + 1 and re.device == im.device
+
+
+def interleaved(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
+    """The ``(M, 2n)`` real tensor ``[re_0, im_0, re_1, im_1, …]`` of each row of the ``(M, n)`` pair.
+
+    Free (a view) when the pair are the planes of one interleaved buffer — what a plan's complex64
+    input is (``z.real``, ``z.imag``) — else one copy, as the split ``cat([re, im])`` was; inside a
+    trace the copy is what the compiler sees and fuses with its consumer (Inductor: one kernel that
+    reads the two planes and writes the GEMM's operand, cast included).
+    """
+    rows, n = re.shape
+    if _planes_of_one_buffer(re, im):
+        return re.as_strided((rows, 2 * n), (2 * n, 1))
+    return torch.stack([re, im], dim=-1).view(rows, 2 * n)
+
+
+def planes(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(re, im)`` views of an interleaved ``(M, 2n)`` real tensor (no copy)."""
+    pair = y.view(y.shape[0], -1, 2)
+    return pair[..., 0], pair[..., 1]
+
+
+def pack(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
+    """``torch.complex(re, im)``, but a view where the pair are the planes of one interleaved
+    buffer (a GEMM leaf's output): no pass over the result. The values are the same either way."""
+    if _planes_of_one_buffer(re, im) and re.storage_offset() % 2 == 0 and re.dtype in (torch.float32, torch.float64):
+        rows, n = re.shape
+        return torch.view_as_complex(re.as_strided((rows, n, 2), (2 * n, 2, 1)))
+    return torch.complex(re, im)
+
+
+def interleave_planes(re: torch.Tensor, im: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(re, im)`` copied, in one pass, into one new interleaved buffer (any shape, any strides):
+    the planes of a contiguous complex-like tensor, which a GEMM leaf then reads and the plan packs
+    without another copy (copying re and im separately took two passes and left two buffers)."""
+    y = torch.stack([re, im], dim=-1)
+    return y[..., 0], y[..., 1]

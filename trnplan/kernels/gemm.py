@@ -250,16 +250,17 @@ def tf32_scope():
     return fp32_matmul_scope("cuda", "tf32")
 
 
-def matmul(a: torch.Tensor, b: torch.Tensor, mode: str) -> torch.Tensor:
+def matmul(a: torch.Tensor, b: torch.Tensor, mode: str, out_dtype: torch.dtype = torch.float32) -> torch.Tensor:
     """The one matmul every :class:`Gemm` (and the precision probe) goes through.
 
-    bf16 tensors are multiplied into fp32 (``out_dtype``); fp32 tensors by the plain GEMM, with
-    TF32 allowed in ``tf32`` mode. Tests replace this function to simulate a matrix engine that
-    rounds its products or auto-casts fp32 operands (tests/test_precision.py).
+    bf16 tensors are multiplied into fp32 (``out_dtype``), or into bf16 where the caller asks
+    for it (the fp32 accumulator rounded once, by the GEMM's epilogue); fp32 tensors by the plain
+    GEMM, with TF32 allowed in ``tf32`` mode. Tests replace this function to simulate a matrix
+    engine that rounds its products or auto-casts fp32 operands (tests/test_precision.py).
     """
     mm = torch.bmm if a.ndim == 3 else torch.mm
     if a.dtype == torch.bfloat16:
-        return mm(a, b, out_dtype=torch.float32)
+        return mm(a, b) if out_dtype == torch.bfloat16 else mm(a, b, out_dtype=torch.float32)
     if a.dtype == torch.float32:
         # full fp32 unless tf32 mode, whatever the process-wide setting (_Fp32MatmulPrecision)
         want = "tf32" if mode == "tf32" and a.device.type == "cuda" else "ieee"
@@ -280,6 +281,11 @@ class Gemm(torch.nn.Module):
         Gives the compute dtype, device and precision mode.
     side : {"right", "left"}
         Which side the constant multiplies from.
+    rounded_output : bool
+        The output is only ever used rounded to bf16 (it is the operand of another bf16-mode GEMM).
+        Where the device multiplies bf16 tensors, the GEMM then writes bf16 (the fp32 accumulator
+        rounded once, by round-to-nearest-even as the next GEMM's cast would): half the bytes out,
+        and no cast pass before the next GEMM. Only in bf16 mode; the values are the same.
 
     Notes
     -----
@@ -288,7 +294,7 @@ class Gemm(torch.nn.Module):
     data slices, so that one GEMM with a ``P·K`` contraction sums all ``P`` products in fp32.
     """
 
-    def __init__(self, w: np.ndarray, ctx, side: str = "right"):
+    def __init__(self, w: np.ndarray, ctx, side: str = "right", *, rounded_output: bool = False):
         super().__init__()
         if side not in ("right", "left"):
             raise ValueError(f"side must be 'right' or 'left', got {side!r}")
@@ -300,6 +306,7 @@ class Gemm(torch.nn.Module):
         self.pairs = PRODUCTS[mode]
         # real bf16 tensors where the device multiplies them into fp32; else emulate in fp32
         self.native_bf16 = self.slices > 0 and native_bf16_matmul(torch.device(ctx.device).type)
+        self.out_dtype = torch.bfloat16 if rounded_output and self.native_bf16 and mode == "bf16" else torch.float32
         w = np.asarray(w, dtype=np.float64)
         if self.slices == 0:
             self.register_buffer("w", ctx.const(w))
@@ -321,8 +328,11 @@ class Gemm(torch.nn.Module):
         # real bf16 slices where the device multiplies them (half the bytes, no cast back)
         parts = split_bf16(x * scale, self.slices, as_bf16=self.native_bf16)
         x = torch.cat([parts[i] for i, _ in self.pairs], dim=contraction) if len(self.pairs) > 1 else parts[0]
-        y = matmul(x, self.w, self.mode) if self.side == "right" else matmul(self.w, x, self.mode)
-        return y * inverse
+        a, b = (x, self.w) if self.side == "right" else (self.w, x)
+        if self.out_dtype != torch.float32:  # the extra argument only where it is used: tests replace matmul
+            # scaled back in bf16: a power of two times a bf16 value is one (the same values as rounding after)
+            return matmul(a, b, self.mode, out_dtype=self.out_dtype) * inverse.to(self.out_dtype)
+        return matmul(a, b, self.mode) * inverse
 
 
 __all__ = [

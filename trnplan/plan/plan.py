@@ -19,6 +19,7 @@ from trnplan.cache.store import PlanCache
 from trnplan.core.errors import WisdomMiss
 from trnplan.core.node import PlanNode
 from trnplan.core.problem import Problem
+from trnplan.kernels.complex import pack
 from trnplan.plan.autograd import PlanFunction
 from trnplan.plan.explain import render_explain, render_short
 from trnplan.plan.traffic import count_plan
@@ -135,7 +136,8 @@ class Plan:
         # view_as_complex have no xla kernel: on an accelerator the pair is split and packed by
         # arithmetic (exact) instead
         on_host = device.type in ("cpu", "cuda")
-        self._pack = torch.complex if on_host else _pack_on_device
+        # pack: a view where the tree's output is one interleaved buffer (a GEMM leaf's), else torch.complex
+        self._pack = pack if on_host else _pack_on_device
         self._unpack = _views if on_host else _unpack_on_device
         self._native = None
         if runner is None and hasattr(module.root, "library_call"):

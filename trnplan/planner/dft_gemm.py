@@ -11,6 +11,17 @@ contraction is therefore split into k chunks of at most ``CHUNK`` terms, compute
 batched GEMM ``(k, M, c) @ (k, c, 2n)`` and summed: the error becomes O(u·(√c + √k)) whatever
 the kernel (measured 2.1–3.0e-7 at n=1024 for every batch), for k× the output traffic.
 
+In the split bf16 modes (bf16, bf16x3) and tf32 the contraction is not chunked: their bars
+(4e-3, 1e-5, 2e-3) are 20–8000× the fp32 summation error of a 2n-term sum, and a GPU's tensor
+cores accumulate in fp32 anyway; the k partial products cost k× the output traffic (at n = 256 the
+chunked bf16 leaf wrote and re-read its 2n-wide output twice, then wrote it again).
+
+Layout: the GEMM reads and writes the *interleaved* order ``[re_0, im_0, re_1, im_1, …]`` (the
+matrix's rows and columns permuted to it). That is a complex64 tensor's own memory, so a leaf at
+the root reads the user's data where it lies and its output is packed into the complex result
+without a pass (:func:`trnplan.kernels.complex.pack`); a pair that is not one buffer is
+interleaved by one copy, as the split ``cat([re, im])`` was.
+
 Memory: the matrix holds 4n² values; it is capped at ``MAX_MATRIX_BYTES``.
 """
 
@@ -28,6 +39,7 @@ from trnplan.core.accuracy import (
 )
 from trnplan.core.cost import Work, copy, gemm_work
 from trnplan.kernels import dft_matrix, fused_complex_matrix
+from trnplan.kernels.complex import interleave_order, interleaved, planes
 from trnplan.kernels.gemm import Gemm
 from trnplan.planner.solver import Solver, itemsize
 
@@ -47,16 +59,21 @@ ERROR_AB = {"fp32": (2.5, 0.3), "fp64": (3.0, 0.45)}
 #: was predicted at 5.4e-7, over fp32's 5e-7 bar, where it measures 2.8e-7; with 0.16, 4.0e-7
 ERROR_B_BLOCKED = {"fp32": 0.16, "fp64": 0.45}
 BLOCKED_ROWS = 4
+#: modes whose contraction is one GEMM, not chunked (module docstring)
+UNCHUNKED = ("bf16", "bf16x3", "tf32")
 
 
-def chunking(n: int) -> tuple[int, int]:
+def chunking(n: int, precision: str = "fp32") -> tuple[int, int]:
     """(k, c): the 2n-term contraction as k chunks of c terms (k·c ≥ 2n, zero-padded)."""
+    if precision in UNCHUNKED:
+        return 1, 2 * n
     k = -(-2 * n // CHUNK)
     return k, -(-2 * n // k)
 
 
 class DFTGemm(torch.nn.Module):
-    """``y = [xr | xi] @ W`` with ``W = [[Re F, Im F], [-Im F, Re F]]``, contraction in k chunks.
+    """``y = [xr | xi] @ W`` with ``W = [[Re F, Im F], [-Im F, Re F]]``, contraction in k chunks,
+    both sides in the interleaved order (module docstring).
 
     The GEMM runs through :class:`~trnplan.kernels.gemm.Gemm`, so the plan's precision mode
     (bf16 slicing, TF32) applies to it; the partial sums of the chunks are added in fp32.
@@ -65,7 +82,9 @@ class DFTGemm(torch.nn.Module):
     def __init__(self, n: int, w: np.ndarray, ctx):
         super().__init__()
         self.n = n
-        self.k, self.c = chunking(n)
+        self.k, self.c = chunking(n, ctx.precision)
+        order = interleave_order(n)
+        w = w[order][:, order]  # rows: interleaved input; columns: interleaved output
         pad = self.k * self.c - 2 * n
         if pad:
             w = np.concatenate([w, np.zeros((pad, 2 * n))])
@@ -73,15 +92,14 @@ class DFTGemm(torch.nn.Module):
 
     def forward(self, re, im):
         M, n = re.shape[0], self.n
+        x = interleaved(re, im)  # (M, 2n): a view of a complex64 input
         if self.k == 1:
-            y = self.gemm(torch.cat([re, im], dim=-1))
+            y = self.gemm(x)
         else:
-            parts = [re, im]
             if self.k * self.c > 2 * n:
-                parts.append(re.new_zeros(M, self.k * self.c - 2 * n))
-            x = torch.cat(parts, dim=-1).view(M, self.k, self.c).transpose(0, 1)  # (k, M, c)
-            y = self.gemm(x).sum(0)  # partial sums added in fp32
-        return y[:, :n], y[:, n:]
+                x = torch.cat([x, x.new_zeros(M, self.k * self.c - 2 * n)], dim=-1)
+            y = self.gemm(x.view(M, self.k, self.c).transpose(0, 1)).sum(0)  # (k, M, c); partial sums in fp32
+        return planes(y)
 
 
 class DFTGemmSolver(Solver):
@@ -100,9 +118,10 @@ class DFTGemmSolver(Solver):
 
     def plan(self, problem, planner, spec):
         n, b, size = problem.n, problem.batch, itemsize(problem)
-        k, c = chunking(n)
-        # the cat [re | im]; the GEMM reads that operand (k·c·b values, zero-padded) and the matrix and
-        # writes k partial products; each chunk is a (b × c) @ (c × 2n) GEMM on a matrix engine's tiles
+        k, c = chunking(n, problem.precision)
+        # interleaving re and im (free where they are one buffer: a complex input); the GEMM reads that
+        # operand (k·c·b values, zero-padded) and the matrix and writes k partial products; each chunk is a
+        # (b × c) @ (c × 2n) GEMM on a matrix engine's tiles
         work = copy(2 * n * b, size) + Work(
             launches=1,
             bytes=(k * c * b + 2 * n * k * c + 2 * n * b * k) * size,

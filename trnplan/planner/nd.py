@@ -9,6 +9,9 @@ Order: the last (contiguous) axis first, then the others from the back. For r2c 
 transform must come first, on the last axis, and the complex passes run on the half spectrum
 (torch.fft.rfftn's layout); c2r runs the complex inverse passes first and the real one last.
 A pass over a non-last axis moves that axis last (a transposing copy), runs, and moves it back.
+On the complex side the copy writes re and im into one interleaved buffer (one pass, not one per
+plane), which a GEMM leaf reads as it lies; so does the final gather into ``(batch, points)``,
+whose result the plan then packs into the complex output without another pass.
 
 ``method=lib`` instead calls the device library's own N-D transform (torch.fft.fftn / rfftn /
 irfftn) as a leaf, where there is one; the cost model chooses.
@@ -24,6 +27,7 @@ import torch
 from trnplan.core.accuracy import UNIT_ROUNDOFF, combine, log_growth
 from trnplan.core.cost import Work, copy, transpose
 from trnplan.core.errors import PlanningError
+from trnplan.kernels.complex import interleave_planes
 from trnplan.planner import native
 from trnplan.planner.leafcost import LeafShape, leaf_work
 from trnplan.planner.solver import (
@@ -97,10 +101,14 @@ class NDRowColumn(torch.nn.Module):
         for (axis, _kind, _before), child in zip(self.steps, self.passes, strict=True):
             dim = axis + 1
             moved = [t.movedim(dim, -1) for t in state] if dim != last else list(state)
+            if dim != last and len(moved) == 2:
+                moved = list(interleave_planes(*moved))  # one transposing copy for both planes
             lead = moved[0].shape[:-1]
             out = child(*(t.reshape(-1, t.shape[-1]) for t in moved))
             out = [t.reshape(*lead, t.shape[-1]) for t in out]
             state = tuple(t.movedim(-1, dim) for t in out) if dim != last else tuple(out)
+        if len(state) == 2 and not all(t.is_contiguous() for t in state):
+            state = interleave_planes(*state)  # one gather for both planes, packed by the plan without a copy
         return tuple(t.reshape(M, -1) for t in state)
 
 

@@ -1,0 +1,72 @@
+"""The GEMM trees' data layout: interleaved planes read and packed without copies, and the four-step of
+two dft-gemm leaves lowered as two GEMMs with the twiddle folded in (MonarchGemm). Every result is
+checked against numpy.fft in complex128 at the mode's bar."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+import trnplan
+from conftest import random_complex, reference, rel_l2
+from trnplan.core.accuracy import DEFAULT_TOL
+from trnplan.kernels.complex import interleave_planes, interleaved, pack, planes
+from trnplan.planner.four_step import FourStepFFT, MonarchGemm
+
+DTYPE = {"fp64": torch.complex128}
+
+
+def test_planes_of_a_complex_tensor_are_read_and_packed_in_place():
+    z = torch.from_numpy(random_complex((3, 8))).to(torch.complex64)
+    x = interleaved(z.real, z.imag)
+    assert x.data_ptr() == z.data_ptr() and torch.equal(x, torch.view_as_real(z).reshape(3, 16))
+    re, im = planes(x.clone())
+    packed = pack(re, im)
+    assert packed.data_ptr() == re.data_ptr() and torch.equal(packed, z)
+
+
+def test_separate_planes_are_copied_with_the_same_values():
+    z = torch.from_numpy(random_complex((3, 8))).to(torch.complex64)
+    re, im = z.real.contiguous(), z.imag.contiguous()
+    x = interleaved(re, im)
+    assert x.data_ptr() not in (re.data_ptr(), im.data_ptr()) and torch.equal(x, torch.view_as_real(z).reshape(3, 16))
+    packed = pack(re, im)
+    assert packed.data_ptr() != re.data_ptr() and torch.equal(packed, z)
+    # planes of one buffer but not in order (im before re) are not mistaken for a complex tensor
+    swapped = pack(z.imag, z.real)
+    assert torch.equal(swapped, torch.complex(z.imag, z.real))
+    a, b = interleave_planes(re.t(), im.t())
+    assert torch.equal(a, re.t()) and torch.equal(b, im.t()) and b.data_ptr() == a.data_ptr() + 4
+
+
+@pytest.mark.parametrize("precision", ["fp32", "fp64", "bf16", "bf16x3"])
+@pytest.mark.parametrize("n,split,batch,inverse", [(4096, "64x64", 3, False), (96, "8x12", 1, False),
+                                                    (96, "12x8", 5, True)])
+def test_four_step_of_gemm_leaves_is_two_gemms(precision, n, split, batch, inverse):
+    plan = trnplan.plan_many(n, batch=batch, precision=precision, inverse=inverse, cache=None,
+                             dtype=DTYPE.get(precision, torch.complex64),
+                             strategy=f"(four-step {n}={split} (dft-gemm) (dft-gemm))")
+    assert isinstance(plan.module.root, MonarchGemm)
+    x = random_complex((batch, n), seed=n)
+    y = plan(torch.from_numpy(x).to(DTYPE.get(precision, torch.complex64))).numpy()
+    assert rel_l2(y, reference(x, inverse)) <= DEFAULT_TOL[precision]
+
+
+def test_four_step_keeps_the_general_lowering_where_folding_does_not_fit():
+    # bf16x6's six folded 64 × 128×128 fp32 matrices (25 MB) are over the cap; a Stockham child is no GEMM leaf
+    for precision, strategy in (("bf16x6", "(four-step 4096=64x64 (dft-gemm) (dft-gemm))"),
+                                ("fp32", "(four-step 4096=64x64 (dft-gemm) (stockham))")):
+        plan = trnplan.plan_many(4096, batch=2, precision=precision, strategy=strategy, cache=None)
+        assert isinstance(plan.module.root, FourStepFFT)
+        x = random_complex((2, 4096), seed=1)
+        assert rel_l2(plan(torch.from_numpy(x).to(torch.complex64)).numpy(), reference(x, False)) \
+            <= DEFAULT_TOL[precision]
+
+
+def test_gemm_leaf_output_is_the_plans_result_without_a_pack():
+    plan = trnplan.plan_many(64, batch=4, strategy="(dft-gemm)", cache=None)
+    x = random_complex((4, 64), seed=2)
+    y = plan(torch.from_numpy(x).to(torch.complex64))
+    assert y._base is not None  # a view of the GEMM's interleaved output
+    assert rel_l2(y.numpy(), np.fft.fft(x)) <= DEFAULT_TOL["fp32"]
