@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conftest import random_complex, reference, rel_l2
 
 import trnplan
-from conftest import random_complex, reference, rel_l2
 from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.kernels.complex import interleave_planes, interleaved, pack, planes
 from trnplan.planner.four_step import FourStepFFT, MonarchGemm

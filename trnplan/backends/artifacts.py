@@ -41,6 +41,7 @@ import types
 
 import torch
 
+from trnplan.kernels.complex import interleave_planes, planes_of_one_buffer
 from trnplan.kernels.gemm import fp32_matmul_scope
 
 _TMP_DIR: str | None = None
@@ -225,8 +226,12 @@ class InductorRunner:
     """A plan module compiled by ``torch.compile`` in this process, warmed on ``example`` (so the
     compile happens at plan time, not at the first execute); thread-safe.
 
-    Inputs are made contiguous, the layout it was compiled for: any other stride would be a new
-    guard and a recompile of seconds in the middle of a run.
+    Inputs are given the layout it was compiled for: any other stride would be a new guard and a
+    recompile of seconds in the middle of a run. A complex pair ``(re, im)`` is compiled as the two
+    planes of one interleaved buffer, which is what a plan passes (``z.real``, ``z.imag`` of the
+    user's complex tensor), so that the graph reads the data where it lies; making the planes
+    contiguous first cost two copies of the whole input before the graph ran. A pair that is not
+    such planes is interleaved by one copy; other inputs are made contiguous.
 
     Inductor is told to round at every dtype cast as eager torch does (``emulate_precision_casts``).
     By default it keeps a fused kernel's values in fp32 across ``.to(bfloat16)``, which would make
@@ -242,6 +247,9 @@ class InductorRunner:
         # (list_mode_options(None) lists every mode's options: only a named mode's are wanted)
         options = {**(torch._inductor.list_mode_options(mode) if mode else {}), "emulate_precision_casts": True}
         self._module = module.eval()
+        self._planes = len(example) == 2 and example[0].shape == example[1].shape and example[0].ndim == 2 \
+            and example[0].dtype == example[1].dtype and example[0].dtype in (torch.float32, torch.float64)
+        example = self._layout(example)
         self._fn = torch.compile(_own_code(_run_module, next(self._count)), fullgraph=True, dynamic=False,
                                  options=options)
         self._lock = threading.Lock()
@@ -257,10 +265,15 @@ class InductorRunner:
         with self._lock, torch.no_grad(), fp32_matmul_scope(self._device_type):
             if self._cudagraphs:
                 torch.compiler.cudagraph_mark_step_begin()
-            out = self._fn(self._module, *(t.contiguous() for t in inputs))
+            out = self._fn(self._module, *self._layout(inputs))
             if self._cudagraphs:
                 out = [t.clone() for t in out]
         return tuple(out)
+
+    def _layout(self, inputs):
+        if self._planes:
+            return tuple(inputs) if planes_of_one_buffer(*inputs) else interleave_planes(*inputs)
+        return tuple(t.contiguous() for t in inputs)
 
 
 def _run_module(module, *inputs):

@@ -33,7 +33,7 @@ def interleave_order(n: int) -> np.ndarray:
     return np.arange(2 * n).reshape(2, n).T.reshape(-1)
 
 
-def _planes_of_one_buffer(re: torch.Tensor, im: torch.Tensor) -> bool:
+def planes_of_one_buffer(re: torch.Tensor, im: torch.Tensor) -> bool:
     """Whether ``re`` and ``im`` are the real and imaginary planes of one interleaved (complex-like)
     buffer, rows of ``2n`` contiguous reals: ``z.real`` and ``z.imag`` of a complex tensor, or the
     planes :func:`planes` returns.
@@ -65,7 +65,7 @@ def interleaved(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
     reads the two planes and writes the GEMM's operand, cast included).
     """
     rows, n = re.shape
-    if _planes_of_one_buffer(re, im):
+    if planes_of_one_buffer(re, im):
         return re.as_strided((rows, 2 * n), (2 * n, 1))
     return torch.stack([re, im], dim=-1).view(rows, 2 * n)
 
@@ -79,7 +79,7 @@ def planes(y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 def pack(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
     """``torch.complex(re, im)``, but a view where the pair are the planes of one interleaved
     buffer (a GEMM leaf's output): no pass over the result. The values are the same either way."""
-    if _planes_of_one_buffer(re, im) and re.storage_offset() % 2 == 0 and re.dtype in (torch.float32, torch.float64):
+    if planes_of_one_buffer(re, im) and re.storage_offset() % 2 == 0 and re.dtype in (torch.float32, torch.float64):
         rows, n = re.shape
         return torch.view_as_complex(re.as_strided((rows, n, 2), (2 * n, 2, 1)))
     return torch.complex(re, im)
