@@ -54,6 +54,7 @@ VIEW_OPS = {"view", "_unsafe_view", "as_strided", "permute", "select", "slice", 
             "reshape", "unbind", "split", "chunk", "real", "imag", "movedim", "lift_fresh", "empty", "empty_like",
             "new_empty", "empty_strided"}
 DEVICE = "cuda"
+RACE_ONLY = False  # --race-only: times and errors, no op or kernel profile
 
 
 def sync():
@@ -211,6 +212,8 @@ def one_plan(case, mode, compile_mode, strategy, x, batch, repeats, peaks):
         out["ms"] = timed_ms(lambda: plan.execute(x), repeats)
         points = x.numel()
         out["gbs_min_traffic"] = 16 * points / (out["ms"] * 1e-3) / 1e9
+        if RACE_ONLY:
+            return out
         if compile_mode == "eager":
             ops = eager_ops(plan, x)
             out["ops"] = ops
@@ -236,7 +239,8 @@ def run_case(case, modes, compile_modes, scale, repeats, peaks, gen):
     del y
     fft["ms"] = timed_ms(lambda: torch.fft.fftn(x, dim=dims), repeats)
     fft["gbs_min_traffic"] = 16 * x.numel() / (fft["ms"] * 1e-3) / 1e9
-    fft["kernels"] = kernel_table(lambda: torch.fft.fftn(x, dim=dims))
+    if not RACE_ONLY:
+        fft["kernels"] = kernel_table(lambda: torch.fft.fftn(x, dim=dims))
     cells = [fft]
     for mode in modes:
         for compile_mode in compile_modes:
@@ -353,9 +357,10 @@ def main():
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--no-inductor", action="store_true", help="eager plans only")
     ap.add_argument("--cases", default=None, help="comma-separated labels (n=256,n=1024,n=4096,256²)")
+    ap.add_argument("--race-only", action="store_true", help="times and errors only (e.g. an older checkout's)")
     args = ap.parse_args()
-    global DEVICE
-    DEVICE = args.device
+    global DEVICE, RACE_ONLY
+    DEVICE, RACE_ONLY = args.device, args.race_only
     if DEVICE == "cuda" and not torch.cuda.is_available():
         sys.exit("gpu_profile needs a CUDA GPU (or --device cpu)")
     scale = args.scale or (24 if DEVICE == "cuda" else 14)
