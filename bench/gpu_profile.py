@@ -82,6 +82,18 @@ def timed_ms(fn, repeats: int, warmup: int = 3) -> float:
     return statistics.median(times)
 
 
+def host_us(fn, calls: int = 10) -> float:
+    """The host's time per call, launches only (no synchronize inside: the GPU queue absorbs the
+    work). Where it exceeds the GPU time, the GPU waits for the host: the time is the host's."""
+    sync()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    host = (time.perf_counter() - t0) / calls * 1e6
+    sync()
+    return host
+
+
 def _bytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
 
@@ -196,7 +208,12 @@ def accuracy(y, x, shape) -> float:
 def one_plan(case, mode, compile_mode, strategy, x, batch, repeats, peaks):
     label, shape, _ = case
     out = {"case": label, "mode": mode, "compile": compile_mode, "strategy": strategy or "planner"}
+    if compile_mode.startswith("inductor:"):  # a torch.compile mode, e.g. inductor:reduce-overhead (CUDA graphs)
+        compile_mode, os.environ["TRNPLAN_INDUCTOR_MODE"] = "inductor", compile_mode.split(":", 1)[1]
+    else:
+        os.environ.pop("TRNPLAN_INDUCTOR_MODE", None)
     try:
+        trnplan.clear_plan_cache()  # the in-process memo does not key on TRNPLAN_INDUCTOR_MODE
         t0 = time.perf_counter()
         plan = trnplan.plan_many(shape, batch=batch, device=DEVICE, precision=mode, strategy=strategy,
                                  compile=compile_mode, cache=None)
@@ -210,6 +227,7 @@ def one_plan(case, mode, compile_mode, strategy, x, batch, repeats, peaks):
         out["within_bar"] = out["err"] <= out["bar"]
         del y
         out["ms"] = timed_ms(lambda: plan.execute(x), repeats)
+        out["host_us"] = host_us(lambda: plan.execute(x))
         points = x.numel()
         out["gbs_min_traffic"] = 16 * points / (out["ms"] * 1e-3) / 1e9
         if RACE_ONLY:
@@ -247,6 +265,8 @@ def run_case(case, modes, compile_modes, scale, repeats, peaks, gen):
             cells.append(one_plan(case, mode, compile_mode, tree, x, batch, repeats, peaks))
         if mode != "fp32":  # the planner's own pick in the mode (fp32 picks cuFFT itself)
             cells.append(one_plan(case, mode, "eager", None, x, batch, repeats, peaks))
+        if mode == "bf16" and "inductor" in compile_modes and DEVICE == "cuda":  # CUDA graphs: no launch overhead
+            cells.append(one_plan(case, mode, "inductor:reduce-overhead", tree, x, batch, repeats, peaks))
     for c in cells:
         c["batch"], c["points"] = batch, x.numel()
         print(summary_line(c, fft), flush=True)
@@ -300,17 +320,17 @@ def markdown(info, cells, peaks) -> str:
     hbm = peaks[0] if peaks else None
     md = [(f"Device: {info['device']}, torch {info['torch']}, CUDA {info.get('cuda')}, "
            f"driver {info.get('driver')}, peaks (datasheet) {peaks}"), "",
-          "| case | mode | compile | tree | ms | × cuFFT | GB/s at 16 B/pt" + (" (% HBM)" if hbm else "")
-          + " | err | bar | ok |", "|---|---|---|---|---|---|---|---|---|---|"]
+          "| case | mode | compile | tree | ms | × cuFFT | host µs/call | GB/s at 16 B/pt" + (" (% HBM)" if hbm else "")
+          + " | err | bar | ok |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     base = {c["case"]: c["ms"] for c in cells if c["strategy"] == "library" and "ms" in c}
     for c in cells:
         if "failed" in c:
             md.append(f"| {c['case']} | {c['mode']} | {c['compile']} | {c['strategy']} | fails: {c['failed'][:160]} "
-                      f"| | | | | |")
+                      f"| | | | | | |")
             continue
         pct = f" ({100 * c['gbs_min_traffic'] / (hbm * 1e3):.0f}%)" if hbm else ""
         md.append(f"| {c['case']} | {c['mode']} | {c['compile']} | `{c.get('tree', c['strategy'])}` | {c['ms']:.3f} | "
-                  f"{base[c['case']] / c['ms']:.2f} | {c['gbs_min_traffic']:.0f}{pct} | {c['err']:.1e} | "
+                  f"{base[c['case']] / c['ms']:.2f} | {c.get('host_us', 0):.0f} | {c['gbs_min_traffic']:.0f}{pct} | {c['err']:.1e} | "
                   f"{c.get('bar', '')} | {'yes' if c.get('within_bar', True) else 'NO'} |")
     flops = {(c["case"], c["mode"]): c.get("gemm_flops") for c in cells if c["compile"] == "eager"
              and c["strategy"] not in ("planner", "library")}
