@@ -1,5 +1,5 @@
 """The GEMM trees' data layout: interleaved planes read and packed without copies, and the four-step of
-two dft-gemm leaves lowered as two plain GEMMs on the interleaved layout (MonarchGemm). Every result is
+two dft-gemm leaves lowered as two GEMMs with the twiddle folded in (MonarchGemm). Every result is
 checked against numpy.fft in complex128 at the mode's bar."""
 
 from __future__ import annotations
@@ -53,15 +53,15 @@ def test_four_step_of_gemm_leaves_is_two_gemms(precision, n, split, batch, inver
     assert rel_l2(y, reference(x, inverse)) <= DEFAULT_TOL[precision]
 
 
-def test_four_step_keeps_the_general_lowering_for_other_children():
-    # a chunked fp32 leaf (2n = 512 > CHUNK terms) keeps its chunks; a Stockham child is no GEMM leaf
-    for n, strategy in ((65536, "(four-step 65536=256x256 (dft-gemm) (dft-gemm))"),
-                        (4096, "(four-step 4096=64x64 (dft-gemm) (stockham))")):
-        plan = trnplan.plan_many(n, batch=1, strategy=strategy, cache=None)
+def test_four_step_keeps_the_general_lowering_where_folding_does_not_fit():
+    # bf16x6's six folded 64 × 128×128 fp32 matrices (25 MB) are over the cap; a Stockham child is no GEMM leaf
+    for precision, strategy in (("bf16x6", "(four-step 4096=64x64 (dft-gemm) (dft-gemm))"),
+                                ("fp32", "(four-step 4096=64x64 (dft-gemm) (stockham))")):
+        plan = trnplan.plan_many(4096, batch=2, precision=precision, strategy=strategy, cache=None)
         assert isinstance(plan.module.root, FourStepFFT)
-        x = random_complex((1, n), seed=1)
+        x = random_complex((2, 4096), seed=1)
         assert rel_l2(plan(torch.from_numpy(x).to(torch.complex64)).numpy(), reference(x, False)) \
-            <= DEFAULT_TOL["fp32"]
+            <= DEFAULT_TOL[precision]
 
 
 def test_gemm_leaf_output_is_the_plans_result_without_a_pack():

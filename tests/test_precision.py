@@ -390,12 +390,13 @@ def test_verify_works_for_every_kind_and_rank(kind, shape):
 _PLAIN_MATMUL = gemm.matmul
 
 
-def _bf16_tensor_matmul(a, b, mode):
+def _bf16_tensor_matmul(a, b, mode, out_dtype=torch.float32):
     """CUDA's ``torch.mm(a, b, out_dtype=float32)`` on bf16 tensors, emulated on the CPU: the
-    products of bf16 values are exact in fp32 and the sum is an fp32 GEMM."""
+    products of bf16 values are exact in fp32 and the sum is an fp32 GEMM; a bf16 output is that
+    sum rounded to nearest (cuBLAS's epilogue)."""
     assert a.dtype == b.dtype, "a bf16 GEMM needs both operands in bf16"
     mm = torch.bmm if a.ndim == 3 else torch.mm
-    return mm(a.float(), b.float()) if a.dtype == torch.bfloat16 else _PLAIN_MATMUL(a, b, mode)
+    return mm(a.float(), b.float()).to(out_dtype) if a.dtype == torch.bfloat16 else _PLAIN_MATMUL(a, b, mode)
 
 
 @pytest.mark.parametrize("precision", ["bf16", "bf16x3", "bf16x6"])

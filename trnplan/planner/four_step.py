@@ -13,9 +13,9 @@ Both children are planned through the planner, so each may itself be a four-step
 Stockham or a native leaf: on a matrix engine every level is a batched GEMM.
 
 Where both children are one-GEMM dft-gemm leaves (the Monarch tree a matrix engine runs), the
-node lowers to :class:`MonarchGemm` instead: two GEMMs on the interleaved layout with three data
-movements (in, twiddle-and-reorder, out), where the general lowering makes three transposes of re
-and im each, the twiddle product, and its children's interleaving copies. The split is
+node lowers to :class:`MonarchGemm` instead: two GEMMs on one batch-last layout, the twiddle folded
+into the second GEMM's matrices, and two data movements (in and out) where the general lowering
+makes seven (three transposes of re and im each, the twiddle product) plus its children's copies. The split is
 chosen by the cost model among a few candidate splits (:func:`candidate_splits`): trying every
 divisor pair made planning take seconds for highly composite n (720720 has 240 divisors), and
 the balanced, smallest-prime and GEMM-sized splits are the ones that ever win.
@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from trnplan.core.accuracy import UNIT_ROUNDOFF, combine
-from trnplan.core.cost import cmul_work, transpose
+from trnplan.core.cost import PRODUCTS, cmul_work, transpose
 from trnplan.kernels import cmul, dft_matrix, fused_complex_matrix, twiddle_table
-from trnplan.kernels.complex import interleave_order, interleaved, planes
+from trnplan.kernels.complex import interleave_order, planes
 from trnplan.kernels.gemm import Gemm
 from trnplan.planner.dft_gemm import chunking
 from trnplan.planner.solver import (
@@ -86,56 +87,70 @@ class FourStepFFT(torch.nn.Module):
         return yr, yi
 
 
+#: the twiddle-folded second-stage matrices (n1 of 2n2 × 2n2 reals, times the split modes' product
+#: count) may take at most this much memory; past it the general lowering runs (fp32: n1·n2² ≤ 2^20)
+MAX_FOLDED_BYTES = 16 * 2**20
+
+
 class MonarchGemm(torch.nn.Module):
-    """The four-step of two dft-gemm leaves as two plain GEMMs on the interleaved layout.
+    """The four-step of two dft-gemm leaves as two GEMMs on one batch-last layout.
 
-    Input index ``j = n2·j1 + j2``, output index ``k = k1 + n1·k2``; each row of the batch is
-    held interleaved (re, im adjacent: a complex64 tensor's own memory), and every data movement
-    permutes axes *within* a row (2n values) only, never across the batch:
+    The data is held as ``(c, j1, j2, m)`` — re/im plane, input index ``j = n2·j1 + j2``, batch
+    last — so that every step is a GEMM on the matrix engine's natural shape, with no transpose
+    between them (the axes cycle through the GEMMs' row index instead):
 
-    1. ``(m, j1, j2, c) → (m, j2, c, j1)``, then one GEMM ``(M·n2 × 2n1) @ (2n1 × 2n1)``: the
-       length-n1 DFTs, written as ``(m, j2, k1, c)``;
-    2. the twiddle ``ω_n^{j2·k1}`` and ``(m, j2, k1, c) → (m, k1, j2, c)`` (one pass: one fused
-       kernel in a compiled graph, with the next GEMM's bf16 slicing), then one GEMM
-       ``(M·n1 × 2n2) @ (2n2 × 2n2)``: the length-n2 DFTs, written as ``(m, k1, k2, c)``;
-    3. ``(m, k1, k2, c) → (m, k2, k1, c)``: natural order, interleaved — the complex64 result's
-       memory, which the plan returns without packing (:func:`~trnplan.kernels.complex.pack`).
+    1. one GEMM ``F1 (2n1 × 2n1) @ X (2n1 × n2·M)``: the length-n1 DFTs of every (j2, m) column,
+       its rows ordered ``(k1, c)`` so that each k1 holds a ``(c, j2) × m`` block;
+    2. one batched GEMM over k1 with the twiddle folded into the matrices,
+       ``G[k1] = F2 · diag(ω_n^{j2·k1})`` (built in float64, rounded once): ``(c, k2) × m`` per k1;
+    3. one copy into natural order ``k = k1 + n1·k2``, interleaved — the complex64 result's own
+       memory, which the plan then returns without packing (:func:`~trnplan.kernels.complex.pack`).
 
-    Why not batch-last with the twiddle folded into batched GEMM matrices (the first version of
-    this class, which needed no transposes between the GEMMs): its entry and exit move the batch
-    axis, a transpose across the whole array, and on an H100 the Inductor kernel that fused that
-    entry with bf16x3's slicing ran at 0.3 TB/s (891 µs for 2^24 points, 1.6× the whole plan
-    before it; docs/gpu.md). Transposes within a row stay in cache; the twiddle costs nothing
-    extra where it fuses into the pass that reorders and slices the second GEMM's operand.
+    The entry (a batch-last stack of the two planes) and the exit are the only data movements;
+    in a compiled graph each fuses with the split modes' slicing of the GEMM operand next to it.
+
+    Measured on an H100 (docs/gpu.md, 2^24 points, n = 4096): eager bf16 0.88 ms against 1.46 ms
+    for the general lowering, bf16x3 1.72 against 2.24, fp32 1.08 against 1.63-2.26. A layout with
+    transposes only within rows (tried) was slower eagerly (bf16 1.31 ms). Under Inductor the
+    entry is the weak point: fused with bf16x3's slicing into one transposing kernel it ran at
+    0.3 TB/s (891 µs), and the compiled bf16x3 plan (1.59 ms) is slower than the compiled general
+    lowering (1.01-1.05 ms), whose transposes Inductor keeps apart from the slicing.
     """
 
     def __init__(self, n1: int, n2: int, sign: int, ctx):
         super().__init__()
         self.n1, self.n2 = n1, n2
-        o1, o2 = interleave_order(n1), interleave_order(n2)
-        # rows: (c, j1) split order (the entry writes it); columns: (k1, c) interleaved
-        self.first = Gemm(fused_complex_matrix(dft_matrix(n1, sign), left=False)[:, o1], ctx)
-        # rows and columns interleaved: (j2, c) in, (k2, c) out
-        self.second = Gemm(fused_complex_matrix(dft_matrix(n2, sign), left=False)[o2][:, o2], ctx)
-        tr, ti = ctx.split_const(twiddle_table(n2, n1, n1 * n2, sign))  # T[j2, k1]
-        self.register_buffer("tr", tr)
-        self.register_buffer("ti", ti)
+        order = interleave_order(n1)  # rows (c, k1) -> (k1, c)
+        # in bf16 mode the first GEMM's output is the second's operand, used rounded to bf16 only:
+        # where the device multiplies bf16 tensors it is written as bf16 (no cast pass between)
+        self.first = Gemm(fused_complex_matrix(dft_matrix(n1, sign), left=True)[order], ctx, side="left",
+                          rounded_output=True)
+        twiddle = twiddle_table(n2, n1, n1 * n2, sign)  # T[j2, k1]
+        folded = dft_matrix(n2, sign)[None, :, :] * twiddle.T[:, None, :]  # G[k1][k2, j2] = F2[k2, j2]·T[j2, k1]
+        self.second = Gemm(np.stack([fused_complex_matrix(g, left=True) for g in folded]), ctx, side="left")
+
+    @staticmethod
+    def folded_bytes(n1: int, n2: int, itemsize: int, products: int) -> int:
+        return n1 * (2 * n2) ** 2 * itemsize * products
 
     def forward(self, re, im):
         M, n1, n2 = re.shape[0], self.n1, self.n2
-        x = interleaved(re, im).view(M, n1, n2, 2)  # free for a complex input
-        a = self.first(x.permute(0, 2, 3, 1).reshape(M * n2, 2 * n1))  # (m, j2) × (k1, c)
-        ar, ai = planes(a)
-        br, bi = cmul(ar.view(M, n2, n1), ai.view(M, n2, n1), self.tr, self.ti)
-        b = torch.stack([br.transpose(1, 2), bi.transpose(1, 2)], dim=-1)  # (m, k1, j2, c)
-        y = self.second(b.view(M * n1, 2 * n2))  # (m, k1) × (k2, c)
-        return planes(y.view(M, n1, n2, 2).transpose(1, 2).reshape(M, 2 * n1 * n2))
+        # (c, j1, j2, m): one copy of the two planes, batch last
+        x = torch.stack([re.reshape(M, n1, n2).permute(1, 2, 0), im.reshape(M, n1, n2).permute(1, 2, 0)])
+        a = self.first(x.view(2 * n1, n2 * M))  # rows (k1, c), columns (j2, m)
+        b = self.second(a.view(n1, 2 * n2, M))  # (k1, (c, k2), m)
+        y = b.view(n1, 2, n2, M).permute(3, 2, 0, 1).reshape(M, 2 * n1 * n2)  # (m, k2, k1, c): natural, interleaved
+        return planes(y)
 
 
 def monarch_leaves(node, ctx) -> bool:
-    """Whether a four-step node lowers to :class:`MonarchGemm`: both children dft-gemm leaves whose
-    contraction is one GEMM (a chunked leaf keeps its chunks, for fp32's bar: the general lowering)."""
-    return all(c.solver == "dft-gemm" and chunking(c.n, ctx.precision)[0] == 1 for c in node.children)
+    """Whether a four-step node lowers to :class:`MonarchGemm`: both children one-GEMM dft-gemm
+    leaves (no chunked contraction) and the folded matrices within :data:`MAX_FOLDED_BYTES`."""
+    n1, n2 = node.param("factors")
+    if any(c.solver != "dft-gemm" or chunking(c.n, ctx.precision)[0] != 1 for c in node.children):
+        return False
+    products = max(1, len(PRODUCTS.get(ctx.precision, ())))
+    return MonarchGemm.folded_bytes(n1, n2, ctx.dtype.itemsize, products) <= MAX_FOLDED_BYTES
 
 
 class FourStep(Solver):
