@@ -70,3 +70,14 @@ def test_gemm_leaf_output_is_the_plans_result_without_a_pack():
     y = plan(torch.from_numpy(x).to(torch.complex64))
     assert y._base is not None  # a view of the GEMM's interleaved output
     assert rel_l2(y.numpy(), np.fft.fft(x)) <= DEFAULT_TOL["fp32"]
+
+
+def test_lazily_negated_planes_are_not_read_in_place():
+    # z.conj().imag is a view whose memory holds +Im z (torch's lazy neg bit): it must be copied
+    z = torch.from_numpy(random_complex((2, 8))).to(torch.complex64)
+    zc = z.conj()
+    x = interleaved(zc.real, zc.imag)
+    assert torch.equal(x, torch.view_as_real(zc.resolve_conj()).reshape(2, 16))
+    plan = trnplan.plan_many(8, batch=2, strategy="(dft-gemm)", cache=None)
+    y = plan(zc).numpy()
+    assert rel_l2(y, np.fft.fft(zc.resolve_conj().numpy())) <= DEFAULT_TOL["fp32"]

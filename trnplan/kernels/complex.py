@@ -46,6 +46,8 @@ def planes_of_one_buffer(re: torch.Tensor, im: torch.Tensor) -> bool:
         return False
     if re.device.type not in ("cpu", "cuda") or re.ndim != 2 or re.shape != im.shape or re.dtype != im.dtype:
         return False
+    if re.is_neg() or im.is_neg() or re.is_conj() or im.is_conj():  # lazy negation: the memory holds -value
+        return False
     rows, n = re.shape
     if n < 2 or re.stride() != im.stride() or re.stride(1) != 2 or (rows > 1 and re.stride(0) != 2 * n):
         return False
