@@ -11,6 +11,7 @@ from conftest import random_complex, reference, rel_l2
 
 import trnplan
 from trnplan.core.accuracy import DEFAULT_TOL
+from trnplan.kernels import gemm
 from trnplan.kernels.complex import interleave_planes, interleaved, pack, planes
 from trnplan.planner.four_step import FourStepFFT, MonarchGemm
 
@@ -81,3 +82,27 @@ def test_lazily_negated_planes_are_not_read_in_place():
     plan = trnplan.plan_many(8, batch=2, strategy="(dft-gemm)", cache=None)
     y = plan(zc).numpy()
     assert rel_l2(y, np.fft.fft(zc.resolve_conj().numpy())) <= DEFAULT_TOL["fp32"]
+
+
+@pytest.mark.parametrize("magnitude", [1.0, 1e-38, 1e36])
+@pytest.mark.parametrize("precision", ["bf16", "bf16x3"])
+def test_eager_split_gemms_skip_the_row_scale_only_where_it_is_one(precision, magnitude, monkeypatch):
+    """Eagerly a split GEMM scales its rows only when some row is extreme (row_scale returns None
+    otherwise); the results are bit-identical to always scaling, and within the mode's bar."""
+    z = torch.from_numpy(random_complex((3, 256), seed=3) * magnitude).to(torch.complex64)
+    x = torch.view_as_real(z).reshape(3, 512)
+    assert (gemm.row_scale(x, -1) is None) == (magnitude == 1.0)
+    plan = trnplan.plan_many(256, batch=3, precision=precision, strategy="(dft-gemm)", cache=None)
+    fast = plan(z)
+    monkeypatch.setattr(gemm, "row_scale", gemm.power_of_two_scale)
+    assert torch.equal(fast, plan(z))
+    want = np.fft.fft(z.to(torch.complex128).numpy())
+    assert rel_l2(fast.to(torch.complex128).numpy(), want) <= DEFAULT_TOL[precision]
+
+
+def test_traced_split_gemms_always_scale():
+    x = torch.randn(2, 8)
+    traced = torch.jit.trace(lambda t: gemm.row_scale(t, -1)[0], (x,), check_trace=False)  # its check reruns eagerly
+    # traced on ordinary data (no row extreme), the graph still scales the rows of extreme data
+    assert torch.equal(traced(x * 1e-30), gemm.power_of_two_scale(x * 1e-30, -1)[0])
+    assert not torch.equal(traced(x * 1e-30), torch.ones(2, 1))

@@ -108,6 +108,26 @@ def power_of_two_scale(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.T
     return keep + tiny * (1.0 / TINY) + huge * TINY, keep + tiny * TINY + huge * (1.0 / TINY)
 
 
+def row_scale(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """:func:`power_of_two_scale`, or None where no row needs scaling and the call is eager on
+    the CPU or CUDA (plain tensors, no trace): the GEMM then skips ``x · s`` and ``y · (1/s)``,
+    which are exact multiplications by 1 there, so the values are the same.
+
+    Why: on an H100 the two multiplications and ``abs`` before ``amax`` were three to four more
+    passes per split GEMM, 0.43 ms of the 0.64 ms bf16 ``(dft-gemm 256)`` over 2^24 points
+    (docs/gpu.md). Eagerly the check is one ``max |x|`` reduction (``vector_norm`` of order inf:
+    exact) and one host read of a flag; traced and compiled graphs (torch.compile, export,
+    jit.trace, XLA, Neuron) cannot branch on data and keep :func:`power_of_two_scale` always.
+    """
+    eager = type(x) is torch.Tensor and x.device.type in ("cpu", "cuda") and not torch.compiler.is_compiling() \
+        and not torch.jit.is_tracing()
+    if eager:
+        m = torch.linalg.vector_norm(x, float("inf"), dim=dim, keepdim=True)
+        if not bool(((m < TINY) | (m > 1.0 / TINY)).any()):
+            return None
+    return power_of_two_scale(x, dim)
+
+
 @functools.lru_cache(maxsize=8)
 def native_bf16_matmul(device_type: str) -> bool:
     """Whether torch multiplies bf16 tensors into an fp32 result on this device type
@@ -324,15 +344,17 @@ class Gemm(torch.nn.Module):
         # each output row (side="right"; column for "left") depends on one row (column) of x:
         # scale it by a power of two to ~1 first, so that no slice underflows (exact both ways)
         contraction = -1 if self.side == "right" else -2
-        scale, inverse = power_of_two_scale(x, contraction)
+        scaled = row_scale(x, contraction)  # None: no row needs it (eager)
         # real bf16 slices where the device multiplies them (half the bytes, no cast back)
-        parts = split_bf16(x * scale, self.slices, as_bf16=self.native_bf16)
+        parts = split_bf16(x if scaled is None else x * scaled[0], self.slices, as_bf16=self.native_bf16)
         x = torch.cat([parts[i] for i, _ in self.pairs], dim=contraction) if len(self.pairs) > 1 else parts[0]
         a, b = (x, self.w) if self.side == "right" else (self.w, x)
         if self.out_dtype != torch.float32:  # the extra argument only where it is used: tests replace matmul
+            y = matmul(a, b, self.mode, out_dtype=self.out_dtype)
             # scaled back in bf16: a power of two times a bf16 value is one (the same values as rounding after)
-            return matmul(a, b, self.mode, out_dtype=self.out_dtype) * inverse.to(self.out_dtype)
-        return matmul(a, b, self.mode) * inverse
+            return y if scaled is None else y * scaled[1].to(self.out_dtype)
+        y = matmul(a, b, self.mode)
+        return y if scaled is None else y * scaled[1]
 
 
 __all__ = [
@@ -341,6 +363,7 @@ __all__ = [
     "matmul",
     "native_bf16_matmul",
     "power_of_two_scale",
+    "row_scale",
     "split_bf16",
     "tf32_scope",
 ]
