@@ -20,7 +20,7 @@ from trnplan.core.problem import Problem
 
 def test_registry_is_ordered_and_named():
     assert solver_names() == ("native", "scipy", "pyfftw", "mkl-fft", "dft-gemm", "stockham", "butterfly",
-                              "four-step", "bluestein", "real", "nd", "multicore", "precision")
+                              "four-step", "bluestein", "real", "r2r", "truncated", "nd", "multicore", "precision")
     assert len(trnplan.planner.registry_digest()) == 16
 
 
