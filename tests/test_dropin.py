@@ -615,3 +615,15 @@ def test_dropin_under_wisdom_only_still_refuses_a_miss(monkeypatch):
     monkeypatch.setenv("TRNPLAN_WISDOM_ONLY", "1")
     with pytest.raises(trnplan.WisdomMiss, match="no stored plan"):
         tfft.fft(torch.randn(2, 1013, dtype=torch.complex64))
+
+
+def test_a_new_shapes_backward_is_cheap_too(dropin_plans):
+    x = torch.randn(2, 1009, dtype=torch.complex64, requires_grad=True)
+    tfft.fft(x).abs().sum().backward()
+    (plan,) = dropin_plans
+    adjoint = plan.adjoint()
+    assert adjoint.strategy == plan.strategy == "native" and adjoint.provenance.cache_path is None
+    assert _records() == []
+    ref = np.fft.fft(x.detach().numpy().astype(np.complex128))
+    want = np.fft.ifft(ref / np.maximum(np.abs(ref), 1e-30)) * 1009  # d|Fx|/dx̄ = Fᴴ(Fx/|Fx|)
+    assert np.linalg.norm(x.grad.numpy() - want) / np.linalg.norm(want) <= DEFAULT_TOL["fp32"]

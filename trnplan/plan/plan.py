@@ -24,7 +24,7 @@ from trnplan.plan.autograd import PlanFunction
 from trnplan.plan.explain import render_explain, render_short
 from trnplan.plan.traffic import count_plan
 from trnplan.plan.validation import check_layout, check_pair, check_tensor, dtype_name, wanted
-from trnplan.planner.planner import PlanModule
+from trnplan.planner.planner import DEFAULT_STRATEGIES, PlanModule
 from trnplan.planner.r2r import adjoint_factors
 from trnplan.planner.real import hermitian_weights
 
@@ -278,6 +278,11 @@ class Plan:
             if self._replan is None:
                 raise RuntimeError("this Plan was not made by trnplan.plan_many, which is what plans its adjoint")
             adjoint = adjoint_arguments(p)
+            forced_default = self.strategy in DEFAULT_STRATEGIES or f"({self.strategy})" in DEFAULT_STRATEGIES
+            if forced_default and self._replan.keywords.get("cache") is None:
+                # the drop-in's plan of a new shape (the device's own FFT, no search, stored nowhere):
+                # its adjoint is the device's own FFT too, planned the same way
+                adjoint["strategy"] = self.strategy
             try:
                 self._adjoint = self._replan(**adjoint, device="neuron" if p.device == "neuron" else self.device)
             except WisdomMiss as exc:
