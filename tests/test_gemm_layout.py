@@ -42,8 +42,9 @@ def test_separate_planes_are_copied_with_the_same_values():
 
 
 @pytest.mark.parametrize("precision", ["fp32", "fp64", "bf16", "bf16x3"])
-@pytest.mark.parametrize("n,split,batch,inverse", [(4096, "64x64", 3, False), (96, "8x12", 1, False),
-                                                    (96, "12x8", 5, True)])
+# batches where the folded matrices are no larger than the data (MonarchGemm's condition)
+@pytest.mark.parametrize("n,split,batch,inverse", [(1024, "32x32", 192, False), (96, "8x12", 80, False),
+                                                    (96, "12x8", 80, True)])
 def test_four_step_of_gemm_leaves_is_two_gemms(precision, n, split, batch, inverse):
     plan = trnplan.plan_many(n, batch=batch, precision=precision, inverse=inverse, cache=None,
                              dtype=DTYPE.get(precision, torch.complex64),
@@ -55,9 +56,11 @@ def test_four_step_of_gemm_leaves_is_two_gemms(precision, n, split, batch, inver
 
 
 def test_four_step_keeps_the_general_lowering_where_folding_does_not_fit():
-    # bf16x6's six folded 64 × 128×128 fp32 matrices (25 MB) are over the cap; a Stockham child is no GEMM leaf
+    # bf16x6's six folded 64 × 128×128 fp32 matrices (25 MB) are over the cap; a Stockham child is no GEMM
+    # leaf; at batch 2 the 64 folded matrices (4 MiB in fp32) would be 32× the data they transform
     for precision, strategy in (("bf16x6", "(four-step 4096=64x64 (dft-gemm) (dft-gemm))"),
-                                ("fp32", "(four-step 4096=64x64 (dft-gemm) (stockham))")):
+                                ("fp32", "(four-step 4096=64x64 (dft-gemm) (stockham))"),
+                                ("fp32", "(four-step 4096=64x64 (dft-gemm) (dft-gemm))")):
         plan = trnplan.plan_many(4096, batch=2, precision=precision, strategy=strategy, cache=None)
         assert isinstance(plan.module.root, FourStepFFT)
         x = random_complex((2, 4096), seed=1)
@@ -106,3 +109,23 @@ def test_traced_split_gemms_always_scale():
     # traced on ordinary data (no row extreme), the graph still scales the rows of extreme data
     assert torch.equal(traced(x * 1e-30), gemm.power_of_two_scale(x * 1e-30, -1)[0])
     assert not torch.equal(traced(x * 1e-30), torch.ones(2, 1))
+
+
+def test_monarch_bf16_output_gives_the_emulations_values(monkeypatch):
+    """Where the device multiplies bf16 tensors, MonarchGemm's first GEMM writes bf16 in bf16 mode
+    (its output is only used rounded); the results equal the fp32 emulation's exactly."""
+    plain = gemm.matmul
+
+    def bf16_engine(a, b, mode, out_dtype=torch.float32):  # CUDA's bf16 GEMM, emulated: exact products, fp32 sums
+        mm = torch.bmm if a.ndim == 3 else torch.mm
+        return mm(a.float(), b.float()).to(out_dtype) if a.dtype == torch.bfloat16 else plain(a, b, mode)
+
+    x = torch.from_numpy(random_complex((64, 1024), seed=5)).to(torch.complex64)
+    strategy = "(four-step 1024=32x32 (dft-gemm) (dft-gemm))"
+    emulated = trnplan.plan_many(1024, batch=64, precision="bf16", strategy=strategy, cache=None)(x)
+    trnplan.clear_plan_cache()
+    monkeypatch.setattr(gemm, "matmul", bf16_engine)
+    monkeypatch.setattr(gemm, "native_bf16_matmul", lambda device_type: True)
+    plan = trnplan.plan_many(1024, batch=64, precision="bf16", strategy=strategy, cache=None)
+    assert isinstance(plan.module.root, MonarchGemm) and plan.module.root.first.out_dtype == torch.bfloat16
+    assert torch.equal(plan(x), emulated)
