@@ -102,8 +102,10 @@ class ConvPlan(torch.nn.Module):
         if tuple(filters.shape[1:]) != self.kernel or filters.shape[0] != self.channels:
             raise ValueError(f"filters must have shape ({self.channels}, {', '.join(map(str, self.kernel))}) like the "
                              f"bank this plan was made for; got {tuple(filters.shape)}")
-        h = self._pad(filters, self.n)
-        return self._forward_transform(h) / math.prod(self.n)
+        # 1/N applied to the filters, before the transform: on torch-xla 2.9 a complex64 tensor divided
+        # by a Python scalar came back float32, its imaginary part dropped (measured here)
+        h = self._pad(filters / math.prod(self.n), self.n)
+        return self._forward_transform(h)
 
     @staticmethod
     def _pad(x: torch.Tensor, n) -> torch.Tensor:
@@ -128,7 +130,7 @@ class ConvPlan(torch.nn.Module):
         else:
             spectrum = self.spectrum
         xh = self._forward_transform(self._pad(x, self.n))
-        yh = xh * spectrum
+        yh = _cmul(xh, spectrum)
         lead = yh.shape[: yh.ndim - self.rank]
         batch = max(1, math.prod(lead))
         if x.is_complex():
@@ -139,6 +141,17 @@ class ConvPlan(torch.nn.Module):
         for d, keep in zip(range(-self.rank, 0), self.out_length):
             y = y.narrow(d, 0, keep)
         return y
+
+
+def _cmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a · b`` of complex tensors. On cpu and cuda one complex product; elsewhere in real arithmetic:
+    on torch-xla 2.9 (XLA:CPU) autograd through a complex64 product gave the signal's gradient
+    1.32 off in relative L2 (measured here against the CPU's), and ``torch.complex`` has no XLA
+    lowering, so the parts are packed by (exact) arithmetic."""
+    if a.device.type in ("cpu", "cuda"):
+        return a * b
+    ar, ai, br, bi = a.real, a.imag, b.real, b.imag
+    return (ar * br - ai * bi).to(a.dtype) + (ar * bi + ai * br).to(a.dtype) * 1j
 
 
 def plan_conv(filters: torch.Tensor, length, mode: str = "linear") -> ConvPlan:
