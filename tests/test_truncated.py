@@ -110,3 +110,12 @@ def test_wisdom_and_pickle(tmp_path):
     assert again.provenance.origin == "wisdom hit" and str(again.tree) == str(first.tree)
     restored = pickle.loads(pickle.dumps(again))
     assert restored.problem == again.problem and str(restored.tree) == str(again.tree)
+
+
+@pytest.mark.parametrize("precision", ["bf16", "bf16x3"])
+def test_pruned_gemms_in_the_reduced_modes(precision):
+    for kind in ("r2c", "c2r"):
+        plan = trnplan.plan_many((32, 64), batch=8, kind=kind, modes=(4, 8), precision=precision,
+                                 strategy="(truncated method=gemm)")
+        err = measure_error(plan)
+        assert err <= DEFAULT_TOL[precision] and err <= plan.tree.error, (kind, err, plan.tree.error)

@@ -31,8 +31,8 @@ import attrs
 import numpy as np
 import torch
 
-from trnplan.core.accuracy import UNIT_ROUNDOFF, combine
-from trnplan.core.cost import Work, copy, transpose
+from trnplan.core.accuracy import UNIT_ROUNDOFF, combine, gemm_error
+from trnplan.core.cost import Work, copy, gemm_work, transpose
 from trnplan.core.errors import PlanningError
 from trnplan.kernels.gemm import Gemm
 from trnplan.planner.solver import Solver, WholeShape, best_variant, itemsize
@@ -167,7 +167,9 @@ def modes_word(modes) -> str:
 
 class Truncated(WholeShape, Solver):
     name = "truncated"
-    version = 2  # 2: the fitted method=gemm error model (the √n bound kept it out of every fp32 plan at n ≥ 1024)
+    # 2: the fitted method=gemm error model (the √n bound kept it out of every fp32 plan at n ≥ 1024),
+    # and the precision modes' GEMM cost and error (gemm_work, gemm_error)
+    version = 2
     composite = True
     truncates = True
     takes_factors = True
@@ -217,11 +219,11 @@ class Truncated(WholeShape, Solver):
             full = math.prod(whole.out_shape if not problem.inverse else whole.in_shape)
             work = copy(2 * (kept + (full if problem.inverse else 0)) * b, size, launches=2 * problem.rank)
             return self.node(problem, planner, work, child.error, params=params, children=(child,))
-        work, errors = self._pruned_work(problem, b, size)
+        work, errors = self._pruned_work(problem, planner, b, size)
         return self.node(problem, planner, work, combine(*errors), params=params)
 
     @staticmethod
-    def _pruned_work(problem, b, size):
+    def _pruned_work(problem, planner, b, size):
         """GEMM flops per pass on the data as it is at that pass (pruned passes shrink it)."""
         u = UNIT_ROUNDOFF[problem.precision]
         a, slope, per_axis = ERROR_GEMM["fp64" if problem.precision == "fp64" else "fp32"]
@@ -234,13 +236,15 @@ class Truncated(WholeShape, Solver):
             rows = math.prod(cur) // cur[axis] * b
             out = modes[axis] if axis == len(shape) - 1 else 2 * modes[axis]
             real = 1 if axis == len(shape) - 1 else 2  # the real pass reads one array, the others two
-            work += Work(launches=1, gemm_flops=2.0 * rows * real * n * 2 * out,
-                         bytes=(rows * (real * n + 2 * out) + real * n * 2 * out) * size)
+            work += Work(launches=1, bytes=(rows * (real * n + 2 * out) + real * n * 2 * out) * size)
+            work += gemm_work(problem.precision, planner.profile, 2.0 * rows * real * n * 2 * out, rows * real * n,
+                              size, shape=(rows, real * n, 2 * out))
             if axis != len(shape) - 1:
                 work += transpose(4 * rows * max(n, out), size, run=1, launches=4)
             cur[axis] = out
         longest = math.log2(max(max(shape), 2))
-        errors = [u * (a + slope * longest) * (1.0 + per_axis * (len(shape) - 1))]
+        errors = [u * (a + slope * longest) * (1.0 + per_axis * (len(shape) - 1)),
+                  gemm_error(problem.precision, len(shape), planner.probe, problem.n * b)]  # the mode's GEMM stages
         return work, errors
 
     def build(self, node, ctx):
