@@ -472,3 +472,45 @@ def test_files_inside_a_private_directory_are_out_of_reach(tmp_path):
     cache.check_trusted()
     (tmp_path / "c" / "compile").mkdir(mode=0o777)  # a compiler's work folder: nothing the cache reads
     cache.check_trusted()
+
+
+# ---------------------------------------------------------------------- found by tests/test_fuzz.py
+def test_a_file_mode_row_without_a_file_name_is_forgotten(tmp_path):
+    """mode = binary (a value kept in a file) with a NULL filename: diskcache joined None to the
+    directory (TypeError out of every plan_many)."""
+    cache = PlanCache(tmp_path / "c")
+    key = trnplan.plan_many(64, batch=2, cache=cache).provenance.wisdom_key
+    cache.close()
+    con = sqlite3.connect(cache.path / "cache.db")
+    with con:
+        con.execute("UPDATE Cache SET mode = ?, filename = NULL WHERE key = ?", (diskcache.core.MODE_BINARY, key))
+    con.close()
+    trnplan.clear_plan_cache()
+    with pytest.warns(CacheWarning, match="is unsafe to read .*not a path"):
+        plan = trnplan.plan_many(64, batch=2, cache=PlanCache(cache.path))
+    assert plan.provenance.origin == "planned now"
+
+
+def test_text_that_is_not_utf8_inside_the_database_is_damage(tmp_path, capsys, monkeypatch):
+    """Bytes flipped inside cache.db (tests/test_fuzz.py, 'flip-db') made diskcache's open raise
+    UnicodeDecodeError — Python could not decode text SQLite handed it — out of every plan_many.
+    Which flipped byte does it depends on the file's layout, so the open is made to raise it here."""
+    cache = PlanCache(tmp_path / "c")
+    trnplan.plan_many(64, batch=2, cache=cache)
+    cache.close()
+    real = diskcache.Cache
+
+    def undecodable(*args, **kwargs):
+        raise UnicodeDecodeError("utf-8", b"\xd4\xff", 0, 1, "invalid continuation byte")
+
+    monkeypatch.setattr(diskcache, "Cache", undecodable)
+    trnplan.clear_plan_cache()
+    with pytest.warns(CacheWarning, match="its database is damaged \\(UnicodeDecodeError"):
+        plan = trnplan.plan_many(64, batch=2, cache=PlanCache(cache.path))
+    assert plan.provenance.origin == "planned now"
+    damaged = PlanCache(cache.path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CacheWarning)
+        assert damaged.damaged.startswith("UnicodeDecodeError")
+    monkeypatch.setattr(diskcache, "Cache", real)  # the rebuilt database opens
+    assert "a new empty cache is ready" in damaged.rebuild()

@@ -106,9 +106,8 @@ BAD = {
     "tol": st.sampled_from([1e-30, 0.0, -1.0, float("nan"), float("inf"), "small"]),
     "precision": st.sampled_from(["fp16", ["fp32"], 32]),
 }
-#: reduced-precision modes for c2c only: r2c/c2r under bf16/auto are the wrong answers of issue 34
-#: item 1 (planner/real.py), whose fix and per-node test land separately
-PRECISION_C2C = st.sampled_from([None, "fp32", "fp64", "auto", "bf16x6", "tf32"])
+#: every mode, every kind: r2c/c2r under bf16 and auto were issue 34's item 1 (priced at fp32 error)
+PRECISIONS = st.sampled_from([None, "fp32", "fp64", "auto", "bf16", "bf16x3", "bf16x6", "tf32"])
 
 
 @st.composite
@@ -117,8 +116,7 @@ def plan_arguments(draw):
         return draw(BAD[name]) if draw(st.integers(0, ARG_ODDS - 1)) == 0 else draw(good)
 
     args = {name: pick(name, good) for name, good in GOOD.items()}
-    kind = args["kind"]
-    args["precision"] = pick("precision", PRECISION_C2C if kind == "c2c" else st.sampled_from([None, "fp32", "fp64"]))
+    args["precision"] = pick("precision", PRECISIONS)
     return args
 
 

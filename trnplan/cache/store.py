@@ -55,6 +55,11 @@ from trnplan.core.errors import TrnplanError
 
 WISDOM_FORMAT = 1
 
+#: what the store raises when it cannot do what was asked: the disk, SQLite (a lock, a full disk,
+#: a damaged file), and text in the database that is not UTF-8 (bytes flipped inside cache.db:
+#: SQLite hands them to Python, which cannot decode them; found by tests/test_fuzz.py)
+STORE_ERRORS = (OSError, sqlite3.Error, diskcache.Timeout, UnicodeDecodeError)
+
 #: what reading a damaged record can raise: bad JSON (ValueError), JSON nested past the parser's
 #: recursion limit (RecursionError: 200,000 brackets), a field of the wrong type or range
 RECORD_ERRORS = (ValueError, TypeError, KeyError, IndexError, AttributeError, ArithmeticError, RecursionError)
@@ -102,7 +107,7 @@ class JSONOnlyDisk(diskcache.Disk):
     def fetch(self, mode, filename, value, read):
         if mode == diskcache.core.MODE_PICKLE:
             raise UnsafeEntry("a pickled entry: refusing to unpickle it")
-        if filename is not None:
+        if mode in (diskcache.core.MODE_BINARY, diskcache.core.MODE_TEXT):  # always read from a file
             value_path(self._directory, filename)
         return super().fetch(mode, filename, value, read)
 
@@ -206,7 +211,8 @@ def _is_damaged(exc) -> bool:
     """SQLite found the database file itself unreadable ("file is not a database", "database
     disk image is malformed"), as opposed to unreachable (permissions, a lock, a full disk:
     OperationalError)."""
-    return isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
+    return (isinstance(exc, sqlite3.DatabaseError) and not isinstance(exc, sqlite3.OperationalError)
+            or isinstance(exc, UnicodeDecodeError))
 
 
 def _why_not_writable(exc) -> str:
@@ -310,7 +316,7 @@ class PlanCache:
         try:
             _make_private_dir(self.path)
             self._store = self._open_diskcache()
-        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
+        except STORE_ERRORS as exc:
             if _is_damaged(exc):
                 self._mark_damaged(exc)
                 self._broken = (f"cannot open the plan cache at {self.path}: its database is damaged "
@@ -345,6 +351,8 @@ class PlanCache:
                 return store
             store.close()
             raise ValueError(f"its counters {bad} are not integers ≥ 0")
+        except UnicodeDecodeError:
+            raise  # bytes damaged inside the database file, not a bad setting: _open says so
         except (TypeError, ValueError, AttributeError, KeyError) as exc:
             _warn(f"plan cache {self.path}: its Settings table is damaged ({type(exc).__name__}: {exc}); "
                   f"resetting it (the entries are kept)")
@@ -454,7 +462,7 @@ class PlanCache:
             _warn(f"plan cache {self.path}: entry {key!r} is unsafe to read ({exc}: foreign or tampered); "
                   f"forgetting it")
             self._delete(key)
-        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
+        except STORE_ERRORS as exc:
             if _is_damaged(exc):
                 self._mark_damaged(exc)
             _warn(f"plan cache {self.path}: cannot read {key!r} ({type(exc).__name__}: {exc}); treating it as a miss"
@@ -477,7 +485,7 @@ class PlanCache:
             return False
         try:
             return getattr(store, op)(key, value)
-        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
+        except STORE_ERRORS as exc:
             self._readonly = self._warned_readonly = True
             _warn(f"plan cache {self.path}: cannot write ({type(exc).__name__}: {exc}); running without "
                   f"writing to the cache")
@@ -495,7 +503,7 @@ class PlanCache:
             return
         try:
             store.delete(key)
-        except (OSError, sqlite3.Error, diskcache.Timeout):
+        except STORE_ERRORS:
             pass
 
     def _keys(self, prefix: str = ""):
@@ -516,7 +524,7 @@ class PlanCache:
             except (OSError, sqlite3.Error) as exc:
                 _warn(f"plan cache {self.path}: cannot list entries ({type(exc).__name__}: {exc})")
                 return []
-        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
+        except STORE_ERRORS as exc:
             _warn(f"plan cache {self.path}: cannot list entries ({type(exc).__name__}: {exc})")
             return []
 
@@ -577,7 +585,7 @@ class PlanCache:
                 new = update(self.get_record(key, parse))
                 store.set(key, json.dumps(new, sort_keys=True))
             return new
-        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
+        except STORE_ERRORS as exc:
             self._readonly = self._warned_readonly = True
             _warn(f"plan cache {self.path}: cannot write ({type(exc).__name__}: {exc}); running without "
                   f"writing to the cache")
@@ -658,7 +666,7 @@ class PlanCache:
                     return current
                 store.set(key, json.dumps(record, sort_keys=True))
                 return record
-        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
+        except STORE_ERRORS as exc:
             _warn(f"plan cache {self.path}: cannot replace {key!r} ({type(exc).__name__}: {exc}); the stale "
                   f"record stays")
             return record
@@ -748,7 +756,7 @@ class PlanCache:
             return 0
         try:
             return store.clear()
-        except (OSError, sqlite3.Error, diskcache.Timeout) as exc:
+        except STORE_ERRORS as exc:
             _warn(f"plan cache {self.path}: cannot clear ({type(exc).__name__}: {exc})")
             return 0
 
@@ -821,7 +829,7 @@ class ReadOnlyStore:
         if mode == diskcache.core.MODE_RAW:
             return value
         if mode == diskcache.core.MODE_BINARY:
-            return value if filename is None else Path(value_path(self._dir, filename)).read_bytes()
+            return Path(value_path(self._dir, filename)).read_bytes()
         if mode == diskcache.core.MODE_TEXT:
             return Path(value_path(self._dir, filename)).read_text(encoding="UTF-8")
         raise UnsafeEntry("a pickled entry: refusing to unpickle it")
