@@ -14,14 +14,24 @@ tensors report ``device.type == "neuron"``:
   through the PrivateUse1 ``empty`` kernels :func:`install` registers — is recorded in
   :data:`OPS` with its output dtypes, runs on the CPU, and its outputs are wrapped back onto
   ``neuron:0``.
-* It fails where a NeuronCore fails: an op in a compiled graph whose result is complex raises
-  :class:`NeuronUnsupported` (NCC_EVRF004-style), and any op whose result is float64 raises it
-  too (a NeuronCore has no FP64; TorchNeuron would pre-cast it silently — refusing is the
-  stricter stand-in).
+* It fails where a NeuronCore fails, from the documented rules (../shared/neuron/runtimes.md §2 and
+  rule 1; SDK about-neuron/arch/neuron-features/data-types.rst): any op on the device, eager or in a
+  compiled graph, whose inputs or outputs are complex, float64 or int64 raises
+  :class:`NeuronUnsupported` (NCC_EVRF004-style; a NeuronCore has no complex dtype and no FP64, and
+  INT64 becomes INT32 — TorchNeuron would pre-cast silently, refusing is the stricter stand-in); so
+  does the allocation of such a tensor on the device (``x.to("neuron")`` of a complex tensor).
+* Inside a compiled graph, an ATen op that is not on the documented Neuron op lists (trnplan's
+  ``neuron_aten_allowlist.tsv``, each row sourced from the aws-neuron-sdk docs: the 41-op list, ops
+  other pages name, ops lowering to HLO ops neuronx-cc lists) raises :class:`NeuronUnsupported`.
+  An eager op off those lists falls back to the CPU as TorchNeuron does by default (recorded, and
+  listed by the stand-in ``torch_neuronx.get_fallback_ops()``), and raises instead when
+  ``TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1`` is set (transfers and allocations excepted).
+* :func:`install` also puts the distribution metadata of torch-neuronx 2.13.3.0 (TorchNeuron,
+  trn2) on ``sys.path`` and a ``torch_neuronx`` module with ``get_fallback_ops()``,
+  ``get_executed_ops()`` and ``clear_op_tracking()`` (TNX test files use them: runtimes.md §2).
 * :func:`register_compile_backend` registers a dynamo backend named ``"neuron"`` (TorchNeuron's
-  name), which runs the captured FX graph op by op on the stand-in and refuses complex (and
-  float64) inside it; complex tensors outside a compiled graph are allowed (trnplan's split and
-  pack around a plan), float64 nowhere.
+  name), which runs the captured FX graph op by op on the stand-in under the graph rules above;
+  with ``STANDIN_NEURONX_CC_FAILS=1`` it fails as a neuronx-cc error does.
 
 What it does not do: lower or compile anything (no neuronx-cc, no AOTAutograd inside the
 backend), model Trainium numerics (the CPU's fp32 does the arithmetic), fall back to the CPU the
@@ -31,7 +41,14 @@ op set against trnplan's Neuron ATen allowlist).
 
 from __future__ import annotations
 
+import importlib.resources
+import os
+import sys
+import tempfile
+import types
+
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 from torch.utils._python_dispatch import return_and_correct_aliasing
 from torch.utils._pytree import tree_flatten, tree_map
 
@@ -42,7 +59,23 @@ OPS: list[tuple[str, tuple, bool]] = []
 #: the FX graphs the "neuron" compile backend was given (Dynamo's capture of each plan)
 GRAPHS: list = []
 _IN_GRAPH = [False]
-_REFUSED = (torch.complex32, torch.complex64, torch.complex128, torch.float64)
+_REFUSED = (torch.complex32, torch.complex64, torch.complex128, torch.float64, torch.int64)
+#: eager ops that fell back to the CPU (op names, as TorchNeuron's get_fallback_ops() lists them)
+FALLBACK: list[str] = []
+#: moving data and allocating are no fallback (they are what the device does)
+_TRANSFERS = {"aten::copy_", "aten::_copy_from", "aten::_to_copy", "aten::empty", "aten::empty_strided",
+              "aten::_copy_from_and_resize", "aten::detach", "aten::alias", "aten::new_empty_strided",
+              "aten::new_empty"}
+STANDIN_TORCHNEURON_VERSION = "2.13.3.0"
+
+
+def _allowlist() -> set[str]:
+    """The documented Neuron ATen ops (trnplan ships the sourced list; its rows cite the SDK docs)."""
+    text = importlib.resources.files("trnplan.backends.data").joinpath("neuron_aten_allowlist.tsv").read_text()
+    return {line.split("\t")[0].strip() for line in text.splitlines() if line.strip() and not line.startswith("#")}
+
+
+ALLOWED = _allowlist()
 
 
 class NeuronUnsupported(RuntimeError):
@@ -102,19 +135,46 @@ def _run(func, args, kwargs):
             return torch.device("cpu")
         return a
 
+    name = f"aten::{func._schema.name.split('::', 1)[1]}"
+    in_dtypes = tuple(a.dtype for a in flat if isinstance(a, NeuronTensor))
+    _refuse_dtypes(str(func), in_dtypes)
+    if _IN_GRAPH[0] and name not in ALLOWED:
+        raise NeuronUnsupported(f"[stand-in] {func}: {name} is not on the documented Neuron op lists "
+                                f"(neuron_aten_allowlist.tsv); neuronx-cc would not lower it")
+    tracing = any(isinstance(a, NeuronTensor) and isinstance(a.elem, FakeTensor) for a in flat)  # Dynamo's capture
+    if not _IN_GRAPH[0] and not tracing and name not in ALLOWED and name not in _TRANSFERS:
+        if os.environ.get("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION") == "1":
+            raise NeuronUnsupported(f"[stand-in] {name} has no Neuron implementation and CPU fallback is disabled "
+                                    f"(TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1)")
+        FALLBACK.append(name)
+    to_host = name == "aten::_to_copy" and torch.device(kwargs.get("device") or DEVICE).type == "cpu"
     out = func(*tree_map(unwrap, args), **tree_map(unwrap, kwargs))
+    if to_host:  # .cpu(): a transfer off the device, whatever the dtype
+        OPS.append((name, (), _IN_GRAPH[0]))
+        return out
     dtypes = tuple(t.dtype for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))
-    OPS.append((f"aten::{func._schema.name.split('::', 1)[1]}", dtypes, _IN_GRAPH[0]))
-    for dtype in dtypes:
-        if dtype == torch.float64 or (_IN_GRAPH[0] and dtype in _REFUSED):
-            raise NeuronUnsupported(f"[stand-in NCC_EVRF004] {func}: data type {dtype} is not supported on a "
-                                    f"NeuronCore (no complex dtype, no FP64)")
+    OPS.append((name, dtypes, _IN_GRAPH[0]))
+    _refuse_dtypes(str(func), dtypes)
     wrapped = tree_map(lambda t: NeuronTensor(t) if isinstance(t, torch.Tensor) and not isinstance(t, NeuronTensor)
                        else t, out)
     if torch.Tag.inplace_view in func.tags:  # x.transpose_(...) (torch.stft does it): the outer tensor's sizes
         # and strides must change too, as they do on a device tensor
         return return_and_correct_aliasing(func, args, kwargs, wrapped)
     return wrapped
+
+
+def hold_complex() -> None:
+    """Make the stand-in a runtime that holds complex64 (none is documented today: tests of what
+    trnplan does where one is, together with ``accel.COMPLEX64_RUNTIMES``); float64 and int64 stay refused."""
+    global _REFUSED
+    _REFUSED = (torch.float64, torch.int64)
+
+
+def _refuse_dtypes(what: str, dtypes) -> None:
+    for dtype in dtypes:
+        if dtype in _REFUSED:
+            raise NeuronUnsupported(f"[stand-in NCC_EVRF004] {what}: data type {dtype} is not supported on a "
+                                    f"NeuronCore (no complex dtype, no FP64, no INT64)")
 
 
 _LIB = None
@@ -139,13 +199,33 @@ def install() -> None:
 
     _LIB.impl("empty.memory_format", empty, "PrivateUse1")
     _LIB.impl("empty_strided", empty_strided, "PrivateUse1")
+    _install_torch_neuronx()
+
+
+def _install_torch_neuronx() -> None:
+    """torch-neuronx 2.13.3.0's distribution metadata on sys.path (trnplan detects TorchNeuron by it,
+    runtimes.md rule 9) and a ``torch_neuronx`` module with the op-tracking functions."""
+    site = tempfile.mkdtemp(prefix="standin-torchneuron-")
+    info = os.path.join(site, f"torch_neuronx-{STANDIN_TORCHNEURON_VERSION}.dist-info")
+    os.makedirs(info)
+    with open(os.path.join(info, "METADATA"), "w") as f:
+        f.write(f"Metadata-Version: 2.1\nName: torch-neuronx\nVersion: {STANDIN_TORCHNEURON_VERSION}\n")
+    sys.path.append(site)
+    module = types.ModuleType("torch_neuronx")
+    module.__version__ = STANDIN_TORCHNEURON_VERSION
+    module.get_fallback_ops = lambda: sorted(set(FALLBACK))
+    module.get_executed_ops = lambda: sorted({name for name, _, _ in OPS})
+    def clear_op_tracking():
+        FALLBACK.clear()
+        OPS.clear()
+
+    module.clear_op_tracking = clear_op_tracking
+    sys.modules["torch_neuronx"] = module
 
 
 def _run_factory(name, elem, dtype):
     OPS.append((f"aten::{name}", (elem.dtype,), _IN_GRAPH[0]))
-    if elem.dtype == torch.float64 or (_IN_GRAPH[0] and elem.dtype in _REFUSED):
-        raise NeuronUnsupported(f"[stand-in NCC_EVRF004] aten.{name}: data type {elem.dtype} is not supported on a "
-                                f"NeuronCore (no complex dtype, no FP64)")
+    _refuse_dtypes(f"aten.{name}", (elem.dtype,))
     return NeuronTensor(elem)
 
 
@@ -166,6 +246,9 @@ def register_compile_backend() -> None:
 
     @register_backend(name="neuron")
     def neuron(gm, example_inputs):
+        if os.environ.get("STANDIN_NEURONX_CC_FAILS") == "1":  # a failed neuronx-cc run, as TorchNeuron reports it
+            raise RuntimeError("[stand-in] neuronx-cc failed with exit code 70: ERROR NCC_ISTP902 (see the log in "
+                               "the NEFF cache directory)")
         GRAPHS.append(gm)
 
         def run(*args):
@@ -176,3 +259,10 @@ def register_compile_backend() -> None:
                 _IN_GRAPH[0] = False
 
         return run
+
+
+def first_run_prelude() -> None:
+    """``FIRST_RUN_PRELUDE=neuron_device_standin:first_run_prelude`` for bench/first_run_torchneuron.py:
+    the stand-in device and its compile backend, in each process of the script."""
+    install()
+    register_compile_backend()

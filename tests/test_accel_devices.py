@@ -107,16 +107,35 @@ def test_compile_cache_variables_are_set_only_when_unset(monkeypatch, tmp_path):
     assert "s3://mine/cache (set by you)" in accel.cache_note("xla")
 
 
-def test_bucketed_runner_pads_and_crops():
-    calls = []
+def test_bucketed_runner_pads_and_crops_on_the_host():
+    """A batch below the bucket is padded and cropped on the host (a device pad would be a graph per
+    batch size); the graph is compiled once per boundary form and sees only the bucket's shape."""
+    compiled, calls = [], []
 
-    def runner(*inputs):
-        calls.append(tuple(t.shape for t in inputs))
-        return tuple(2 * t for t in inputs)
+    def compile_graph(target, example):
+        compiled.append(tuple(t.shape for t in example))
 
+        def graph(*inputs):
+            calls.append(tuple(t.shape for t in inputs))
+            return tuple(target(*inputs))
+        return graph
+
+    class Double(torch.nn.Module):
+        def forward(self, re, im):
+            return 2 * re, 2 * im
+
+    runner = accel.BucketedRunner(Double(), 6, ((2,), (2,)), torch.float32, torch.device("cpu"), compile_graph,
+                                  host_boundary=True)
     x = torch.arange(10.0).reshape(5, 2)
-    (y,) = accel.BucketedRunner(runner, 6)(x)
-    assert calls == [((6, 2),)] and torch.equal(y, 2 * x)
+    y = runner.run_shaped("split", (x, -x))
+    assert compiled == [((6, 2), (6, 2))] and calls == [((6, 2), (6, 2))]
+    assert torch.equal(y[0], 2 * x) and torch.equal(y[1], -2 * x)
+    # the complex form: its own graph, boundary inside; a (2, 2) leading layout reshaped on the host
+    z = torch.complex(x, -x)[:4].reshape(2, 2, 2)
+    (w,) = runner.run_shaped("complex", (z,))
+    assert compiled[1:] == [((6, 2),)] and torch.equal(w, 2 * z)
+    runner.run_shaped("split", (x[:3], x[:3]))
+    assert len(compiled) == 2  # no new graph for a new batch size in the bucket
 
 
 STAND_IN = textwrap.dedent("""
@@ -173,3 +192,21 @@ def test_torchneuron_hardware(shape, kind):
     err = float(np.linalg.norm(y.numpy() - ref) / np.linalg.norm(ref))
     assert err <= DEFAULT_TOL["fp32"], f"{plan.tree}: {err:.3g}"
     assert not torch_neuronx.get_fallback_ops(), torch_neuronx.get_fallback_ops()
+
+
+def test_the_2gb_limit_is_checked_at_the_largest_intermediate():
+    """Issue 27 item 9: a plan whose input fits under 2 GiB but whose largest intermediate ([re | im]
+    operands, split-mode slices, Bluestein's padded length) does not is refused on Neuron routes."""
+    from trnplan.backends import get_backend, neuron
+    from trnplan.core.problem import Problem
+    from trnplan.core.spec import Spec
+    from trnplan.planner import Planner
+
+    fits = Problem.create(4096, 2**14, device="meta", precision="fp32")  # input 2^26 points: 256 MiB per part
+    tree = Planner(get_backend("meta")).plan(fits)
+    assert neuron.tensor_limit_reason(fits) is None and neuron.largest_tensor_reason(fits, tree) is None
+    big = Problem.create(4097, 2**16, device="meta", precision="fp32")  # input 1 GiB per part: under the limit
+    tree = Planner(get_backend("meta")).plan(big, Spec(name="bluestein"))
+    assert neuron.tensor_limit_reason(big) is None
+    why = neuron.largest_tensor_reason(big, tree)
+    assert why is not None and "largest intermediate (" in why and "over the 2 GiB a NeuronCore tensor may have" in why

@@ -133,7 +133,10 @@ def test_torch_entry_point_installs_only_when_asked(tmp_path):
 
 # ---------------------------------------------------------------------- the TorchNeuron stand-in
 STANDIN = textwrap.dedent("""
-    import json, sys
+    import json, os, sys
+    # the user allows TorchNeuron's CPU fallback (trnplan's setdefault keeps it): torch.stft's center
+    # padding, aten::reflection_pad1d, is off the Neuron op lists and would raise before the FFT otherwise
+    os.environ["TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION"] = "0"
     sys.path.insert(0, sys.argv[1])
     import neuron_device_standin as s
     s.install(); s.register_compile_backend()
@@ -178,8 +181,11 @@ STANDIN = textwrap.dedent("""
                                                   dynamic=False)(xn, wn)),
     }
 
-    # a runtime documented to hold complex (the decision replaced): the same calls run as plans
-    dispatch.complex_refusal = lambda device: None
+    # a runtime documented to hold complex (the backend's one decision, accel.COMPLEX64_RUNTIMES, which
+    # trnplan.install() and Plan.execute both ask): the same calls run as plans
+    from trnplan.backends import accel
+    accel.COMPLEX64_RUNTIMES = ("stand-in: a runtime documented to hold complex64",)
+    s.hold_complex()
     torch._dynamo.reset()
 
     def err(got, ref):

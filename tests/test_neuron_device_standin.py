@@ -38,36 +38,53 @@ CHILD = textwrap.dedent("""
     g = np.random.default_rng(0)
     out = {"torchneuron": accel.torchneuron_present()}
 
+    def dev(a):
+        return s.to_neuron(torch.from_numpy(np.ascontiguousarray(a)))
+
     def err(y, ref):
-        y = s.to_cpu(y).numpy().astype(np.complex128)
+        y = (torch.complex(s.to_cpu(y[0]), s.to_cpu(y[1])) if isinstance(y, tuple) else s.to_cpu(y))
+        y = y.numpy().astype(np.complex128)
         return float(np.linalg.norm(y - ref) / np.linalg.norm(ref))
 
-    def case(name, fn, x_np, ref):
+    def case(name, make, x_np, ref):
         s.OPS.clear(); graphs = len(s.GRAPHS)
-        x = s.to_neuron(torch.from_numpy(x_np))
-        y = fn(x)
-        out[name] = {"device": str(y.device), "type": type(y).__name__, "err": err(y, ref),
+        plan = make()
+        x = dev(x_np) if not np.iscomplexobj(x_np) else (dev(x_np.real), dev(x_np.imag))
+        y = plan.execute_split(x)
+        ys = y if isinstance(y, tuple) else (y,)
+        out[name] = {"devices": [str(t.device) for t in ys], "types": [type(t).__name__ for t in ys],
+                     "err": err(y, ref), "graphs": len(s.GRAPHS) - graphs, "mode": plan.provenance.compile_mode,
                      "graph_ops": sorted({(o, str(d)) for o, ds, g in s.OPS if g for d in ds}),
-                     "graphs": len(s.GRAPHS) - graphs}
+                     "dtypes": sorted({str(d) for _, ds, _ in s.OPS for d in ds})}
 
     c = (g.standard_normal((4, 64)) + 1j * g.standard_normal((4, 64))).astype(np.complex64)
-    r = g.standard_normal((5, 100)).astype(np.float32)  # batch 5 runs in the compiled bucket 6
+    r = g.standard_normal((6, 100)).astype(np.float32)
     h = np.fft.rfft(g.standard_normal((4, 64))).astype(np.complex64)
     c2 = (g.standard_normal((3, 16, 32)) + 1j * g.standard_normal((3, 16, 32))).astype(np.complex64)
-    case("fft", trnplan.fft.fft, c, np.fft.fft(c.astype(np.complex128)))
-    case("rfft", trnplan.fft.rfft, r, np.fft.rfft(r.astype(np.float64)))
-    case("irfft", lambda x: trnplan.fft.irfft(x, n=64), h, np.fft.irfft(h.astype(np.complex128), n=64))
-    case("fft2", trnplan.fft.fft2, c2, np.fft.fft2(c2.astype(np.complex128)))
+    r3 = g.standard_normal((2, 4, 8, 6)).astype(np.float32)
+    plan = lambda *a, **k: trnplan.plan_many(*a, device="neuron", cache=None, **k)
+    case("c2c", lambda: plan(64, 4), c, np.fft.fft(c.astype(np.complex128)))
+    case("r2c", lambda: plan(100, 6, kind="r2c"), r, np.fft.rfft(r.astype(np.float64)))
+    case("c2r", lambda: plan(64, 4, kind="c2r"), h, np.fft.irfft(h.astype(np.complex128), n=64))
+    case("c2c-2d", lambda: plan((16, 32), 3), c2, np.fft.fft2(c2.astype(np.complex128)))
+    case("r2c-3d", lambda: plan((4, 8, 6), 2, kind="r2c"), r3, np.fft.rfftn(r3.astype(np.float64), axes=(1, 2, 3)))
 
-    # the (re, im) pair form: no complex tensor on the device at all, in the graph or around it
-    plan = trnplan.plan_many(256, 4, device="neuron", cache=None)
-    re, im = (g.standard_normal((4, 256)).astype(np.float32) for _ in range(2))
-    s.OPS.clear()
-    yr, yi = plan.execute((s.to_neuron(torch.from_numpy(re)), s.to_neuron(torch.from_numpy(im))))
-    out["pair"] = {"devices": [str(yr.device), str(yi.device)], "mode": plan.provenance.compile_mode,
-                   "tree": str(plan.tree), "plan_device": str(plan.device),
-                   "err": err(torch.complex(s.to_cpu(yr), s.to_cpu(yi)), np.fft.fft(re + 1j * im.astype(np.float64))),
-                   "dtypes": sorted({str(d) for _, ds, _ in s.OPS for d in ds})}
+    # complex in or out on the device: refused, naming execute_split, before any op runs
+    refusals = {}
+    z = s.NeuronTensor(torch.from_numpy(c))  # a complex tensor that reached the device (made without an op)
+    rd = dev(r)
+    for name, fn in [("c2c execute", lambda: plan(64, 4).execute(z)),
+                     ("r2c execute", lambda: plan(100, 6, kind="r2c").execute(rd)),
+                     ("trnplan.fft.fft", lambda: trnplan.fft.fft(z)),
+                     ("trnplan.fft.rfft", lambda: trnplan.fft.rfft(rd))]:
+        s.OPS.clear()
+        try:
+            fn()
+            refusals[name] = None
+        except Exception as exc:
+            refusals[name] = {"cls": type(exc).__name__, "msg": str(exc),
+                              "dtypes": sorted({str(d) for _, ds, _ in s.OPS for d in ds})}
+    out["refusals"] = refusals
 
     # float64 on the device (TorchNeuron would have pre-cast it): trnplan refuses before any op
     x64 = s.NeuronTensor(torch.from_numpy(g.standard_normal((4, 64))))
@@ -78,23 +95,48 @@ CHILD = textwrap.dedent("""
     except Exception as exc:
         out["fp64"] = {"cls": type(exc).__name__, "msg": str(exc), "ops": len(s.OPS)}
 
-    # autograd: the gradient of sum |fft(x)|^2 is 2 n x (torch's conjugate-Wirtinger convention)
-    xg = s.to_neuron(torch.from_numpy(c)).requires_grad_(True)
-    y = trnplan.fft.fft(xg)
-    (y.real.square() + y.imag.square()).sum().backward()
-    out["grad"] = {"device": str(xg.grad.device), "type": type(xg.grad).__name__,
-                   "err": err(xg.grad, 2 * 64 * c.astype(np.complex128))}
+    # autograd through the split form: the gradient of sum(yr^2 + yi^2) is 2 n (re, im)
+    re, im = (dev(c.real).requires_grad_(True), dev(c.imag).requires_grad_(True))
+    s.OPS.clear()
+    yr, yi = plan(64, 4).execute_split((re, im))
+    (yr.square() + yi.square()).sum().backward()
+    out["grad"] = {"devices": [str(re.grad.device), str(im.grad.device)], "type": type(re.grad).__name__,
+                   "err": err((re.grad, im.grad), 2 * 64 * c.astype(np.complex128)),
+                   "dtypes": sorted({str(d) for _, ds, _ in s.OPS for d in ds})}
     # the stand-in's own refusals, so that the checks above can fail: complex in a compiled graph
-    # (NCC_EVRF004), float64 in any op on the device
+    # (NCC_EVRF004), complex, float64 and int64 in eager ops, an op off the Neuron lists in a graph
     refused = []
     for name, fn in [("complex in graph", torch.compile(lambda t: (t.to(torch.complex64) * 2).real, backend="neuron",
                                                         fullgraph=True)),
-                     ("float64", lambda t: t.to(torch.float64))]:
+                     ("complex eager", lambda t: t.to(torch.complex64)),
+                     ("float64", lambda t: t.to(torch.float64)),
+                     ("int64", lambda t: t.to(torch.int64)),
+                     ("off-list op in graph", torch.compile(lambda t: torch.cumsum(t, 0), backend="neuron",
+                                                            fullgraph=True))]:
         try:
             fn(s.to_neuron(torch.ones(4)))
+            refused.append([name, False])
         except Exception as exc:
-            refused.append([name, "NCC_EVRF004" in str(exc)])
+            refused.append([name, "NCC_EVRF004" in str(exc) or "not on the documented Neuron op lists" in str(exc)])
     out["refused"] = refused
+
+    # no silent fallback: trnplan set TorchNeuron's settings, explain() reports the fallback ops, an
+    # eager op off the Neuron lists now raises, and a failed compile is a CompileError naming the log
+    import os
+    text = plan(64, 4).explain(full=True)
+    out["fallback"] = {"env": [os.environ.get(v) for v in accel.NO_FALLBACK],
+                       "line": next((l for l in text.splitlines() if l.strip().startswith("fallback")), None)}
+    try:
+        torch.cumsum(s.to_neuron(torch.ones(4)), 0)
+        out["fallback"]["eager"] = None
+    except Exception as exc:
+        out["fallback"]["eager"] = str(exc)
+    os.environ["STANDIN_NEURONX_CC_FAILS"] = "1"
+    try:
+        plan(48, 4)
+        out["compile_error"] = None
+    except Exception as exc:
+        out["compile_error"] = {"cls": type(exc).__name__, "msg": str(exc)}
     print(json.dumps(out))
 """)
 
@@ -110,31 +152,35 @@ def child(tmp_path_factory):
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("name", ["fft", "rfft", "irfft", "fft2"])
-def test_fft_functions_return_neuron_tensors_with_fp32_accuracy(child, name):
+CASES = ["c2c", "r2c", "c2r", "c2c-2d", "r2c-3d"]
+REAL_DTYPES = {"torch.float32", "torch.bfloat16", "torch.int32", "torch.bool"}
+
+
+@pytest.mark.parametrize("name", CASES)
+def test_execute_split_returns_neuron_tensors_with_fp32_accuracy(child, name):
     got = child[name]
     assert child["torchneuron"] is True
-    assert (got["device"], got["type"]) == ("neuron:0", "NeuronTensor")
+    assert set(got["devices"]) == {"neuron:0"} and set(got["types"]) == {"NeuronTensor"}, got
     assert got["err"] <= DEFAULT_TOL["fp32"], got
 
 
-@pytest.mark.parametrize("name", ["fft", "rfft", "irfft", "fft2"])
+@pytest.mark.parametrize("name", CASES)
 def test_compiled_graphs_run_only_allowlisted_real_ops(child, name):
     got = child[name]
-    assert got["graphs"] >= 1, "the plan was not compiled with backend='neuron'"
+    assert got["mode"] == "dynamo" and got["graphs"] >= 1, "the plan was not compiled with backend='neuron'"
     ops = {op for op, _ in got["graph_ops"]}
-    dtypes = {d for _, d in got["graph_ops"]}
     assert ops and ops <= set(allowlist()), sorted(ops - set(allowlist()))
     assert not any("fft" in op for op in ops), ops
-    assert dtypes <= {"torch.float32", "torch.bfloat16", "torch.int32", "torch.bool"}, dtypes
+    assert set(got["dtypes"]) <= REAL_DTYPES, got["dtypes"]  # every op on the device, in the graph or not
 
 
-def test_the_pair_form_keeps_every_tensor_real(child):
-    got = child["pair"]
-    assert got["mode"] == "dynamo" and got["plan_device"] == "neuron:0"
-    assert got["devices"] == ["neuron:0", "neuron:0"]
-    assert got["err"] <= DEFAULT_TOL["fp32"], got
-    assert set(got["dtypes"]) <= {"torch.float32", "torch.bfloat16", "torch.int32", "torch.bool"}, got["dtypes"]
+@pytest.mark.parametrize("name", ["c2c execute", "r2c execute", "trnplan.fft.fft", "trnplan.fft.rfft"])
+def test_complex_in_or_out_on_the_device_is_refused_naming_execute_split(child, name):
+    got = child["refusals"][name]
+    assert got is not None and got["cls"] == "ComplexOnDevice", got
+    assert "plan.execute_split(" in got["msg"] and "NCC_EVRF004" in got["msg"], got["msg"]
+    # nothing complex ran on the device (the plan's own real constants may have moved there)
+    assert set(got["dtypes"]) <= REAL_DTYPES, got["dtypes"]
 
 
 def test_float64_on_the_device_is_refused_with_the_fix(child):
@@ -145,11 +191,30 @@ def test_float64_on_the_device_is_refused_with_the_fix(child):
     assert got["ops"] == 0, "trnplan ran ops on the device before refusing"
 
 
-def test_the_stand_in_refuses_complex_in_a_graph_and_float64(child):
-    assert child["refused"] == [["complex in graph", True], ["float64", True]]
+def test_the_stand_in_refuses_what_a_neuroncore_refuses(child):
+    assert child["refused"] == [["complex in graph", True], ["complex eager", True], ["float64", True],
+                                ["int64", True], ["off-list op in graph", True]]
 
 
-def test_autograd_gradient_is_on_the_device(child):
+def test_autograd_through_execute_split_stays_real_on_the_device(child):
     got = child["grad"]
-    assert (got["device"], got["type"]) == ("neuron:0", "NeuronTensor")
+    assert set(got["devices"]) == {"neuron:0"} and got["type"] == "NeuronTensor"
     assert got["err"] <= DEFAULT_TOL["fp32"], got
+    assert set(got["dtypes"]) <= REAL_DTYPES, got["dtypes"]
+
+
+def test_no_silent_fallback_on_torchneuron(child):
+    """Item 8: trnplan sets (setdefault) TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1 and
+    TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1, explain() lists get_fallback_ops(), and an
+    eager op with no Neuron implementation then raises instead of running on the CPU."""
+    got = child["fallback"]
+    assert got["env"] == ["1", "1"]
+    assert got["line"] is not None and "none (torch_neuronx.get_fallback_ops(), this process" in got["line"], got
+    assert got["eager"] is not None and "CPU fallback is disabled" in got["eager"], got
+
+
+def test_a_failed_compile_is_a_compile_error_naming_the_log(child):
+    got = child["compile_error"]
+    assert got is not None and got["cls"] == "CompileError", got
+    assert "NCC_ISTP902" in got["msg"] and "neuronx-cc's logs are under TORCH_NEURONX_NEFF_CACHE_DIR=" in got["msg"]
+    assert "compile='eager'" in got["msg"]

@@ -142,3 +142,36 @@ def test_detection_imports_nothing(monkeypatch):
     monkeypatch.delitem(sys.modules, "torch_neuronx", raising=False)
     detect({})
     assert "torch_neuronx" not in sys.modules and "torch_xla" not in sys.modules
+
+
+def test_fingerprints_key_on_what_changes_the_neff(monkeypatch, tmp_path):
+    """Issue 27 item 7: the trace route's key has the compiler and library versions, not the runtime
+    library's dpkg version (a pip-only build container has none) nor trn1 vs trn1n (same chip, a plan
+    has no collectives); the xla route on Neuron keys on neuronx-cc, libneuronxla, torch-neuronx and
+    NEURON_CC_FLAGS, and appends --auto-cast=none, refusing another --auto-cast the user set."""
+    from trnplan.backends import accel, neuron
+    from trnplan.cache.fingerprint import fingerprint
+    from trnplan.core.errors import PlanningError
+
+    _packages(monkeypatch, torch_neuronx="2.9.0.2.15.32035", torch_xla="2.9.0", libneuronxla="2.2.14584.0",
+              neuronx_cc="2.21.33363.0")
+    monkeypatch.delenv("TRNPLAN_NEURON_TARGET", raising=False)
+    keys = {}
+    for family, runtime_lib in (("trn1", "2.27.23.0"), ("trn1n", None)):
+        _chips(monkeypatch, tmp_path, 1, family)
+        monkeypatch.setattr(neuron_runtime, "_runtime_lib_version", lambda v=runtime_lib: v)
+        keys[family] = fingerprint("neuron")
+        assert neuron.target() == "trn1"
+    assert keys["trn1"] == keys["trn1n"] and keys["trn1"]["neuronx-cc"] == "2.21.33363.0"
+    monkeypatch.setattr(accel, "pjrt_device", lambda: "NEURON")
+    monkeypatch.setenv("PJRT_DEVICE", "NEURON")
+    monkeypatch.setenv("NEURON_CC_FLAGS", "--model-type=transformer")
+    assert accel.require_auto_cast_none() == "--model-type=transformer --auto-cast=none"
+    fp = accel.backend_for("xla").fingerprint()
+    assert (fp["neuronx-cc"], fp["libneuronxla"], fp["torch-neuronx"]) == ("2.21.33363.0", "2.2.14584.0",
+                                                                           "2.9.0.2.15.32035")
+    assert fp["neuron_cc_flags"] == "--model-type=transformer --auto-cast=none" and fp["pjrt_device"] == "NEURON"
+    monkeypatch.setenv("NEURON_CC_FLAGS", "--auto-cast matmult")
+    with pytest.raises(PlanningError, match=r"NEURON_CC_FLAGS='--auto-cast matmult' asks neuronx-cc to auto-cast "
+                                            r"\(matmult\).*set --auto-cast=none there"):
+        accel.require_auto_cast_none()

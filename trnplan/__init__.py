@@ -20,6 +20,7 @@ from trnplan.core.config import set_plan_cache_size, set_timelimit
 from trnplan.core.errors import (
     BackendUnavailable,
     CompileError,
+    ComplexOnDevice,
     NotSupportedYet,
     PlanningError,
     TrnplanError,
@@ -48,6 +49,7 @@ __all__ = [
     "SOLVERS",
     "BackendUnavailable",
     "CompileError",
+    "ComplexOnDevice",
     "NotSupportedYet",
     "Plan",
     "PlanCache",

@@ -62,7 +62,7 @@ import torch
 
 from trnplan.backends import accel, neuron_runtime
 from trnplan.core import config
-from trnplan.core.errors import TrnplanError
+from trnplan.core.errors import ComplexOnDevice
 from trnplan.core.problem import COMPLEX_OF
 from trnplan.plan.api import cached_plan
 from trnplan.stft import istft as _trnplan_istft
@@ -77,13 +77,6 @@ _NORM_FORWARD = {0: "backward", 1: "ortho", 2: "forward"}
 _NORM_INVERSE = {0: "forward", 1: "ortho", 2: "backward"}
 #: the dispatch key of each device kind install() serves
 _KEYS = {"xla": "XLA", "privateuse1": "PrivateUse1"}
-
-
-class ComplexOnDevice(TrnplanError, RuntimeError):
-    """A torch.fft operator on a device whose runtime cannot hold complex tensors.
-
-    The message names the runtime, why, and the split API that keeps everything real.
-    """
 
 
 # ---------------------------------------------------------------------- the complex decision
@@ -101,17 +94,15 @@ def complex_refusal(device: torch.device) -> str | None:
     * any other PrivateUse1 backend: held; its own runtime decides.
     """
     kind = device.type
-    if kind == "xla":
-        pjrt = config.pjrt_device()
-        runtime = neuron_runtime.detect()
-        if pjrt == "NEURON" or (runtime.kind == "xla-trace" and pjrt in (None, "NEURON")):
-            return (f"the xla device is a NeuronCore here ({runtime.reason}; PJRT_DEVICE={pjrt or 'unset'}), and "
-                    f"neuronx-cc refuses complex data (NCC_EVRF004)")
+    if kind not in ("xla", "neuron") or not accel.is_accelerator_kind(kind):
         return None
-    if kind == "neuron" and accel.torchneuron_present():
-        return ("TorchNeuron's 'neuron' device is a NeuronCore, which has no complex dtype (NCC_EVRF004; "
-                "runtimes.md §6 rule 1: no complex tensor on the device, a plan's boundary included)")
-    return None
+    boundary = accel.backend_for(kind).boundary(device)  # the device's backend decides (DESIGN.md)
+    if boundary.complex:
+        return None
+    if kind == "xla":
+        return (f"the xla device is a NeuronCore here ({neuron_runtime.detect().reason}; PJRT_DEVICE="
+                f"{config.pjrt_device() or 'unset'}), and {boundary.why}")
+    return f"TorchNeuron's 'neuron' device is a NeuronCore, and {boundary.why}"
 
 
 def _refuse_complex(op: str, x: torch.Tensor, output_complex: bool) -> None:

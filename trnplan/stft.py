@@ -85,8 +85,11 @@ def _cached_frame_index(n_frames: int, hop: int, length: int, offset: int, devic
 
 
 def _build_frame_index(n_frames: int, hop: int, length: int, offset: int, device) -> torch.Tensor:
-    starts = torch.arange(n_frames, device=device) * hop + offset
-    return (starts[:, None] + torch.arange(length, device=device)[None, :]).reshape(-1)
+    """int32, built on the host and moved: no int64 tensor reaches an accelerator (a NeuronCore has
+    no INT64: data-types.rst, runtimes.md rule 1), and no device graph builds it (index_select and
+    index_add take int32 indices)."""
+    starts = torch.arange(n_frames, dtype=torch.int32) * hop + offset
+    return (starts[:, None] + torch.arange(length, dtype=torch.int32)[None, :]).reshape(-1).to(device)
 
 
 #: torch.stft's and torch.istft's warnings when no window is given (aten SpectralOps.cpp, torch 2.13;

@@ -196,6 +196,29 @@ def findings(hlo: Parsed, stablehlo: Parsed | None = None) -> list[str]:
     return out
 
 
+#: the HLO dumps torch-xla's compiler writes under ``XLA_FLAGS="--xla_dump_to=DIR --xla_dump_hlo_as_text"``:
+#: the module as handed to the compiler (before XLA:CPU's own passes), which is what neuronx-cc receives
+DUMP_GLOB = "*before_optimizations.txt"
+
+
+def audit_dump(directory, seen: set | None = None) -> dict[str, list[str]]:
+    """``{file: findings}`` for every executed graph torch-xla dumped under ``directory`` that is not
+    in ``seen`` (file names; updated): each graph's ops and element types against neuronx-cc's
+    documented limits (:func:`findings`). Every graph counts, not only a plan's module: the complex
+    split and pack at a plan's boundary, the pad and crop of a bucket and the precision probe are
+    graphs that run on the device too (runtimes.md §4)."""
+    import pathlib
+
+    seen = set() if seen is None else seen
+    out = {}
+    for path in sorted(pathlib.Path(directory).rglob(DUMP_GLOB)):
+        if path.name in seen:
+            continue
+        seen.add(path.name)
+        out[path.name] = findings(parse_hlo(path.read_text()))
+    return out
+
+
 @attrs.frozen
 class XlaAuditReport:
     """What the lowering on the ``xla`` device holds. ``ok``: nothing neuronx-cc's limits refuse."""
@@ -391,6 +414,7 @@ def hlo_traffic(text: str) -> HloTraffic:
     return HloTraffic(tuple(ops))
 
 __all__ = [
+    "DUMP_GLOB",
     "FORBIDDEN_TYPES",
     "HLO_ITEMSIZE",
     "PLAN_HLO_OPS",
@@ -399,6 +423,7 @@ __all__ = [
     "HloTraffic",
     "Parsed",
     "XlaAuditReport",
+    "audit_dump",
     "audit_module",
     "audit_plan",
     "available",

@@ -57,9 +57,12 @@ import threading
 import torch
 
 from trnplan.backends import artifacts, neuron_runtime, trainium
-from trnplan.backends.base import Backend, PrecisionProbe
+from trnplan.backends.base import PESSIMISTIC, Backend, Boundary, PrecisionProbe, run_precision_probe
 from trnplan.backends.neuron import bucket_batch as neuron_bucket_batch
 from trnplan.core import config
+from trnplan.core.errors import CompileError, PlanningError
+from trnplan.core.problem import COMPLEX_OF
+from trnplan.kernels.complex import ComplexBoundary
 
 #: The accelerator profile of the ``xla`` and ``meta`` kinds: a NeuronCore-v2 (trn1/inf2, the XLA
 #: route's machines), priced as a plan runs there — compiled whole, one launch per graph
@@ -72,6 +75,10 @@ ACCEL_PROFILE = trainium.TRN1_PROFILE
 COMPILE_BACKENDS = {"xla": "openxla", "neuron": "neuron"}
 #: the compile mode name: torch.compile whole with the device's backend
 DYNAMO = "dynamo"
+#: the compile mode name: lazy XLA ops cut into one graph at a sync (torch-neuronx 2.9 on trn1/inf2)
+LAZY = "lazy"
+#: the modes that compile a plan whole per batch bucket
+WHOLE = (DYNAMO, LAZY)
 
 
 def privateuse1_name() -> str:
@@ -100,6 +107,80 @@ def torchneuron_present() -> bool:
     if privateuse1_name() != "neuron":
         return False
     return neuron_runtime.detect().kind == "torchneuron"
+
+
+# ---------------------------------------------------------------------- the boundary
+#: Neuron runtimes documented to hold complex64 tensors at a graph's inputs and outputs: none.
+#: neuronx-cc rejects complex with NCC_EVRF004 before compiler 2.27.5334, and 2.27.5334 added
+#: complex64 to "~30 HLO ops, no FFT" (SDK release-notes/components/compiler.rst, runtimes.md §2);
+#: no Neuron document says which, nor that a complex64 tensor may be a graph's input or output, nor
+#: that TorchNeuron's eager ops hold one. An entry here ((runtime kind, first neuronx-cc version),
+#: with its source) would let complex cross the boundary on that runtime.
+COMPLEX64_RUNTIMES: tuple = ()
+
+#: why a complex tensor may not cross a plan's boundary on a NeuronCore (the refusal's reason)
+NO_COMPLEX = ("a NeuronCore holds no complex data (neuronx-cc rejects complex64 with NCC_EVRF004 before compiler "
+              "2.27.5334; no Neuron runtime is documented to hold complex64 at a graph's boundary: "
+              "../shared/neuron/runtimes.md rule 1)")
+
+
+def xla_on_neuron() -> bool:
+    """Whether torch-xla's ``xla`` device is a NeuronCore here: ``PJRT_DEVICE=NEURON``, or the
+    XLA-based torch-neuronx (2.9.0.2.*) installed with torch-xla (:func:`neuron_runtime.detect`, by
+    package version, runtimes.md rule 9) and ``PJRT_DEVICE`` not naming another device (XLA:CPU on a
+    trn1 is XLA:CPU)."""
+    pjrt = config.pjrt_device()
+    return pjrt == "NEURON" or (pjrt is None and neuron_runtime.detect().kind == "xla-trace")
+
+
+# ---------------------------------------------------------------------- fallback
+#: TorchNeuron's CPU-fallback settings trnplan sets where the user has not (runtimes.md §2 and rule 3:
+#: unsupported ops fall back to the CPU by default, "convenient for bring-up but costs performance";
+#: the first variable disables it, the second keeps falling back only for unimplemented ops, so that a
+#: failing Neuron implementation raises) [TNX 51836695250 (env-var doc)]
+NO_FALLBACK = {"TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION": "1", "TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS": "1"}
+
+
+def refuse_fallback() -> dict[str, str]:
+    """Set :data:`NO_FALLBACK` (setdefault: a user's value stays); ``{variable: value}`` as they now are."""
+    return {var: os.environ.setdefault(var, value) for var, value in NO_FALLBACK.items()}
+
+
+def fallback_note(kind: str) -> str:
+    """explain()'s line: the ATen ops the device's runtime ran on the CPU in this process, and the setting."""
+    if kind == "neuron":
+        try:
+            import torch_neuronx  # TorchNeuron's op tracking (runtimes.md §2); importable where it runs
+
+            ops = list(torch_neuronx.get_fallback_ops())
+        except Exception as exc:  # noqa: BLE001 - a runtime without op tracking: say so, do not guess
+            return f"unknown (torch_neuronx.get_fallback_ops() failed: {type(exc).__name__}: {exc})"
+        settings = ", ".join(f"{var}={os.environ.get(var, '(unset)')}" for var in NO_FALLBACK)
+        return f"{', '.join(ops) or 'none'} (torch_neuronx.get_fallback_ops(), this process; {settings})"
+    if kind == "xla":
+        try:
+            import torch_xla.debug.metrics as met
+
+            ops = list(met.executed_fallback_ops())
+        except Exception as exc:  # noqa: BLE001
+            return f"unknown (executed_fallback_ops() failed: {type(exc).__name__})"
+        return f"{', '.join(ops) or 'none'} (torch_xla executed_fallback_ops(), this process)"
+    return ""
+
+
+def compile_failure(kind: str, mode: str, what: str, exc: Exception) -> CompileError:
+    """The :class:`CompileError` of a plan graph that did not compile, naming where the compiler's log is."""
+    if kind == "neuron":
+        logs = (f"neuronx-cc's logs are under TORCH_NEURONX_NEFF_CACHE_DIR="
+                f"{os.environ.get('TORCH_NEURONX_NEFF_CACHE_DIR', '(unset: /tmp/neff_cache)')}")
+    elif kind == "xla" and xla_on_neuron():
+        logs = (f"neuronx-cc's logs are in the Neuron persistent cache, NEURON_COMPILE_CACHE_URL="
+                f"{os.environ.get('NEURON_COMPILE_CACHE_URL', '(unset: /var/tmp/neuron-compile-cache)')} (a failed "
+                f"compile is cached too: NEURON_CC_FLAGS=--retry_failed_compilation retries it; runtimes.md §3)")
+    else:
+        logs = "no compiler log is kept on this device (PT_XLA_DEBUG_LEVEL=2 prints each compile's cause)"
+    return CompileError(f"{what} did not compile with compile={mode!r} on {kind!r} ({type(exc).__name__}: "
+                        f"{str(exc)[:800]}); {logs}. compile='eager' runs it op by op instead")
 
 
 # ---------------------------------------------------------------------- compile cache
@@ -164,7 +245,7 @@ def bucket_batch(batch: int) -> int:
 
 
 class CompiledRunner:
-    """A plan module compiled whole by ``torch.compile(backend=..., fullgraph=True, dynamic=False)``.
+    """A module compiled whole by ``torch.compile(backend=..., fullgraph=True, dynamic=False)``.
 
     Compiled at construction on ``example`` (the bucket's shape), so that the compile happens at
     plan time; each runner compiles a function with its own code object (Dynamo's recompile limit
@@ -185,45 +266,148 @@ class CompiledRunner:
             return tuple(self._fn(self._module, *(t.contiguous() for t in inputs)))
 
 
-class BucketedRunner:
-    """Runs a runner compiled for ``bucket`` rows on any batch ≤ it: zero-pad, run, crop.
+def _sync(tensors) -> None:
+    """Materialise exactly these lazy XLA tensors (one graph), leaving the user's other pending work."""
+    import torch_xla  # the lazy route runs only on an xla device, where torch-xla is installed
 
-    The pad and the crop are ops of their own on the device: on torch-xla each new batch size
-    costs one small XLA graph (the pad) besides the plan's graph, which is not recompiled.
+    torch_xla._XLAC._xla_sync_multi(list(tensors), devices=[], wait=True)
+
+
+class LazyRunner:
+    """A module run as lazy XLA ops, cut into one graph by syncing its inputs before and its outputs
+    after (runtimes.md §3: on torch-neuronx 2.9 the graph compiles at a sync; no torch.compile).
+
+    The same ops on the same shapes give the same graph hash, so torch-xla compiles it once per
+    (plan, bucket) (``UncachedCompile``) and replays it after (``CachedCompile``); on a NeuronCore
+    its NEFF lands in the Neuron persistent cache. Run once at construction on ``example``, so the
+    compile happens at plan time. Thread-safe.
     """
 
-    def __init__(self, runner, bucket: int):
-        self.runner, self.bucket = runner, bucket
+    backend = "lazy"
+
+    def __init__(self, module: torch.nn.Module, example):
+        self._module = module.eval()
+        self._lock = threading.Lock()
+        self(*example)
 
     def __call__(self, *inputs: torch.Tensor):
-        m = inputs[0].shape[0]
-        if m == self.bucket:
-            return self.runner(*inputs)
+        with self._lock, torch.no_grad():
+            inputs = tuple(t.contiguous() for t in inputs)
+            _sync(inputs)  # the user's pending work on the inputs is the user's graph, not the plan's
+            out = tuple(self._module(*inputs))
+            _sync(out)
+        return out
+
+
+class _Shaped(torch.nn.Module):
+    """A flat ``(batch, points)`` plan module taking ``(batch, *in_shape)`` and returning
+    ``(batch, *out_shape)``: the reshapes inside the compiled graph (on torch-xla a reshape of device
+    data outside it is a graph of its own, per shape)."""
+
+    def __init__(self, module: torch.nn.Module, out_shape: tuple):
+        super().__init__()
+        self.module, self.out_shape = module, tuple(out_shape)
+
+    def forward(self, *inputs: torch.Tensor):
+        out = self.module(*(t.reshape(t.shape[0], -1) for t in inputs))
+        return tuple(t.reshape(t.shape[0], *self.out_shape) for t in out)
+
+
+class BucketedRunner:
+    """An accelerator plan's compiled graphs for one batch bucket, one per boundary form.
+
+    ``"split"`` runs the plan module on ``(re, im)``; ``"complex"`` (only where complex may cross the
+    boundary: XLA:CPU, TPU) has the split and the pack inside the same graph
+    (:class:`~trnplan.kernels.complex.ComplexBoundary`). Each form's graph takes ``(bucket,
+    *in_shape)`` and returns ``(bucket, *out_shape)`` (the flattening inside it) and is compiled
+    once, on first use (the device's own form at plan time), by ``compile_graph(target, example)``.
+
+    Inputs of exactly ``(bucket, *in_shape)`` run on the device as they are. Any other batch (below
+    the bucket) or leading layout is reshaped, zero-padded and its result cropped **on the host**
+    (``host_boundary``, on a NeuronCore; a transfer each way): on the device each new batch size or
+    layout would be a graph of its own (a pad, a crop, a reshape), each a neuronx-cc run of seconds
+    on Trainium (issue 27 item 3: 87–90 XLA compiles for batches 1–40 before). Where compiles are
+    cheap (XLA:CPU, TPU) those ops run on the device around the graph. explain() says which happens.
+    """
+
+    def __init__(self, module: torch.nn.Module, bucket: int, shapes: tuple, dtype: torch.dtype, device,
+                 compile_graph, *, real_input: bool = False, real_output: bool = False, host_boundary: bool = True):
+        self.bucket, self.dtype, self.device, self.host_boundary = bucket, dtype, device, host_boundary
+        self.in_shape, self.out_shape = (tuple(s) for s in shapes)
+        self._module, self._compile_graph = module, compile_graph
+        self._real = (real_input, real_output)
+        self._graphs: dict = {}
+        self._lock = threading.Lock()
+
+    def graph(self, form: str):
+        """The compiled graph of boundary ``form`` ("split" or "complex"), compiled on first use."""
+        with self._lock:
+            graph = self._graphs.get(form)
+            if graph is None:
+                graph = self._graphs[form] = self._compile_graph(*self._target(form))
+        return graph
+
+    def _target(self, form: str):
+        real_input, real_output = self._real
+        shape = (self.bucket, *self.in_shape)
+        # zeros made on the host and moved: a torch.zeros on an xla device would add a graph
+        if form == "split":
+            count = 1 if real_input else 2
+            return (_Shaped(self._module, self.out_shape),
+                    tuple(torch.zeros(shape, dtype=self.dtype).to(self.device) for _ in range(count)))
+        dtype = self.dtype if real_input else COMPLEX_OF[self.dtype]
+        return (_Shaped(ComplexBoundary(self._module, real_input, real_output), self.out_shape),
+                (torch.zeros(shape, dtype=dtype).to(self.device),))
+
+    def run_shaped(self, form: str, inputs) -> tuple:
+        """The transform of ``inputs`` (shape ``(*lead, *in_shape)``, ``prod(lead) ≤ bucket``) by the
+        graph of ``form``: outputs of shape ``(*lead, *out_shape)`` on the inputs' device."""
+        graph = self.graph(form)
+        rank = len(self.in_shape)
+        lead = tuple(inputs[0].shape[: inputs[0].ndim - rank])
+        if lead == (self.bucket,):
+            return graph(*inputs)
+        m = math.prod(lead)
         if m > self.bucket:
             raise ValueError(f"a batch of {m} does not fit the compiled bucket of {self.bucket}")
-        padded = [torch.nn.functional.pad(t, (0, 0, 0, self.bucket - m)) for t in inputs]
-        return tuple(t[:m] for t in self.runner(*padded))
+        if not self.host_boundary:  # ops on the device around the graph (cheap compiles: XLA:CPU, TPU)
+            padded = tuple(torch.nn.functional.pad(t.reshape(m, *self.in_shape), (0, 0) * rank + (0, self.bucket - m))
+                           for t in inputs)
+            return tuple(t[:m].reshape(*lead, *t.shape[1:]) for t in graph(*padded))
+        device = inputs[0].device
+        padded = tuple(_host_pad(t.cpu().reshape(m, *self.in_shape), self.bucket).to(device) for t in inputs)
+        return tuple(t.cpu()[:m].reshape(*lead, *t.shape[1:]).to(device) for t in graph(*padded))
 
 
-_RUNNERS: dict = {}  # (bucketed problem, tree, device, backend) -> CompiledRunner, shared by a bucket's plans
+def _host_pad(h: torch.Tensor, rows: int) -> torch.Tensor:
+    """Host tensor ``h`` zero-padded to ``rows`` rows."""
+    return torch.cat([h, h.new_zeros((rows - h.shape[0], *h.shape[1:]))]) if rows > h.shape[0] else h
+
+
+_RUNNERS: dict = {}  # (bucketed problem, tree, device, route) -> BucketedRunner, shared by a bucket's plans
 _RUNNERS_LOCK = threading.Lock()
-#: compiled runners kept per process (each holds a module and a compiled graph); the oldest goes first
+#: compiled runners kept per process (each holds a module and compiled graphs); the oldest goes first
 RUNNERS_MAX = 256
 
 
-def compiled_runner(planned, tree, module, device, backend: AccelBackend):
-    """(runner, fresh): the compiled runner of ``tree`` for the bucketed problem ``planned`` on
-    ``device``, compiled once per process and shared by every plan whose batch falls in the bucket."""
-    key = (planned.digest(), tree.digest(), str(device), backend.compile_backend())
+def compiled_runner(planned, tree, module, device, backend: AccelBackend, mode: str):
+    """(runner, fresh): the :class:`BucketedRunner` of ``tree`` for the bucketed problem ``planned``
+    on ``device``, its device form compiled once per process and shared by every plan whose batch
+    falls in the bucket."""
+    key = (planned.digest(), tree.digest(), str(device), mode, backend.compile_backend())
     with _RUNNERS_LOCK:
         runner = _RUNNERS.get(key)
     if runner is not None:
         return runner, False
-    n = math.prod(planned.in_shape)
-    count = 1 if planned.real_input else 2
-    # zeros made on the host and moved: a torch.randn on an xla device would add an RNG graph
-    example = tuple(torch.zeros(planned.batch, n, dtype=planned.real_dtype).to(device) for _ in range(count))
-    runner = CompiledRunner(module, example, backend.compile_backend())
+    runner = BucketedRunner(module, planned.batch, (planned.in_shape, planned.out_shape), planned.real_dtype, device,
+                            functools.partial(backend.compile_graph, mode=mode),
+                            real_input=planned.real_input, real_output=planned.real_output,
+                            host_boundary=backend.neuron_backed())
+    form = "complex" if backend.boundary(device).complex else "split"
+    try:
+        runner.graph(form)  # compiled at plan time
+    except Exception as exc:
+        raise compile_failure(backend.kind, mode, f"the {form} graph of {tree} (batch {planned.batch})", exc) from exc
     with _RUNNERS_LOCK:
         runner = _RUNNERS.setdefault(key, runner)
         while len(_RUNNERS) > RUNNERS_MAX:
@@ -252,14 +436,17 @@ def resolve_device(kind: str, device) -> torch.device:
     return torch.device(kind, int(current()) if current is not None else 0)
 
 
-def bucket_note(problem, planned, mode: str) -> str:
-    """explain()'s line: the batch and the bucket the plan was compiled for."""
-    if mode != DYNAMO:
+def bucket_note(problem, planned, mode: str, host: bool = True) -> str:
+    """explain()'s line: the batch and the bucket the plan was compiled for (``host``: padded and
+    cropped on the host, as on a NeuronCore)."""
+    if mode not in WHOLE:
         return f"none: eager runs batch {problem.batch} as is (nothing compiled per shape)"
     if planned.batch == problem.batch:
         return f"batch {problem.batch} is a bucket: compiled for it, no padding"
+    where = ("on the host (a transfer each way; on the device each batch size would be a graph of its own); plan "
+             f"batch={planned.batch} to stay on the device" if host else "on the device, around the graph")
     return (f"batch {problem.batch} runs in the compiled bucket {planned.batch} (the next of 2, 3, 4, 6, 8, 12, …): "
-            f"inputs zero-padded, outputs cropped; every batch size in the bucket shares this one graph")
+            f"inputs zero-padded and outputs cropped {where}; every batch size in the bucket shares this one graph")
 
 
 # ---------------------------------------------------------------------- the backend
@@ -270,7 +457,7 @@ class AccelBackend(Backend):
     profile = ACCEL_PROFILE
     accelerator = True
     artifact_modes = ()
-    jit_modes = (DYNAMO,)
+    jit_modes = (DYNAMO, LAZY)
 
     def __init__(self, kind: str):
         self.kind = kind
@@ -292,6 +479,17 @@ class AccelBackend(Backend):
     def compile_backend(self) -> str | None:
         return COMPILE_BACKENDS.get(self.kind)
 
+    def neuron_backed(self) -> bool:
+        return self.kind == "neuron" or (self.kind == "xla" and xla_on_neuron())
+
+    def boundary(self, device) -> Boundary:
+        """Split ``(re, im)`` only on a NeuronCore (unless its runtime is in :data:`COMPLEX64_RUNTIMES`);
+        elsewhere (XLA:CPU, TPU, meta, other PrivateUse1 devices) complex crosses, split and packed by
+        arithmetic in the device's graph (torch-xla's dynamo bridge has no kernel for the view ops)."""
+        if self.neuron_backed() and not COMPLEX64_RUNTIMES:
+            return Boundary(complex=False, views=False, why=NO_COMPLEX)
+        return Boundary(complex=True, views=False)
+
     def unavailable_reason(self) -> str | None:
         if self.kind == "xla" and importlib.util.find_spec("torch_xla") is None:
             return ("device='xla' needs torch-xla (pip install torch==2.9.0 torch-xla==2.9.0, or the Neuron DLAMI's "
@@ -309,18 +507,37 @@ class AccelBackend(Backend):
     def has_native_fft(self, precision: str) -> bool:
         return False  # no aten::fft_* on a NeuronCore, and torch-xla runs it on the host (aten::_fft_c2c)
 
+    def measure_unavailable_reason(self) -> str | None:
+        if not self.boundary(None).complex:
+            return (f"measured planning times plans on complex inputs, which {self.kind!r} does not hold "
+                    f"(a NeuronCore: NCC_EVRF004)")
+        return None
+
     def shard_executor_reason(self) -> str | None:
         return (f"cores > 1 on {self.kind!r}: one process drives one device here; split across NeuronCores with "
                 f"trnplan.distributed (one rank per core)")
 
     def _probe(self, device):
+        """The probe run the way this device's plans run (compiled whole, as :meth:`auto_compile`
+        picks), results read on the host; a failure is assumed pessimistically and not stored."""
         if self.kind == "meta":
             return PrecisionProbe(True, "fp32", "assumed: meta tensors carry no values to probe")
+        mode, _ = self.auto_compile()
+        run = None
+        if mode in WHOLE:
+            def run(module, inputs):
+                return self.compile_graph(module, inputs, mode=mode)(*inputs)
         try:
-            return super()._probe(torch.device(device))
+            return run_precision_probe(torch.device(device), run, route=f"{mode} route")
         except Exception as exc:  # noqa: BLE001 - a probe that cannot run must not stop planning
-            return PrecisionProbe(True, "fp32", f"assumed: the probe failed on {device} ({type(exc).__name__}: "
-                                                f"{str(exc)[:200]})")
+            return self.pessimistic_probe(f"the probe failed on {device} ({type(exc).__name__}: {str(exc)[:200]})")
+
+    def pessimistic_probe(self, why: str) -> PrecisionProbe:
+        """On a NeuronCore fp32 matmuls stay fp32 under ``--auto-cast=none`` (the neuronx-cc default
+        since SDK 2.27, runtimes.md §2), so only the split modes are assumed at bf16 accuracy there."""
+        if self.neuron_backed():
+            return PrecisionProbe(False, "fp32", f"{PESSIMISTIC}: {why}")
+        return super().pessimistic_probe(why)
 
     def precision_probe(self, device=None):
         if device is None:
@@ -332,6 +549,11 @@ class AccelBackend(Backend):
         backend = self.compile_backend()
         if self.kind == "meta":
             return "eager", "meta tensors compute nothing: there is nothing to compile"
+        if self.kind == "xla" and xla_on_neuron():
+            # "Torch Dynamo (torch.compile) support in Neuron will be available in a future release"
+            # (SDK introducing-pytorch-2-9.rst; runtimes.md §3): openxla only when asked for
+            return LAZY, ("lazy XLA, one graph per plan and bucket cut at a sync of its inputs and outputs: "
+                          "torch-neuronx 2.9 (trn1/inf2) has no torch.compile; compile='dynamo' asks for openxla")
         if backend is None:
             return "eager", f"no torch.compile backend is known for {self.kind!r}; each op runs as the device runs it"
         return DYNAMO, (f"compiled whole: torch.compile(backend={backend!r}, fullgraph=True, dynamic=False), one graph "
@@ -341,9 +563,21 @@ class AccelBackend(Backend):
         if compile == DYNAMO and self.compile_backend() is None:
             raise ValueError(f"compile='dynamo' needs a torch.compile backend for {self.kind!r}; none is known "
                              f"(xla: 'openxla', TorchNeuron: 'neuron'); use compile='eager'")
+        if compile == LAZY and self.kind != "xla":
+            raise ValueError(f"compile='lazy' is torch-xla's lazy tensors (device='xla'), not {self.kind!r}; use "
+                             f"compile='auto'")
+        if compile == DYNAMO and self.kind == "xla" and xla_on_neuron():
+            return DYNAMO, ("asked for: torch.compile(backend='openxla'), which torch-neuronx 2.9 does not support "
+                            "(runtimes.md §3); the default here is compile='lazy'")
         return super().resolve_compile(compile)
 
     def jit_compile(self, module, example, mode):
+        return self.compile_graph(module, example, mode=mode)
+
+    def compile_graph(self, module, example, mode: str = DYNAMO):
+        """``module`` compiled whole on ``example``'s shapes by route ``mode`` (a callable returning a tuple)."""
+        if mode == LAZY:
+            return LazyRunner(module, example)
         return CompiledRunner(module, example, self.compile_backend())
 
     def fingerprint(self, device=None) -> dict:
@@ -351,10 +585,45 @@ class AccelBackend(Backend):
               "compile_backend": self.compile_backend() or "eager"}
         if self.kind == "xla":
             fp["torch-xla"] = _version("torch-xla") or "absent"
-            fp["pjrt_device"] = os.environ.get("PJRT_DEVICE", "")
+            fp["pjrt_device"] = pjrt_device()
+            if self.neuron_backed():  # what changes the NEFF: compiler and libraries, their flags
+                fp.update(neuron_runtime.detect().compile_key())
+                fp["neuron_cc_flags"] = " ".join(os.environ.get("NEURON_CC_FLAGS", "").split())
         elif self.kind == "neuron":
-            fp.update(neuron_runtime.detect().versions())
+            fp.update(neuron_runtime.detect().compile_key())
         return fp
+
+
+def pjrt_device() -> str:
+    """The PJRT device torch-xla runs on (``torch_xla.runtime.device_type()``: the plugin it started
+    with, also when ``PJRT_DEVICE`` was not exported), else ``PJRT_DEVICE``, else ""."""
+    try:
+        import torch_xla.runtime as xr  # only asked for xla plans, where torch-xla is installed
+
+        return str(xr.device_type() or "")
+    except Exception:  # noqa: BLE001 - no torch-xla, or a runtime that cannot start: say what is set
+        return config.pjrt_device() or ""
+
+
+#: the neuronx-cc flag fp32 plans need (runtimes.md rule 5; the default since SDK 2.27, but
+#: torch-neuronx 2.9 releases before it auto-cast fp32 matmuls to bf16)
+AUTO_CAST_NONE = "--auto-cast=none"
+
+
+def require_auto_cast_none() -> str:
+    """Append ``--auto-cast=none`` to ``NEURON_CC_FLAGS`` unless it is there; refuse another
+    ``--auto-cast`` value the user set (never overridden silently). Returns the flags as they are."""
+    flags = os.environ.get("NEURON_CC_FLAGS", "")
+    words = flags.replace("--auto-cast ", "--auto-cast=").split()
+    casts = [w.split("=", 1)[1] if "=" in w else "" for w in words if w.startswith("--auto-cast=")]
+    if any(c != "none" for c in casts):
+        raise PlanningError(f"NEURON_CC_FLAGS={flags!r} asks neuronx-cc to auto-cast ({', '.join(casts)}), which "
+                            f"rounds fp32 matmuls to bf16 (an fp32 plan would be 10^4x less accurate than its bound): "
+                            f"set {AUTO_CAST_NONE} there, or unset the --auto-cast flag (trnplan then appends "
+                            f"{AUTO_CAST_NONE})")
+    if not casts:
+        os.environ["NEURON_CC_FLAGS"] = f"{flags} {AUTO_CAST_NONE}".strip()
+    return os.environ["NEURON_CC_FLAGS"]
 
 
 def _version(dist: str) -> str | None:
@@ -372,22 +641,35 @@ def backend_for(kind: str) -> AccelBackend:
 
 __all__ = [
     "ACCEL_PROFILE",
+    "AUTO_CAST_NONE",
     "CACHE_VARIABLES",
     "COMPILE_BACKENDS",
+    "COMPLEX64_RUNTIMES",
     "DYNAMO",
+    "LAZY",
+    "NO_COMPLEX",
+    "NO_FALLBACK",
+    "WHOLE",
     "AccelBackend",
     "BucketedRunner",
     "CompiledRunner",
+    "LazyRunner",
     "backend_for",
     "bucket_batch",
     "bucket_note",
     "cache_note",
     "clear_runners",
+    "compile_failure",
     "compiled_runner",
     "configure_compile_cache",
     "configure_compile_cache_if_neuron",
+    "fallback_note",
     "is_accelerator_kind",
+    "pjrt_device",
     "privateuse1_name",
+    "refuse_fallback",
+    "require_auto_cast_none",
     "resolve_device",
     "torchneuron_present",
+    "xla_on_neuron",
 ]

@@ -21,6 +21,9 @@ from trnplan.core import config
 from trnplan.core.cost import CostProfile
 from trnplan.kernels import gemm
 
+#: how a failed probe's assumption starts (:attr:`PrecisionProbe.transient`)
+PESSIMISTIC = "assumed (pessimistic; not stored)"
+
 
 @attrs.frozen
 class PrecisionProbe:
@@ -42,6 +45,13 @@ class PrecisionProbe:
     fp32_matmul: str = "fp32"
     source: str = ""
 
+    @property
+    def transient(self) -> bool:
+        """The assumption made after a failed probe (:meth:`Backend.pessimistic_probe`): never stored
+        in the plan cache, so the next process probes again (an assumption by design, a build host's,
+        is stored with the plans it made)."""
+        return self.source.startswith(PESSIMISTIC)
+
     def describe(self) -> str:
         exact = "exact" if self.bf16_products_exact else "NOT exact (split modes predicted at bf16 accuracy)"
         fp32 = "fp32" if self.fp32_matmul == "fp32" else f"{self.fp32_matmul} (fp32 GEMMs predicted at that accuracy)"
@@ -59,7 +69,42 @@ class PrecisionProbe:
         return cls(**data)
 
 
-def run_precision_probe(device: torch.device) -> PrecisionProbe:
+class ProbeModule(torch.nn.Module):
+    """The precision probe's three matmuls as one module (one graph where the device compiles)."""
+
+    def forward(self, a1, b1, a2, b2, a3, b3):
+        return gemm.matmul(a1, b1, "bf16x3"), gemm.matmul(a2, b2, "fp32"), gemm.matmul(a3, b3, "fp32")
+
+
+def probe_inputs(bf16_dtype: torch.dtype = torch.float32) -> tuple:
+    """The probe's six operands, made in float64 and cast on the host (nothing 64-bit reaches a device)."""
+    def pair(a_val, b_val, dtype):
+        a = torch.zeros(8, 64, dtype=torch.float64)
+        b = torch.zeros(64, 8, dtype=torch.float64)
+        a[:, : len(a_val)] = torch.tensor(a_val, dtype=torch.float64)
+        b[: len(b_val), :] = torch.tensor(b_val, dtype=torch.float64)[:, None]
+        return a.to(dtype), b.to(dtype)
+
+    t = 1 + 2.0**-7
+    return (*pair([t, 2.0**-10], [t, 2.0**-10], bf16_dtype), *pair([1 + 2.0**-20], [1 + 2.0**-20], torch.float32),
+            *pair([1 + 2.0**-9], [1 + 2.0**-9], torch.float32))
+
+
+def read_probe(outputs, source: str) -> PrecisionProbe:
+    """The :class:`PrecisionProbe` of the probe module's three outputs (host float64 tensors)."""
+    split, fp32, tf32 = outputs
+    t = 1 + 2.0**-7
+    exact = bool((split == t * t + 2.0**-20).all())
+    if bool((fp32 == 1 + 2.0**-19).all()):
+        mode = "fp32"
+    elif bool((tf32 == (1 + 2.0**-9) ** 2).all()):
+        mode = "tf32"
+    else:
+        mode = "bf16"
+    return PrecisionProbe(exact, mode, source)
+
+
+def run_precision_probe(device: torch.device, run=None, route: str = "eager") -> PrecisionProbe:
     """Probe the GEMM path of :mod:`trnplan.kernels.gemm` on ``device`` (a few tiny matmuls).
 
     (a) ``[1 + 2^-7, 2^-10] · [1 + 2^-7, 2^-10]`` in the bf16 modes' operand format: the exact
@@ -67,26 +112,40 @@ def run_precision_probe(device: torch.device) -> PrecisionProbe:
     the accumulator is fp32 (a product rounded to bf16 loses the 2^-14).
     (b) ``(1 + 2^-20)²`` as an fp32 matmul is 1 + 2^-19 in fp32 but 1 under TF32 or bf16
     operands (10- and 7-bit fractions); ``(1 + 2^-9)²`` then tells TF32 (exact) from bf16 (1).
-    """
-    def mm(a_val, b_val, dtype, mode):
-        a = torch.zeros(8, 64, dtype=torch.float64)
-        b = torch.zeros(64, 8, dtype=torch.float64)
-        a[:, : len(a_val)] = torch.tensor(a_val, dtype=torch.float64)
-        b[: len(b_val), :] = torch.tensor(b_val, dtype=torch.float64)[:, None]
-        return gemm.matmul(a.to(dtype=dtype, device=device), b.to(dtype=dtype, device=device), mode).double().cpu()
 
+    The operands are cast on the host and moved; ``run(module, inputs)`` runs the module the way
+    the device's plans run (its compiled route; default: eagerly); the results come back to the
+    host before anything is compared or widened (no float64 on the device).
+    """
     bf16_dtype = torch.bfloat16 if gemm.native_bf16_matmul(device.type) else torch.float32
-    t = 1 + 2.0**-7
-    got = mm([t, 2.0**-10], [t, 2.0**-10], bf16_dtype, "bf16x3")
-    exact = bool((got == t * t + 2.0**-20).all())
-    if bool((mm([1 + 2.0**-20], [1 + 2.0**-20], torch.float32, "fp32") == 1 + 2.0**-19).all()):
-        fp32 = "fp32"
-    elif bool((mm([1 + 2.0**-9], [1 + 2.0**-9], torch.float32, "fp32") == (1 + 2.0**-9) ** 2).all()):
-        fp32 = "tf32"
-    else:
-        fp32 = "bf16"
+    inputs = tuple(t.to(device) for t in probe_inputs(bf16_dtype))
+    module = ProbeModule()
+    with torch.no_grad():
+        outputs = run(module, inputs) if run is not None else module(*inputs)
     how = "bf16 tensors, out_dtype=float32" if bf16_dtype == torch.bfloat16 else "bf16 values in an fp32 GEMM"
-    return PrecisionProbe(exact, fp32, f"probed on {device} ({how})")
+    return read_probe([o.cpu().double() for o in outputs], f"probed on {device} ({how}; {route})")
+
+
+@attrs.frozen
+class Boundary:
+    """What may cross a plan's boundary on a device (DESIGN.md "Backends own their device").
+
+    Attributes
+    ----------
+    complex : bool
+        Complex tensors may be handed in or out (``Plan.execute``). False where the device holds
+        no complex data: only the split ``(re, im)`` form (``Plan.execute_split``) is taken.
+    views : bool
+        Split and pack by views (``.real``/``.imag``, ``torch.complex``: the host and CUDA, free);
+        else by arithmetic inside the device's graph (an accelerator with complex tensors but no
+        lowering of the view ops, e.g. torch-xla's dynamo bridge).
+    why : str
+        Why complex may not cross (the refusal's reason, with its source); "" where it may.
+    """
+
+    complex: bool = True
+    views: bool = True
+    why: str = ""
 
 
 _PROBES: dict = {}
@@ -113,6 +172,16 @@ class Backend:
     def unavailable_reason(self) -> str | None:
         """``None`` if this backend can run on this machine, else why not and what to do."""
         return None
+
+    # ------------------------------------------------------------------ the boundary
+    def boundary(self, device) -> Boundary:
+        """What may cross a plan's boundary on ``device`` (:class:`Boundary`): complex tensors by
+        views on the host and CUDA (and the trace route, whose plans take host tensors)."""
+        return Boundary()
+
+    def neuron_backed(self) -> bool:
+        """Whether this backend's device is a NeuronCore (no complex, no FP64, NEFF compiles)."""
+        return False
 
     def has_native_fft(self, precision: str) -> bool:
         return False
@@ -155,6 +224,11 @@ class Backend:
 
     def _probe(self, device: torch.device) -> PrecisionProbe:
         return run_precision_probe(device)
+
+    def pessimistic_probe(self, why: str) -> PrecisionProbe:
+        """What planning assumes when the probe fails: the worst a device may do (products rounded
+        before accumulation, fp32 matmuls in bf16), so that no plan is predicted better than it is."""
+        return PrecisionProbe(False, "bf16", f"{PESSIMISTIC}: {why}")
 
     def probe_can_wait(self, problem) -> bool:
         """Whether planning may assume the probe first and run it only when a device plan wins

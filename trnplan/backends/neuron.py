@@ -71,7 +71,7 @@ import attrs
 import torch
 
 from trnplan.backends import artifacts, neuron_runtime, trainium
-from trnplan.backends.base import Backend, PrecisionProbe
+from trnplan.backends.base import PESSIMISTIC, Backend, PrecisionProbe
 from trnplan.core import config
 from trnplan.core.errors import BackendUnavailable, CompileError, PlanningError
 from trnplan.kernels import gemm
@@ -135,7 +135,11 @@ def target() -> str | None:
     if env:
         return env
     family = neuron_runtime.instance_family()
-    return family if family in ("trn1", "trn1n", "trn2", "inf2") else None
+    # a trn1n has the trn1's chip (NeuronCore-v2); neuronx-cc's --target=trn1n (compiler 2.5.0.28)
+    # differs in collectives over its network, which a plan does not use: a trn1n host compiles for
+    # trn1, so that build and run hosts of either family share plans and NEFFs
+    family = {"trn1n": "trn1"}.get(family, family)
+    return family if family in ("trn1", "trn2", "inf2") else None
 
 
 def cpu_backend() -> bool:
@@ -207,6 +211,29 @@ def tensor_limit_reason(problem) -> str | None:
         return None
     return (f"{problem.describe()}: one call's input tensor is {per_call / 2**30:.1f} GiB, over the 2 GiB a NeuronCore "
             f"tensor may have (DMA offsets are 32-bit); use more cores or smaller batches per plan")
+
+
+#: how many split operands a precision mode's GEMM stacks into one tensor (bf16x3: two bf16 slices of
+#: each operand, bf16x6: three), on top of the [re | im] concatenation of a fused complex GEMM
+_SLICES = {"bf16x3": 2, "bf16x6": 3}
+
+
+def largest_tensor_reason(problem, tree) -> str | None:
+    """Why a device plan of ``problem`` with ``tree`` breaks the 2 GB tensor limit at its largest
+    intermediate, not only its input (issue 27 item 9): each node's ``batch × n`` points, split re/im
+    concatenated into one operand (``[re | im]``, 2×), times the split modes' stacked slices; Bluestein
+    and four-step nodes carry their padded / full sizes in the tree."""
+    itemsize = torch.finfo(problem.real_dtype).bits // 8
+    worst, where = 0, None
+    for _, node in tree.walk():
+        size = node.batch * node.n * 2 * itemsize * _SLICES.get(node.param("mode") or problem.precision, 1)
+        if size > worst:
+            worst, where = size, node
+    if worst <= MAX_TENSOR_BYTES:
+        return None
+    return (f"{problem.describe()}: the plan's largest intermediate ({where.solver} over n={where.n}, "
+            f"[re | im] operands) is about {worst / 2**30:.1f} GiB, over the 2 GiB a NeuronCore tensor may have "
+            f"(DMA offsets are 32-bit, runtimes.md §5); use smaller batches per plan or more cores")
 
 
 # ---------------------------------------------------------------------- buckets
@@ -294,6 +321,9 @@ class NeuronBackend(Backend):
     #: fp64 is host-only (no FP64 on a NeuronCore), tf32 is CUDA's
     precisions = ("fp32", "bf16", "bf16x3", "bf16x6")
 
+    def neuron_backed(self) -> bool:
+        return True  # its NEFFs run on NeuronCores; its plans take and return host tensors (complex allowed)
+
     def unavailable_reason(self) -> str | None:
         """``None`` when the XLA-based torch-neuronx with ``trace`` is installed (by its version,
         then its API), else why not and how to install it."""
@@ -355,7 +385,9 @@ class NeuronBackend(Backend):
         try:
             return neuron_precision_probe()
         except Exception as exc:  # noqa: BLE001 - a probe that cannot run must not stop planning
-            return self.assumed_probe(f"the probe failed: {type(exc).__name__}: {exc}")
+            # pessimistic and not stored: split modes at bf16 accuracy; fp32 stays fp32 under the
+            # --auto-cast none this route always passes (compiler_args)
+            return PrecisionProbe(False, "fp32", f"{PESSIMISTIC}: the probe failed: {type(exc).__name__}: {exc}")
 
     # ------------------------------------------------------------------ artifacts
     artifact_modes = ("neuron",)
@@ -431,7 +463,7 @@ class NeuronBackend(Backend):
         traced, not what NEFF the target gets, so what a build host precompiles for trn2 is found on
         the trn2 (docs/trainium.md)."""
         fp = super().fingerprint(device)
-        fp.update(runtime().versions())
+        fp.update(runtime().compile_key())  # not the runtime library's dpkg version (explain() shows it)
         fp["neuron_target"] = target() or "neuronx-cc default"
         fp["neuron_compiler_args"] = " ".join(compiler_args())
         return fp

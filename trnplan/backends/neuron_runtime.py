@@ -224,6 +224,13 @@ class NeuronRuntime:
                 "neuron-runtime": self.runtime_lib or "unknown",
                 "neuron_logical_nc_config": self.logical_nc_config or "default"}
 
+    def compile_key(self) -> dict[str, str]:
+        """What changes the NEFF a plan compiles to: the compiler and the libraries that hand it the
+        graph, and the logical-core size. Not the runtime library (``neuron-runtime``, from dpkg): a
+        pip-only build container has no dpkg record of it, and it does not change the NEFF; it stays
+        in :meth:`versions` (explain()). Plan cache keys use this."""
+        return {k: v for k, v in self.versions().items() if k != "neuron-runtime"}
+
     def describe(self) -> str:
         cores = self.visible_cores()
         where = ("no NeuronCore (no /dev/neuron* device: a build host)" if self.chips == 0 and self.kind != "torchneuron"

@@ -39,6 +39,15 @@ class WisdomMiss(TrnplanError, LookupError):
     """``effort="wisdom_only"`` (or ``TRNPLAN_WISDOM_ONLY=1``) and the cache has no answer."""
 
 
+class ComplexOnDevice(TrnplanError, TypeError, RuntimeError):
+    """A complex tensor would cross a plan's boundary (``Plan.execute``, a torch.fft operator under
+    :func:`trnplan.install`) on a device that holds no complex data (a NeuronCore: neuronx-cc rejects
+    complex64 with NCC_EVRF004 before compiler 2.27.5334). The message names
+    :meth:`~trnplan.plan.plan.Plan.execute_split`, which takes and returns split ``(re, im)`` float
+    tensors (FFTW's ``fftw_execute_split_dft``). A ``TypeError`` (a wrong kind of tensor for the
+    device) and a ``RuntimeError`` (what torch raises where an operator cannot run)."""
+
+
 class CompileError(TrnplanError, RuntimeError):
     """An artifact for the device asked for could not be built, and no host fallback was asked for
     (``device="neuron"``: the message names the compiler's working directory and its log)."""

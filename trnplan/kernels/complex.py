@@ -2,8 +2,43 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
+
+
+def unpack_arith(z: torch.Tensor):
+    """``(z.real, z.imag)`` without view ops (torch-xla 2.9's dynamo bridge has no xla kernel for
+    ``view_as_real``: ``torch.compile(backend="openxla")`` of a model calling trnplan.fft failed
+    there). The cast keeps the real part; ``Re(-i·z) = Im(z)`` exactly (products by 0 and ±1)."""
+    real = torch.float64 if z.dtype == torch.complex128 else torch.float32
+    if torch.compiler.is_compiling():  # Dynamo cannot trace warnings filters; the warning is not raised at run time
+        return z.to(real), (z * -1j).to(real)
+    with warnings.catch_warnings():  # "Casting complex values to real discards the imaginary part": meant
+        warnings.simplefilter("ignore", UserWarning)
+        return z.to(real), (z * -1j).to(real)
+
+
+def pack_arith(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
+    """``torch.complex(re, im)`` as ops an accelerator lowers: ``re + i·im`` in the complex dtype
+    (exact: the products by 1 and i and the sum with a zero part round nothing)."""
+    cdtype = torch.complex128 if re.dtype == torch.float64 else torch.complex64
+    return re.to(cdtype) + im.to(cdtype) * 1j
+
+
+class ComplexBoundary(torch.nn.Module):
+    """A split plan module with its complex boundary inside: complex (or, for r2c, real) in,
+    complex (or, for c2r, real) out, split and packed by arithmetic, so that the device compiles the
+    boundary into the plan's one graph instead of running it as graphs of its own."""
+
+    def __init__(self, module: torch.nn.Module, real_input: bool, real_output: bool):
+        super().__init__()
+        self.module, self.real_input, self.real_output = module, real_input, real_output
+
+    def forward(self, x: torch.Tensor):
+        out = self.module(x) if self.real_input else self.module(*unpack_arith(x))
+        return (out[0],) if self.real_output else (pack_arith(out[0], out[1]),)
 
 
 def cmul(ar: torch.Tensor, ai: torch.Tensor, br: torch.Tensor, bi: torch.Tensor):

@@ -295,6 +295,9 @@ def _build_plan(problem: Problem, spec: Spec | None, dev: torch.device, tol: flo
     except PlanningError as exc:  # re-raised here: the recursion's traceback says nothing the message doesn't
         raise exc.with_traceback(None) from None
     runner, provenance = got.runner, got.provenance
+    too_big = neuron.largest_tensor_reason(planned, got.tree) if problem.device == "neuron" else None
+    if too_big is not None and runner is not None:  # the input passed; an intermediate does not (never loaded)
+        raise PlanningError(too_big)
     if problem.device == "neuron":  # one NEFF copy per NeuronCore, or a build host's refusal; says where it runs
         runner, provenance = neuron.place(problem, planned, got, cache)
     return _finish_plan(problem, spec, dev, tol, cache, compile, verify, effort, got, runner, provenance)
@@ -312,18 +315,26 @@ def _provide_on_accelerator(backend, problem, spec, dev, tol, cache, compile, wi
     """
     mode, reason = backend.resolve_compile(compile)
     accel.configure_compile_cache(cache.path if cache is not None else default_cache_dir())
-    planned = attrs.evolve(problem, batch=accel.bucket_batch(problem.batch)) if mode == accel.DYNAMO else problem
+    if problem.device == "neuron":
+        accel.refuse_fallback()  # no silent CPU fallback on TorchNeuron (runtimes.md rule 3)
+    elif backend.neuron_backed():  # torch-neuronx 2.9 reads NEURON_CC_FLAGS at each compile
+        accel.require_auto_cast_none()
+    whole = mode in accel.WHOLE
+    planned = attrs.evolve(problem, batch=accel.bucket_batch(problem.batch)) if whole else problem
     got = provide(planned, spec, dev, tol, cache, "eager", wisdom_only, effort)
     notes = {"runtime": backend.runtime(), "compile_cache": accel.cache_note(problem.device),
-             "bucket": accel.bucket_note(problem, planned, mode), "compile_mode": mode, "compile_reason": reason}
-    if mode != accel.DYNAMO:
+             "bucket": accel.bucket_note(problem, planned, mode, backend.neuron_backed()), "compile_mode": mode, "compile_reason": reason}
+    if not whole:
         return got, None, attrs.evolve(got.provenance, **notes)
+    too_big = neuron.largest_tensor_reason(planned, got.tree) if backend.neuron_backed() else None
+    if too_big is not None:  # before any compile (a neuronx-cc run of seconds to minutes)
+        raise PlanningError(too_big)
     t0 = time.perf_counter()
-    runner, fresh = accel.compiled_runner(planned, got.tree, got.module, dev, backend)
-    notes.update(compile_s=time.perf_counter() - t0, artifact="compiled in process")
+    runner, fresh = accel.compiled_runner(planned, got.tree, got.module, dev, backend, mode)
+    notes.update(compile_s=time.perf_counter() - t0, artifact="compiled in process",
+                 fallback=accel.fallback_note(problem.device))
     if not fresh:
         notes["compile_reason"] += "; this bucket's graph was already compiled in this process: shared"
-    runner = runner if planned.batch == problem.batch else accel.BucketedRunner(runner, planned.batch)
     return got, runner, attrs.evolve(got.provenance, **notes)
 
 

@@ -22,4 +22,19 @@ class PlanFunction(torch.autograd.Function):
         return None, ctx.plan.backward(g)
 
 
-__all__ = ["PlanFunction"]
+class SplitFunction(torch.autograd.Function):
+    """A plan's split interface (:meth:`Plan.execute_split`) as an autograd node: forward runs the
+    plan on ``(re, im)`` (or one real tensor), backward the adjoint plan's split interface, so no
+    complex tensor is made in either pass (what a NeuronCore needs) and double backward works."""
+
+    @staticmethod
+    def forward(ctx, plan, *inputs):
+        ctx.plan = plan
+        return plan._run_split(*inputs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        return (None, *ctx.plan._backward_split(grads))
+
+
+__all__ = ["PlanFunction", "SplitFunction"]

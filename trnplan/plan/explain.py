@@ -152,7 +152,7 @@ def _runs(plan) -> str:
     if pv.artifact == "artifact hit":
         runs = (f"{pv.compile_mode} artifact {pv.artifact_key} ({pv.artifact_bytes / 1e6:.2f} MB) loaded in "
                 f"{pv.load_ms:.1f} ms, no compile: {pv.compile_s:.1f} s of compile saved")
-    elif pv.compile_mode == "dynamo":
+    elif pv.compile_mode in ("dynamo", "lazy"):
         runs = f"{pv.compile_reason}; compiled on {plan.device} in {pv.compile_s:.1f} s in this process"
     elif pv.artifact == "compiled in process":
         runs = (f"{pv.compile_mode}: torch.compile'd in this process in {pv.compile_s:.1f} s (static batch "
@@ -196,6 +196,7 @@ def _header(plan) -> list[str]:
         *optional("bucket", pv.bucket, pv.bucket),
         *optional("runtime", pv.runtime, pv.runtime),
         *optional("jit cache", pv.compile_cache, pv.compile_cache),
+        *optional("fallback", pv.fallback, pv.fallback),
         f"  cost model {plan.profile_name!r} profile, {pv.calibration or 'not calibrated (effort measure calibrates it)'}",
         *optional("libraries", _libraries() if p.device == "cpu" else "", p.device == "cpu"),
         *optional("estimate", _margin_line(plan), _margin_line(plan)),

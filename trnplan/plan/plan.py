@@ -8,19 +8,19 @@ Built by :func:`trnplan.plan.api.plan_many` (and, to time candidates, by the bui
 from __future__ import annotations
 
 import math
-import warnings
 from typing import overload
 
 import numpy as np
 import torch
 
+from trnplan.backends import get_backend
 from trnplan.cache import default_cache
 from trnplan.cache.store import PlanCache
-from trnplan.core.errors import WisdomMiss
+from trnplan.core.errors import ComplexOnDevice, WisdomMiss
 from trnplan.core.node import PlanNode
 from trnplan.core.problem import Problem
-from trnplan.kernels.complex import pack
-from trnplan.plan.autograd import PlanFunction
+from trnplan.kernels.complex import pack, pack_arith, unpack_arith
+from trnplan.plan.autograd import PlanFunction, SplitFunction
 from trnplan.plan.explain import render_explain, render_short
 from trnplan.plan.traffic import count_plan
 from trnplan.plan.validation import check_layout, check_pair, check_tensor, dtype_name, wanted
@@ -31,23 +31,6 @@ from trnplan.planner.real import hermitian_weights
 
 def _views(z: torch.Tensor):
     return z.real, z.imag
-
-
-def _unpack_on_device(z: torch.Tensor):
-    """``(z.real, z.imag)`` without view ops (torch-xla 2.9's dynamo bridge has no xla kernel for
-    ``view_as_real``: ``torch.compile(backend="openxla")`` of a model calling trnplan.fft failed
-    there). The cast keeps the real part; ``Re(-i·z) = Im(z)`` exactly (products by 0 and ±1)."""
-    real = torch.float64 if z.dtype == torch.complex128 else torch.float32
-    with warnings.catch_warnings():  # "Casting complex values to real discards the imaginary part": meant
-        warnings.simplefilter("ignore", UserWarning)
-        return z.to(real), (z * -1j).to(real)
-
-
-def _pack_on_device(re: torch.Tensor, im: torch.Tensor) -> torch.Tensor:
-    """``torch.complex(re, im)`` as ops an accelerator lowers: ``re + i·im`` in the complex dtype
-    (exact: the products by 1 and i and the sum with a zero part round nothing)."""
-    cdtype = torch.complex128 if re.dtype == torch.float64 else torch.complex64
-    return re.to(cdtype) + im.to(cdtype) * 1j
 
 
 def adjoint_arguments(problem: Problem) -> dict:
@@ -131,14 +114,15 @@ class Plan:
         # of those, the ones a root library call takes as they are ((batch, *in_shape)), mapped to
         # that call: execute's fast path, no run() and no reshape (0.2 µs of its ~0.6 µs at n=256)
         self._direct: dict = {}
-        # torch.complex has no lowering on torch-xla (it runs on the host: aten::complex.out in
-        # executed_fallback_ops()), and inside torch-xla's dynamo bridge the view ops real/imag and
-        # view_as_complex have no xla kernel: on an accelerator the pair is split and packed by
-        # arithmetic (exact) instead
-        on_host = device.type in ("cpu", "cuda")
-        # pack: a view where the tree's output is one interleaved buffer (a GEMM leaf's), else torch.complex
-        self._pack = pack if on_host else _pack_on_device
-        self._unpack = _views if on_host else _unpack_on_device
+        # what may cross the boundary is the device's backend's to say: complex by views on the host;
+        # on an accelerator split and packed by arithmetic (torch.complex has no lowering on torch-xla:
+        # aten::complex.out in executed_fallback_ops(), and its dynamo bridge has no kernel for the
+        # view ops); on a NeuronCore not at all (execute_split only)
+        self._boundary = get_backend(problem.device).boundary(device)
+        # pack on the host: a view where the tree's output is one interleaved buffer (a GEMM leaf's),
+        # else torch.complex
+        self._pack = pack if self._boundary.views else pack_arith
+        self._unpack = _views if self._boundary.views else unpack_arith
         self._native = None
         if runner is None and hasattr(module.root, "library_call"):
             self._native = module.root.library_call(problem.norm)
@@ -210,6 +194,10 @@ class Plan:
             if signature not in self._accepted:
                 check_tensor(p, x)
                 check_layout(p, self.device, x, "x")
+                if not (self._boundary.complex or (p.real_input and p.real_output)):
+                    self._boundary = get_backend(p.device).boundary(self.device)  # asked again: it may have changed
+                    if not self._boundary.complex:
+                        raise self._complex_refusal("execute() of a tensor")
                 self._accept(signature)
             if x.requires_grad and torch.is_grad_enabled():
                 return PlanFunction.apply(self, x)
@@ -218,10 +206,7 @@ class Plan:
         if isinstance(x, (tuple, list)):
             if p.real_input:
                 raise TypeError(f"this {p.kind} plan takes one real {dtype_name(p.real_dtype)} tensor, not a pair")
-            re, im = check_pair(p, x, self.device)
-            lead = re.shape[: re.ndim - p.rank]
-            out = self._split_module(re, im)(re.reshape(self._in_flat), im.reshape(self._in_flat))
-            return tuple(t.reshape(*lead, *p.out_shape) for t in out) if len(out) == 2 else out[0].reshape(*lead, *p.out_shape)
+            return self.execute_split(x)  # the pair form of c2c and c2r is the split interface
         raise TypeError(
             f"execute() takes {wanted(p)}; got {type(x).__name__}"
         )
@@ -249,6 +234,106 @@ class Plan:
                 got.copy_(want)
         return out
 
+    def execute_split(self, x):
+        """Run the transform on split ``(re, im)`` float tensors (FFTW's ``fftw_execute_split_dft``,
+        ``_split_dft_r2c`` and ``_split_dft_c2r``): no complex tensor is made anywhere.
+
+        The one interface on a device without complex data (a NeuronCore), and available on every
+        device, for every kind and rank.
+
+        Parameters
+        ----------
+        x : (torch.Tensor, torch.Tensor) or torch.Tensor
+            c2c and c2r: a pair ``(re, im)`` of real tensors of the plan's real dtype (float32 for
+            complex64), equal shapes, trailing shape the plan's input shape (c2r: the half spectrum
+            ``(*shape[:-1], shape[-1] // 2 + 1)``); r2c: one real tensor of trailing shape ``shape``.
+            Leading dimensions multiply to the plan's batch; on the plan's device.
+
+        Returns
+        -------
+        (torch.Tensor, torch.Tensor) or torch.Tensor
+            c2c and r2c: ``(re, im)`` of the output (r2c: the half spectrum); c2r: the real output.
+            Leading dimensions as the input's.
+
+        Raises
+        ------
+        TypeError
+            A complex tensor, a pair where one tensor is wanted (r2c) or the reverse, a wrong dtype.
+        ValueError
+            The shape, batch or device does not match the plan.
+
+        Notes
+        -----
+        Differentiable with respect to ``re`` and ``im``: the backward pass runs the adjoint plan's
+        :meth:`execute_split` (on the device, in the split form too).
+        """
+        p = self.problem
+        if p.real_input:
+            if not isinstance(x, torch.Tensor):
+                raise TypeError(f"execute_split() of this r2c plan takes one real {dtype_name(p.real_dtype)} tensor; "
+                                f"got a {type(x).__name__}")
+            check_tensor(p, x)
+            check_layout(p, self.device, x, "x")
+            inputs = (x,)
+        else:
+            if not isinstance(x, (tuple, list)):
+                raise TypeError(f"execute_split() of this {p.kind} plan takes a pair (re, im) of "
+                                f"{dtype_name(p.real_dtype)} tensors; got a {type(x).__name__}"
+                                + (" (for a complex tensor use execute())" if isinstance(x, torch.Tensor)
+                                   and self._boundary.complex else ""))
+            inputs = check_pair(p, x, self.device)
+        if torch.is_grad_enabled() and any(t.requires_grad for t in inputs):
+            out = SplitFunction.apply(self, *inputs)
+        else:
+            out = self._run_split(*inputs)
+        return out if len(out) == 2 else out[0]
+
+    def _run_split(self, *inputs: torch.Tensor) -> tuple:
+        """The transform of validated split inputs (shape ``(*lead, *in_shape)``): a tuple of
+        ``(re, im)`` or ``(real,)`` of shape ``(*lead, *out_shape)``."""
+        p = self.problem
+        with torch.no_grad():
+            shaped = getattr(self._runner, "run_shaped", None)
+            if shaped is not None:  # an accelerator's bucket graph: reshapes inside it or on the host
+                return tuple(shaped("split", inputs))
+            lead = inputs[0].shape[: inputs[0].ndim - p.rank]
+            flat = tuple(t if t.shape == self._in_flat else t.reshape(self._in_flat) for t in inputs)
+            out = (self._runner or self.module)(*flat)
+            want = (*lead, *p.out_shape)
+            return tuple(t if t.shape == want else t.reshape(want) for t in out)
+
+    def _backward_split(self, grads: tuple) -> tuple:
+        """The gradients of the split inputs, given those of the split outputs: the adjoint plan's
+        :meth:`execute_split`, with the Hermitian weights for r2c/c2r (as :meth:`backward`)."""
+        p, adj = self.problem, self.adjoint()
+        if p.kind == "c2c":
+            return adj.execute_split(grads)
+        if p.r2r:  # real to real: the adjoint between its diagonal weights, as backward()
+            a, b = self._r2r_weights(grads[0].device)
+            return (adj.execute_split(grads[0] * b) * a,)
+        w = self._hermitian_weights(grads[0].device)
+        if p.kind == "r2c":
+            return (adj.execute_split((grads[0] / w, grads[1] / w)),)
+        return tuple(t * w for t in adj.execute_split(grads[0]))
+
+    def _hermitian_weights(self, device) -> torch.Tensor:
+        weights = self._weights.get(device)
+        if weights is None:  # built once per device, not per backward call
+            p = self.problem
+            c = hermitian_weights(p.shape[-1])[: p.modes[-1] if p.modes else None]  # a truncated plan's kept bins
+            weights = self._weights.setdefault(device, torch.as_tensor(c, dtype=p.real_dtype).to(device))
+        return weights
+
+    def _complex_refusal(self, what: str) -> ComplexOnDevice:
+        p = self.problem
+        inputs = (f"x (real {dtype_name(p.real_dtype)})" if p.real_input
+                  else f"(re, im) ({dtype_name(p.real_dtype)} each)")
+        outputs = "the real output" if p.real_output else "(re, im)"
+        return ComplexOnDevice(
+            f"{what} on {self.device}: this {p.kind} plan takes or returns complex tensors, and {self._boundary.why}. "
+            f"Use plan.execute_split({inputs}), which returns {outputs}: split a complex tensor on the host "
+            f"(z.real, z.imag) before moving it, pack on the host after (torch.complex(re.cpu(), im.cpu()))")
+
     def run(self, x: torch.Tensor) -> torch.Tensor:
         """The transform of a tensor :meth:`execute` has validated, outside autograd (what the
         autograd Function and measured planning call; users call :meth:`execute`)."""
@@ -259,6 +344,9 @@ class Plan:
         if self._native is not None:
             y = self._native(x.reshape(self._lib_in))
         else:
+            shaped = getattr(self._runner, "run_shaped", None)
+            if shaped is not None:  # an accelerator's bucket graph with the complex boundary inside it
+                return shaped("complex", (x,))[0]
             z = x if x.shape == self._in_flat else x.reshape(self._in_flat)
             out = self._split_module()(z) if p.real_input else self._split_module()(*self._unpack(z))
             y = out[0] if p.real_output else self._pack(out[0], out[1])
@@ -317,11 +405,7 @@ class Plan:
         if p.r2r:
             a, b = self._r2r_weights(g.device)
             return adj.execute(g * b) * a
-        weights = self._weights.get(g.device)
-        if weights is None:  # built once per device, not per backward call
-            c = hermitian_weights(p.shape[-1])[: p.modes[-1] if p.modes else None]  # a truncated plan's kept bins
-            weights = torch.as_tensor(c, dtype=p.real_dtype).to(g.device)
-            self._weights[g.device] = weights
+        weights = self._hermitian_weights(g.device)
         if p.kind == "r2c":  # Re(Σ_k g_k ω^{-jk}) over the half spectrum = c2r of g with weights 1/c_k
             return adj.execute(g / weights)
         return adj.execute(g.real.contiguous() if g.is_complex() else g) * weights  # c2r: c_k · rfft(g)

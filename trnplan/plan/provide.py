@@ -89,6 +89,7 @@ class Provenance:
     runtime: str = ""  # accelerators: the runtime driving the device, with versions (explain)
     compile_cache: str = ""  # accelerators: the runtime's compile cache and who set it (explain)
     runs_on: str = ""  # neuron: where the plan runs (NeuronCores, the host and why, or nowhere here)
+    fallback: str = ""  # accelerators: the ATen ops the runtime ran on the CPU in this process (explain)
 
 
 @attrs.frozen
@@ -174,6 +175,8 @@ def precision_probe(backend, device: torch.device, cache: PlanCache | None, fpd:
     if stored is not None:
         return backend.remember_probe(device, stored), "from the plan cache"
     probe = backend.precision_probe(device)
+    if probe.transient:  # a failed probe's assumption is never stored: the next process probes again
+        return probe, "assumed now (not stored)"
     if cache is not None:
         cache.add_record(key, probe.to_dict())
     return probe, "probed now"

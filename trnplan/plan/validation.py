@@ -16,7 +16,7 @@ from trnplan.core.errors import BackendUnavailable, PlanningError
 from trnplan.core.problem import EFFORTS, Problem
 
 #: the artifact kinds plan_many's ``compile`` takes
-COMPILE_MODES = ("auto", "eager", "aot", "inductor", "neuron", "dynamo")
+COMPILE_MODES = ("auto", "eager", "aot", "inductor", "neuron", "dynamo", "lazy")
 
 
 # ---------------------------------------------------------------------- plan_many's arguments
@@ -67,7 +67,8 @@ def check_cache_and_compile(cache, compile: str) -> None:
     if cache is not None and not isinstance(cache, PlanCache):
         raise TypeError(f"cache must be a trnplan.cache.PlanCache or None, got {type(cache).__name__}")
     if compile not in COMPILE_MODES:
-        raise ValueError(f"compile must be 'auto', 'eager', 'aot', 'inductor', 'neuron' or 'dynamo'; got {compile!r}")
+        raise ValueError(f"compile must be 'auto', 'eager', 'aot', 'inductor', 'neuron', 'dynamo' or 'lazy'; got "
+                         f"{compile!r}")
 
 
 # ---------------------------------------------------------------------- execute()'s inputs
