@@ -111,3 +111,36 @@ def test_batches_1_to_16_compile_at_most_one_graph_per_bucket(trn1):
     print(f"XLA-LANE trn1 batches 1..16: {count.uncached} XLA compiles for {len(buckets)} buckets "
           f"{sorted(buckets)} (lazy route)")
     assert count.uncached <= len(buckets), (count.uncached, sorted(buckets))
+
+
+def test_first_run_script_passes_on_the_trn1_stand_in(tmp_path):
+    """bench/first_run_xla.py, both of its processes, against XLA:CPU dressed as a trn1 (the fake
+    torch-neuronx 2.9 distribution): every asserted step passes (no NEFFs here: "zero new" is trivial)."""
+    import json
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    site = tmp_path / "site"  # the trn1 fixture's distributions (conftest.TRN1_DISTRIBUTIONS), for the child
+    for name, version in {"torch_neuronx": "2.9.0.2.15.32035", "neuronx_cc": "2.21.33363.0",
+                          "libneuronxla": "2.2.14584.0"}.items():
+        (site / f"{name}-{version}.dist-info").mkdir(parents=True)
+        (site / f"{name}-{version}.dist-info" / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {name.replace('_', '-')}\nVersion: {version}\n")
+    env = {**os.environ, "FIRST_RUN_PRELUDE": "trn1_prelude:trn1", "TRN1_SITE": str(site),
+           "PYTHONPATH": os.pathsep.join([str(root), str(root / "tests" / "xla"), os.environ.get("PYTHONPATH", "")]),
+           "TRNPLAN_CACHE_DIR": str(tmp_path / "c"), "NEURON_CC_FLAGS": ""}
+    env.pop("XLA_FLAGS", None)  # the child's graphs are not this test's to audit
+    run = subprocess.run([sys.executable, str(root / "bench" / "first_run_xla.py"), "--cache-dir", str(tmp_path / "c")],
+                         capture_output=True, text=True, env=env, timeout=600, check=False)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    steps = {r["step"]: r for r in (json.loads(line[len("FIRST-RUN-RESULT "):]) for line in run.stdout.splitlines()
+                                    if line.startswith("FIRST-RUN-RESULT "))}
+    assert {"plans", "openxla", "complex", "warm", "operators"} <= set(steps), steps
+    assert [r["route"] for r in steps["plans"]["rows"]] == ["lazy", "lazy"] and steps["plans"]["ok"]
+    assert steps["complex"]["refused"] and "execute_split" in steps["complex"]["message"]
+    assert steps["warm"]["ok"] and steps["warm"]["origins"] == ["wisdom hit", "wisdom hit"]
+    assert "xla on Neuron: True; default route: lazy" in run.stdout and "PJRT device: CPU" in run.stdout
+    print(run.stdout[-2500:])
