@@ -66,28 +66,72 @@ def _natural(plan, arr, transposed: bool):
     return arr
 
 
-def _run(shape, gloo, *, inverse=False, norm="backward", layout="slab", transposed_output=False, batch=1,
-         grad=False, seed=0):
+def _split_input(plan, x, kind):
+    import neuron_device_standin as devsi
+
+    xl = np.ascontiguousarray(x[(slice(None), *plan.local_slices)])
+    if kind == "r2c":
+        return (devsi.to_neuron(torch.from_numpy(xl).float()),)
+    return tuple(devsi.to_neuron(torch.from_numpy(np.ascontiguousarray(f(xl))).float()) for f in (np.real, np.imag))
+
+
+def _host(outs) -> np.ndarray:
+    import neuron_device_standin as devsi
+
+    parts = [devsi.to_cpu(t).numpy().astype(np.float64) for t in outs]
+    return parts[0] if len(parts) == 1 else parts[0] + 1j * parts[1]
+
+
+def _reference(kind, inverse, norm, shape, x):
+    axes = tuple(range(1, 1 + len(shape)))
+    if kind == "r2c":
+        return np.fft.rfftn(x, axes=axes, norm=norm)
+    if kind == "c2r":
+        return np.fft.irfftn(x, s=shape, axes=axes, norm=norm)
+    return (np.fft.ifftn if inverse else np.fft.fftn)(x, axes=axes, norm=norm)
+
+
+def _adjoint_reference(kind, inverse, norm, shape, w):
+    """The gradient of Re Σ conj(w)·y for y = the transform of x, by torch.fft's autograd in complex128."""
+    dims = tuple(range(1, 1 + len(shape)))
+    if kind == "c2c":  # Fᴴ w = conj(F conj(w))
+        fwd = np.fft.ifftn if inverse else np.fft.fftn
+        return np.conj(fwd(np.conj(w), axes=dims, norm=norm))
+    x_shape = (w.shape[0], *shape) if kind == "r2c" else (w.shape[0], *shape[:-1], shape[-1] // 2 + 1)
+    xt = torch.zeros(x_shape, dtype=torch.float64 if kind == "r2c" else torch.complex128, requires_grad=True)
+    y = torch.fft.rfftn(xt, dim=dims, norm=norm) if kind == "r2c" else torch.fft.irfftn(xt, s=shape, dim=dims, norm=norm)
+    wt = torch.from_numpy(np.ascontiguousarray(w.real) if kind == "c2r" else w)  # _gather's arrays are complex
+    loss = (y * wt.conj()).real.sum() if kind == "r2c" else (y * wt).sum()
+    loss.backward()
+    return xt.grad.numpy()
+
+
+def _run(shape, gloo, *, kind="c2c", inverse=False, norm="backward", layout="slab", transposed_output=False,
+         batch=1, grad=False, seed=0):
     """Plan, run on the stand-in device, compare with numpy; audit the device ops and collectives."""
     import neuron_device_standin as devsi
     import neuron_pg_standin as pgsi
 
     import trnplan.distributed as td
 
-    plan = td.plan_many(shape, batch, inverse=inverse, norm=norm, layout=layout, transposed_output=transposed_output)
+    plan = td.plan_many(shape, batch, kind=kind, inverse=inverse if kind == "c2c" else None, norm=norm, layout=layout,
+                        transposed_output=transposed_output)
     assert plan.split and str(plan.device) == "neuron", plan.device
     g = np.random.default_rng(seed)
-    axes = tuple(range(1, 1 + len(shape)))
-    x = g.standard_normal((batch, *shape)) + 1j * g.standard_normal((batch, *shape))
-    xl = x[(slice(None), *plan.local_slices)]
-    re, im = (devsi.to_neuron(torch.from_numpy(np.ascontiguousarray(f(xl))).float()) for f in (np.real, np.imag))
-    re.requires_grad_(grad)
-    im.requires_grad_(grad)
+    p = plan.problem
+    x = g.standard_normal((batch, *p.in_shape)) + (0 if kind == "r2c" else 1j * g.standard_normal((batch, *p.in_shape)))
+    if kind == "c2r":  # a Hermitian-consistent half spectrum, so irfftn is the exact inverse
+        x = np.fft.rfftn(g.standard_normal((batch, *shape)), axes=tuple(range(1, 1 + len(shape))))
+    xs = _split_input(plan, x, kind)
+    for t in xs:
+        t.requires_grad_(grad)
     devsi.OPS.clear()
     pgsi.CALLS.clear()
     graphs = len(devsi.GRAPHS)
-    yr, yi = plan.execute((re, im))
-    assert (str(yr.device), str(yi.device), yr.dtype) == ("neuron:0", "neuron:0", torch.float32)
+    out = plan.execute(xs if len(xs) == 2 else xs[0])
+    outs = out if isinstance(out, tuple) else (out,)
+    assert len(outs) == (1 if kind == "c2r" else 2)
+    assert all((str(t.device), t.dtype) == ("neuron:0", torch.float32) for t in outs)
     dtypes = {d for _, ds, _ in devsi.OPS for d in ds}
     assert not dtypes & {torch.complex64, torch.complex128, torch.float64}, dtypes  # no complex on the device
     transposes = sum(1 for s in plan._steps if type(s).__name__ == "_Transpose" and s.qsize > 1)
@@ -97,20 +141,20 @@ def _run(shape, gloo, *, inverse=False, norm="backward", layout="slab", transpos
     assert len(devsi.GRAPHS) - graphs <= stages  # compiled whole per (plan, shape): the first call compiles
     assert all(s.plan.provenance.compile_mode != "eager" for s in plan._steps
                if type(s).__name__ == "_Stage" and s.plan is not None)
-    ref = _natural(plan, (np.fft.ifftn if inverse else np.fft.fftn)(x, axes=axes, norm=norm), transposed_output)
-    err = _rel(_gather(plan, _pair_to_host((yr, yi)), gloo), ref)
-    assert err <= BAR, (shape, layout, inverse, norm, err)
+    ref = _natural(plan, _reference(kind, inverse, norm, shape, x), transposed_output)
+    err = _rel(_gather(plan, _host(outs), gloo), ref)
+    assert err <= BAR, (shape, kind, layout, inverse, norm, err)
     if grad:
         gw = np.random.default_rng(100 + dist.get_rank())  # each rank its own weights (a shared draw repeats)
-        w = gw.standard_normal(yr.shape) + 1j * gw.standard_normal(yr.shape)  # this rank's output block
-        wr, wi = (devsi.to_neuron(torch.from_numpy(f(w)).float()) for f in (np.real, np.imag))
-        torch.autograd.backward((yr, yi), (wr, wi))
-        assert str(re.grad.device) == "neuron:0" and re.grad.dtype == torch.float32
-        wg = _gather(plan, w, gloo)  # Fᴴ w on the gathered weights: the gradient of Re Σ conj(w)·y
-        fwd = np.fft.ifftn if inverse else np.fft.fftn
-        gref = np.conj(fwd(np.conj(wg), axes=axes, norm=norm))
-        gerr = _rel(_gather(plan, _pair_to_host((re.grad, im.grad)), gloo, plan.local_slices), gref)
-        assert gerr <= BAR, (shape, layout, "grad", gerr)
+        w = gw.standard_normal(outs[0].shape) + (0 if kind == "c2r" else 1j * gw.standard_normal(outs[0].shape))
+        ws = tuple(devsi.to_neuron(torch.from_numpy(np.ascontiguousarray(f(w))).float())
+                   for f in ((np.real,) if kind == "c2r" else (np.real, np.imag)))
+        torch.autograd.backward(outs, ws)
+        assert all(str(t.grad.device) == "neuron:0" and t.grad.dtype == torch.float32 for t in xs)
+        wg = _gather(plan, w, gloo)  # the global weights
+        gref = _adjoint_reference(kind, inverse, norm, shape, wg)
+        gerr = _rel(_gather(plan, _host([t.grad for t in xs]), gloo, plan.local_slices), gref)
+        assert gerr <= BAR, (shape, kind, layout, "grad", gerr)
     return plan
 
 
@@ -130,6 +174,9 @@ def _job_two(rank, world, gloo):
     _run((8, 6, 10), gloo, inverse=True, norm="ortho", batch=2)
     _run((8, 6, 10), gloo, layout="pencil", norm="forward", grad=True)
     _run((8, 12), gloo, transposed_output=True)
+    _run((8, 12), gloo, kind="r2c", grad=True)  # real block in, pair out
+    _run((8, 12), gloo, kind="r2c", transposed_output=True, grad=True)  # the half axis split over the ranks
+    _run((8, 6, 9), gloo, kind="c2r", norm="forward", grad=True)  # pair in, real block out
     plan = _run((96,), gloo, inverse=True, grad=True)  # six-step: the twiddle in split form
     assert plan.factors in ((8, 12), (12, 8))
     text = td.plan_many((8, 12)).explain()
@@ -140,7 +187,7 @@ def _job_two(rank, world, gloo):
     plan = td.plan_many((8, 12))
     z = torch.zeros(plan.local_shape, dtype=torch.float32)
     _refused(TypeError, "split form", lambda: plan.execute(devsi.to_neuron(z)))
-    _refused(NotSupportedYet, "zero imaginary part", lambda: td.plan_many((8, 12), kind="r2c"))
+    _refused(NotSupportedYet, "1-D", lambda: td.plan_many(64, kind="r2c"))
     _refused(ValueError, "no FP64", lambda: td.plan_many((8, 12), dtype=torch.complex128))
     # the process-group stand-in refuses what the hardware refuses
     _refused(pgsi.NeuronCollectiveRefused, "send/recv", lambda: dist.send(devsi.to_neuron(z), 1 - rank))
@@ -161,6 +208,7 @@ def _job_four(rank, world, gloo):
     plan = _run((8, 6, 10), gloo, layout="pencil", inverse=True, batch=2, grad=True)
     assert plan.grid == (2, 2)  # column groups {0, 2}, {1, 3}: strided, inside one chip
     _run((6, 8), gloo)  # uneven slab blocks: 2, 2, 1, 1
+    _run((7, 5, 9), gloo, kind="r2c", layout="pencil", grad=True)  # uneven on every axis
     _run((96,), gloo, transposed_output=True)  # six-step, 96 = 8×12 over 4 ranks
     # a group of ranks 1, 2: contiguous but not aligned to its size
     pair = dist.new_group([1, 2])

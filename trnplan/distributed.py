@@ -185,16 +185,22 @@ class _Stage:
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         b = x.shape[0]
+        pair_out = self.split and self.kind != "c2r"  # split form: (…, 2) real pairs, except c2r's real output
         if self.plan is None:
-            shape = (b, *self.local_out, 2) if self.split else (b, *self.local_out)
-            return torch.empty(shape, dtype=x.dtype if self.split else self.out_dtype, device=x.device)
+            shape = (b, *self.local_out, 2) if pair_out else (b, *self.local_out)
+            dtype = (torch.float64 if self.out_dtype == torch.complex128 else torch.float32) if self.split else None
+            return torch.empty(shape, dtype=dtype or self.out_dtype, device=x.device)
         if not self.split:
             rows, back = self._rows(x)
             return back(self.plan.execute(rows))
-        # split form: the local plan's (re, im) pair form, compiled whole on the device
+        # split form: the local plan's split interface (execute_split), compiled whole on the device
+        if self.kind == "r2c":  # real block in, pair out
+            rows, back = self._rows(x)
+            yr, yi = self.plan.execute_split(rows)
+            return torch.stack((back(yr), back(yi)), dim=-1)
         (re, back), (im, _) = self._rows(x[..., 0]), self._rows(x[..., 1])
-        yr, yi = self.plan.execute((re, im))
-        return torch.stack((back(yr), back(yi)), dim=-1)
+        y = self.plan.execute_split((re, im))
+        return back(y) if self.kind == "c2r" else torch.stack((back(y[0]), back(y[1])), dim=-1)
 
     def _rows(self, x: torch.Tensor):
         """(the rows the local plan transforms, the map of its output back to (b, *local_out))."""
@@ -517,10 +523,12 @@ class DistributedPlan:
         and the result is such a pair (a complex tensor there is refused: NCC_EVRF004).
         """
         if self.split:
-            re, im = self._check_pair(x)
-            if torch.is_grad_enabled() and (re.requires_grad or im.requires_grad):
-                return _PairFunction.apply(self, re, im)
-            return self.run_pair(re, im)
+            xs = self._check_split(x)
+            if torch.is_grad_enabled() and any(t.requires_grad for t in xs):
+                out = _SplitFunction.apply(self, *xs)
+            else:
+                out = self.run_split(*xs)
+            return out[0] if len(out) == 1 else out
         self._check(x)
         if x.requires_grad and torch.is_grad_enabled():
             return PlanFunction.apply(self, x)  # backward runs the adjoint distributed plan
@@ -539,18 +547,28 @@ class DistributedPlan:
             t = step(t)
         return t.reshape(*lead, *self.local_out_shape)
 
-    def run_pair(self, re: torch.Tensor, im: torch.Tensor):
-        """The split-form transform of a validated ``(re, im)`` block, outside autograd."""
-        lead = re.shape[: re.ndim - len(self.local_shape)]
+    def run_split(self, *xs: torch.Tensor) -> tuple:
+        """The split-form transform of validated blocks, outside autograd: ``(re, im)`` (r2c: one real
+        block) in, a tuple ``(re, im)`` (c2r: ``(real,)``) out."""
+        lead = xs[0].shape[: xs[0].ndim - len(self.local_shape)]
         shape = self._mat_in_shape() if self.problem.rank == 1 and not self.transposed_input else self.local_shape
-        t = torch.stack((re.reshape(self.batch, *shape), im.reshape(self.batch, *shape)), dim=-1)
+        t = torch.stack([t.reshape(self.batch, *shape) for t in xs], dim=-1) if len(xs) == 2 else \
+            xs[0].reshape(self.batch, *shape)
         for step in self._steps:
             t = step(t)
+        if self.problem.kind == "c2r":
+            return (t.reshape(*lead, *self.local_out_shape),)
         t = t.reshape(*lead, *self.local_out_shape, 2)
         return t[..., 0].contiguous(), t[..., 1].contiguous()
 
-    def _check_pair(self, x):
+    def _check_split(self, x) -> tuple:
+        """The split-form input: a pair (re, im) of the real dtype, or (r2c) one real block."""
         p = self.problem
+        if p.kind == "r2c":
+            if not isinstance(x, torch.Tensor) or x.is_complex() or x.dtype != p.real_dtype:
+                raise TypeError(f"this r2c plan on {self.device} takes one real {p.real_dtype} block")
+            self._check_block(x)
+            return (x,)
         if isinstance(x, torch.Tensor):
             raise TypeError(f"this plan runs on {self.device} in split form (no complex dtype on the device): pass "
                             f"the pair (x.real, x.imag) as {p.real_dtype} tensors on {self.device}; it returns a pair")
@@ -564,6 +582,26 @@ class DistributedPlan:
             raise ValueError(f"pair input re and im differ in shape: {tuple(re.shape)} and {tuple(im.shape)}")
         self._check_block(re)
         return re, im
+
+    def backward_split(self, grads: tuple) -> tuple:
+        """The gradients of the split inputs given those of the split outputs: the adjoint plan's
+        split form, with the Hermitian weights of this rank's half-spectrum slice for r2c/c2r."""
+        p, adj = self.problem, self.adjoint()
+        grads = tuple(g.contiguous() for g in grads)
+        if p.kind == "c2c":
+            return adj.run_split(*grads)
+        w = self._half_weights(grads[0].device)
+        if p.kind == "r2c":  # c2r of g / c_k
+            return adj.run_split(grads[0] / w, grads[1] / w)
+        return tuple(t * w for t in adj.run_split(grads[0]))  # c2r: c_k · r2c(g)
+
+    def _half_weights(self, device) -> torch.Tensor:
+        if self._weights is None:
+            p = self.problem
+            half_slice = (self.local_out_slices if p.kind == "r2c" else self.local_slices)[-1]
+            w = hermitian_weights(p.shape[-1])[half_slice]
+            self._weights = torch.as_tensor(np.ascontiguousarray(w), dtype=p.real_dtype).to(device)
+        return self._weights
 
     def _check(self, x) -> None:
         p = self.problem
@@ -744,17 +782,18 @@ class DistributedPlan:
                 f"{self.problem.describe()}; local {self.local_shape} → {self.local_out_shape}>")
 
 
-class _PairFunction(torch.autograd.Function):
-    """Split-form autograd: the gradient pair of a real loss is the adjoint plan of the output's gradient pair."""
+class _SplitFunction(torch.autograd.Function):
+    """Split-form autograd: the gradients of the split inputs are the adjoint plan's split form of the
+    output gradients (:meth:`DistributedPlan.backward_split`)."""
 
     @staticmethod
-    def forward(ctx, plan, re, im):
+    def forward(ctx, plan, *xs):
         ctx.plan = plan
-        return plan.run_pair(re, im)
+        return plan.run_split(*xs)
 
     @staticmethod
-    def backward(ctx, g_re, g_im):
-        return (None, *ctx.plan.adjoint().run_pair(g_re.contiguous(), g_im.contiguous()))
+    def backward(ctx, *grads):
+        return (None, *ctx.plan.backward_split(grads))
 
 
 def _rank_sends(p: Problem, layout: str, grid: tuple, coords: tuple, ti: bool, to: bool, factors) -> list:
@@ -1065,9 +1104,6 @@ def _validate(global_shape, batch, kind, inverse, dtype, precision, norm, layout
 
 def _check_split_route(problem: Problem, layout: str, backend: str, size: int) -> None:
     """What the split-form route on a device without complex data (TorchNeuron) runs."""
-    if problem.kind != "c2c":
-        raise NotSupportedYet(f"distributed {problem.kind} on {problem.device} (split form) is not built yet; "
-                              f"transform real data as c2c with a zero imaginary part (im = torch.zeros_like(re))")
     if problem.dtype != "complex64":
         raise ValueError(f"dtype {problem.dtype} on {problem.device}: a NeuronCore has no FP64; use complex64 "
                          f"(float32 pairs)")
