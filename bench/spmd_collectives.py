@@ -1,8 +1,10 @@
 """Measure XLA:CPU's own all-to-all on virtual SPMD devices: latency and bandwidth for trnplan's cost model.
 
 Runs one SPMD program that only reshards a (2, n, n) float32 array from axis 1 to axis 2 (one
-all-to-all, audited in the compiled HLO), at several sizes, on ``CPU_NUM_DEVICES`` virtual
-devices; fits time = latency + bytes_sent_per_device / bandwidth by least squares over the medians.
+all-to-all: the reshard trnplan.spmd's exchanges are, which tests/xla/test_spmd.py audits in
+the compiled HLO; this script does not re-audit it), at several sizes, on ``CPU_NUM_DEVICES`` virtual
+devices; fits time = latency + bytes_sent_per_device / bandwidth by least squares over the fastest
+call per size (the machine is shared: the medians are printed too).
 
 Usage (the torch-xla lane's venv)::
 

@@ -57,9 +57,10 @@ PROFILES = {
         "measured here (docs/distributed.md's table, busy machine): 4.2 MB per rank per fft2 1024^2 in "
         "about 33 ms of transposes, ~130 MB/s; no latency term resolved at that noise"),
     "xla-cpu": CollectiveProfile(
-        "XLA:CPU, 4 virtual SPMD devices in one process", 425.0, 0.51,
-        "measured here (bench/spmd_collectives.py --quick, busy 2-vCPU machine, fastest of 10 calls): "
-        "0.43 ms at 98 kB per device, 1.2 ms at 393 kB; the medians scattered 0.5-3.4 ms"),
+        "XLA:CPU, 4 virtual SPMD devices in one process", 246.0, 0.62,
+        "measured here (bench/spmd_collectives.py: 6 kB-1.6 MB sent per device, least-squares fit over the "
+        "fastest of 30 calls per size, 2-vCPU machine at load average ~6): 0.23 ms at 6 kB, 2.7 ms at 1.6 MB; "
+        "the medians ran 0.29-6.4 ms"),
 }
 
 #: sustained rate of a dense DFT-as-matmul pass, in flop/s per rank, where no local plan can be
