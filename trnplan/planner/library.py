@@ -82,6 +82,8 @@ class HostLibrary(WholeShape, Solver):
     call_excess_us: ClassVar[float] = 0.0
     #: flop factor for a *batch* of N-D transforms (rank ≥ 2, batch > 1), on top of ``speed``
     nd_batched: ClassVar[float] = 1.0
+    #: whether the library is MKL (its fp64 error floor: native.mkl_fp64_floor)
+    mkl: ClassVar[bool] = False
     #: (largest prime, slowdown) of the library's large-prime path, as native.PRIME_SLOWDOWN
     prime_slowdown: ClassVar[tuple] = native.PRIME_SLOWDOWN
     #: error constant c of c·u·√log2(n) per storage precision (native's form)
@@ -136,6 +138,8 @@ class HostLibrary(WholeShape, Solver):
         # formula gives 1.0e-7, so the bound is widened as accuracy.SMALL_SAMPLE describes (1.33×
         # there, 1.01× at 16K points)
         error *= 1.0 + SMALL_SAMPLE / math.sqrt(n * b)
+        if self.mkl:  # MKL's fp64 path for lengths with a prime factor 17…150 (native.mkl_fp64_floor)
+            error = max([error, *(native.mkl_fp64_floor(length, problem.precision) for length in shape)])
         params = {}
         if problem.rank > 1:
             params["factors"] = shape
@@ -269,6 +273,7 @@ class MklFFT(HostLibrary):
 
     name = "mkl-fft"
     library = "mkl_fft"
+    mkl = True
     title = "mkl_fft"
     install = "pip install 'trnplan[mkl]'"
     speed = (0.78, 1.07, 1.0)
@@ -277,7 +282,7 @@ class MklFFT(HostLibrary):
     # per-axis calls stride across the batch: 8 × 256² r2c took 6.1 ms vs torch.fft's 3.7 ms
     # and pyFFTW's 2.5 ms (`make demo`'s second plan was a mis-pick at factor 1)
     nd_batched = 1.8
-    version = 2
+    version = 3  # 3: MKL's fp64 error floor (native.mkl_fp64_floor)
     prime_slowdown = ((8192, 6.7), (float("inf"), 31.0))
 
 

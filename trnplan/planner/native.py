@@ -29,6 +29,15 @@ LARGE_PRIME_GAIN = 2.0
 #: native libraries fall back to a chirp-z (Bluestein) algorithm for large prime factors (97
 #: already measures like one in bench/accuracy.py, 31 does not)
 BLUESTEIN_PRIME = 50
+#: MKL's double-precision DFT (torch.fft on the CPU, and mkl_fft) loses accuracy linearly in a
+#: prime factor 17 ≤ p ≤ 150 of many composite lengths: measured 1.6-1.9·u·p (u = 2^-53) at
+#: n = 34, 46, 51, 76, 124, 153, 194, 217, 254, 262, 272, 508, 582, 776, 99328 (2.8e-14 at
+#: 2·131), where 3·97, 5·97, 2·151, 2·199 and primes alone measure 2-5u, and pocketfft and FFTW
+#: 2-4u at every one of them. Which lengths take that path is MKL's undocumented choice, so every
+#: composite length with such a factor is bounded by MKL_FP64_PRIME_GAIN·u·p (the fp64 bar, 1e-13,
+#: still holds: p = 150 gives 4.2e-14). fp32 is not affected (1.9e-7 at 2·97)
+MKL_FP64_PRIMES = (17, 150)
+MKL_FP64_PRIME_GAIN = 2.5
 #: ... and that path is slow: torch.fft (MKL) on a prime p took 11 µs (127), 60 (997), 267
 #: (4093), 521–783 (8191), 2926 (16411), 9991 (65537) here: after the ~8 µs call cost, 27–49×
 #: the time of 5·p·log2 p flops at the smooth rate up to p ≈ 8K, and 76–102× beyond (out of
@@ -61,11 +70,21 @@ class NativeFFT(torch.nn.Module):
         return y.real, y.imag
 
 
+def mkl_fp64_floor(n: int, precision: str) -> float:
+    """The least error MKL's fp64 DFT of length ``n`` is bounded by (:data:`MKL_FP64_PRIMES`)."""
+    p = max(prime_factors(n), default=1)
+    lo, hi = MKL_FP64_PRIMES
+    if STORAGE[precision] != "fp64" or not lo <= p <= hi or p == n:
+        return 0.0
+    return MKL_FP64_PRIME_GAIN * UNIT_ROUNDOFF[precision] * p
+
+
 class Native(Solver):
     name = "native"
     #: 2: priced without packing at the root and without a second count of the library's own pass
-    #: (every solver's decisions moved with it: the registry digest, and so all wisdom, changes)
-    version = 2
+    #: (every solver's decisions moved with it: the registry digest, and so all wisdom, changes);
+    #: 3: MKL's fp64 error floor for composite lengths with a prime factor 17…150
+    version = 3
     precisions = ("fp32", "fp64")
     precision_refusal = ("the native library (torch.fft) has no {precision} mode: it computes in fp32 or fp64 "
                          "only; use precision='fp32' or 'auto' to have it considered")
@@ -85,6 +104,8 @@ class Native(Solver):
         work = library_io(problem, planner) + leaf_work(problem, planner, self.name, shape)
         error = ERROR_C[problem.precision] * UNIT_ROUNDOFF[problem.precision] * log_growth(n)
         error *= LARGE_PRIME_GAIN if large_prime else 1.0 + (PRIME_PASS_SLOPE * math.sqrt(p) if p > 7 else 0.0)
+        if problem.device == "cpu":  # torch.fft is MKL there (cuFFT on CUDA)
+            error = max(error, mkl_fp64_floor(n, problem.precision))
         return self.node(problem, planner, work, error, direct=True)
 
     def runs_on_user_tensor(self, node):

@@ -114,8 +114,8 @@ class NDRowColumn(torch.nn.Module):
 
 class ND(WholeShape, Solver):
     name = "nd"
-    #: 2: passes whose errors together exceed the bound are re-planned to shares of it
-    version = 2
+    #: 2: passes whose errors together exceed the bound are re-planned to shares of it; 3: MKL's fp64 floor
+    version = 3
     composite = True
     takes_factors = True
     kinds = ("c2c", "r2c", "c2r")
@@ -162,6 +162,8 @@ class ND(WholeShape, Solver):
             leaf = LeafShape.of(problem, (), primes=False, calls=len(shape))
             work = library_io(problem, planner, launches=3) + leaf_work(problem, planner, "nd", leaf)
             error = native.ERROR_C[problem.precision] * u * log_growth(n)
+            if problem.device == "cpu":  # torch.fft's fftn is MKL there (native.mkl_fp64_floor, per axis)
+                error = max([error, *(native.mkl_fp64_floor(length, problem.precision) for length in shape)])
             return self.node(problem, planner, work, error, params=self._params(problem, method), direct=True)
         subs, work = [], Work()
         for i, (axis, kind, cur) in enumerate(passes(shape, problem.kind)):
