@@ -36,26 +36,11 @@ import math
 import torch
 
 from trnplan.plan.api import cached_plan
+from trnplan.planner.bluestein import next_smooth as smooth_length  # 2·3·5-smooth: every library's fast lengths
 
 __all__ = ["ConvPlan", "plan_conv"]
 
 MODES = ("circular", "linear", "causal")
-
-
-def smooth_length(n: int) -> int:
-    """The smallest 2·3·5-smooth integer ≥ n (every FFT library's fast lengths)."""
-    best = 1 << max(0, (n - 1).bit_length())
-    p5 = 1
-    while p5 < best:
-        p35 = p5
-        while p35 < best:
-            m = p35
-            while m < n:
-                m *= 2
-            best = min(best, m)
-            p35 *= 3
-        p5 *= 5
-    return best
 
 
 class ConvPlan(torch.nn.Module):
