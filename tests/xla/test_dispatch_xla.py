@@ -8,8 +8,9 @@ plans instead of torch-xla's host fallback. Checked here against the same code o
 * torchaudio 2.9.0 ``Spectrogram``, ``MelSpectrogram`` and ``InverseSpectrogram``;
 * ``torch.stft`` → ``torch.istft`` round trips (``torch.istft`` on these devices is trnplan.istft:
   torch's overlap-add, ``aten::unfold_backward``, has no torch-xla lowering);
-* torch-dct 0.1.6 (DCT through torch.fft) in a forward+backward SGD step, and the Fourier neural
-  operator of ``fourier-neural-operator`` 0.17 (Li et al.'s FNO2d) forward;
+* torch-dct 0.1.6 (DCT through torch.fft) in a forward+backward SGD step; the Fourier neural
+  operator of ``fourier-neural-operator`` 0.17 (Li et al.'s FNO2d): forward vs the CPU, and a
+  training step equal to torch-xla's own path on the same device;
 * ``torch.compile(backend="openxla", fullgraph=True)`` of rfft → complex multiply → irfft: one
   graph, no fallback, the AOTAutograd graph (what TorchNeuron's backend would get) holds no FFT
   op and only allowlisted ops;
@@ -159,17 +160,39 @@ def test_torch_dct_training_step(installed):
     print(f"\ntorch-dct training step: {_compiles() - before} XLA compiles")
 
 
-def test_fourier_neural_operator_forward(installed):
+def test_fourier_neural_operator_training_step_as_torch_xlas_own_fft(installed):
+    """Li et al.'s FNO2d (rfft2 → complex einsum on the device → irfft2): the forward matches the
+    CPU; a forward+backward SGD step on xla with trnplan's kernels gives the loss, gradients and
+    updated parameters that torch-xla's own path (the FFT on the host) gives on the same device.
+    The step is not compared with the CPU: torch-xla 2.9 differentiates complex einsum wrongly
+    (relative error ~0.8 on the complex weights, with or without trnplan; docs/trainium.md)."""
     fno = pytest.importorskip("fourier_neural_operator.fourier_2d")
-    torch.manual_seed(4)
-    model = fno.FNO2d(4, 4, 8, channel_input=1)
-    x = torch.randn(2, 16, 16, 1)
-    ref = model(x)
+    torch.manual_seed(10)
+    model, x, target = fno.FNO2d(2, 2, 4, channel_input=1), torch.randn(2, 8, 8, 1), torch.randn(2, 8, 8, 1)
+
+    def step():
+        m = copy.deepcopy(model).to(DEV)
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        loss = torch.nn.functional.mse_loss(m(x.to(DEV)), target.to(DEV))
+        loss.backward()
+        grads = [p.grad.detach().cpu() for p in m.parameters()]
+        opt.step()
+        return loss.detach().cpu(), grads, [p.detach().cpu() for p in m.parameters()]
+
     before = _compiles()
-    got = copy.deepcopy(model).to(DEV)(x.to(DEV))  # rfft2 → complex einsum on the device → irfft2
-    assert got.device == DEV and rel(got, ref) < REL
+    out = copy.deepcopy(model).to(DEV)(x.to(DEV))
+    assert out.device == DEV and rel(out, model(x)) < REL
+    loss, grads, params = step()
     assert met.executed_fallback_ops() == []
-    print(f"\nFNO2d forward: {_compiles() - before} XLA compiles")
+    print(f"\nFNO2d forward, then a training step: {_compiles() - before} XLA compiles")
+    trnplan.uninstall()
+    met.clear_all()
+    loss_ref, grads_ref, params_ref = step()
+    assert "aten::_fft_r2c" in met.executed_fallback_ops()  # torch-xla's own: the FFT on the host
+    trnplan.install()
+    assert rel(loss, loss_ref) < REL
+    assert max(rel(g, r) for g, r in zip(grads, grads_ref)) < REL
+    assert max(rel(p, r) for p, r in zip(params, params_ref)) < REL
 
 
 def _spectral_filter(x, w):
