@@ -32,11 +32,12 @@ CHILD = textwrap.dedent("""
     sys.path.insert(0, sys.argv[1])
     import neuron_device_standin as s
     s.install(); s.register_compile_backend()
+    import os
     import numpy as np, torch, trnplan
     from trnplan.backends import accel
 
     g = np.random.default_rng(0)
-    out = {"torchneuron": accel.torchneuron_present()}
+    out = {"torchneuron": accel.torchneuron_present(), "neff_at_import": os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR")}
 
     def dev(a):
         return s.to_neuron(torch.from_numpy(np.ascontiguousarray(a)))
@@ -131,6 +132,32 @@ CHILD = textwrap.dedent("""
         out["fallback"]["eager"] = None
     except Exception as exc:
         out["fallback"]["eager"] = str(exc)
+    # item 4: the NEFF cache follows the plan cache (set at the first Neuron plan, not at import); a
+    # second plan cache in the process is refused; under wisdom_only a graph missing from the NEFF
+    # cache (a compile) is a WisdomMiss, and the same plan with the NEFF cached is not
+    import glob, shutil, tempfile
+    from trnplan.backends import accel as _accel
+    from trnplan.cache import PlanCache, default_cache
+    caches = {"neff": os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR"), "plan": str(default_cache().path),
+              "set_at_import": out["neff_at_import"]}
+    try:
+        trnplan.plan_many(72, 4, device="neuron", cache=PlanCache(tempfile.mkdtemp()))
+        caches["other"] = None
+    except Exception as exc:
+        caches["other"] = {"cls": type(exc).__name__, "msg": str(exc)}
+    trnplan.plan_many(80, 4, device="neuron")  # into the default plan cache and its NEFF cache
+    trnplan.clear_plan_cache(); _accel.clear_runners(); torch._dynamo.reset()
+    warm = trnplan.plan_many(80, 4, device="neuron", effort="wisdom_only")
+    caches["warm"] = warm.provenance.origin
+    for f in glob.glob(os.path.join(caches["neff"], "*.neff")):
+        os.remove(f)
+    trnplan.clear_plan_cache(); _accel.clear_runners(); torch._dynamo.reset()
+    try:
+        trnplan.plan_many(80, 4, device="neuron", effort="wisdom_only")
+        caches["cold"] = None
+    except Exception as exc:
+        caches["cold"] = {"cls": type(exc).__name__, "msg": str(exc)}
+    out["caches"] = caches
     os.environ["STANDIN_NEURONX_CC_FAILS"] = "1"
     try:
         plan(48, 4)
@@ -218,3 +245,17 @@ def test_a_failed_compile_is_a_compile_error_naming_the_log(child):
     assert got is not None and got["cls"] == "CompileError", got
     assert "NCC_ISTP902" in got["msg"] and "neuronx-cc's logs are under TORCH_NEURONX_NEFF_CACHE_DIR=" in got["msg"]
     assert "compile='eager'" in got["msg"]
+
+
+def test_the_neff_cache_follows_the_plan_cache_and_wisdom_only_never_compiles(child):
+    """Item 4: not set at import; set at the first Neuron plan to <plan cache>/neff; another plan cache
+    in the same process is refused (the runtime reads the variable once); under wisdom_only a plan whose
+    graph is missing from the NEFF cache is a WisdomMiss, with the NEFF cached it is a wisdom hit."""
+    got = child["caches"]
+    assert got["set_at_import"] is None
+    assert got["neff"] == os.path.join(got["plan"], "neff")
+    assert got["other"] is not None and got["other"]["cls"] == "PlanningError", got
+    assert "Use one plan cache per process on Neuron" in got["other"]["msg"]
+    assert got["warm"] == "wisdom hit"
+    assert got["cold"] is not None and got["cold"]["cls"] == "WisdomMiss", got
+    assert "never compiles" in got["cold"]["msg"] and "neuronx-cc compiled it now" in got["cold"]["msg"]

@@ -12,10 +12,8 @@ from trnplan import (
 )
 from trnplan._version import __version__
 from trnplan.backends import get_backend
-from trnplan.backends.accel import configure_compile_cache_if_neuron as _configure_compile_cache
 from trnplan.cache import PlanCache, set_default_cache
 from trnplan.cache.bundle import export_wisdom, import_wisdom
-from trnplan.cache.store import default_cache_dir as _default_cache_dir
 from trnplan.core.config import set_plan_cache_size, set_timelimit
 from trnplan.core.errors import (
     BackendUnavailable,
@@ -34,14 +32,8 @@ from trnplan.planner import SOLVERS, Planner, solver_names
 from trnplan.precompile import precompile
 from trnplan.stft import istft, stft
 
-# where torch-neuronx is installed, its compile cache goes under trnplan's cache directory unless
-# the user set it: both runtimes read the variable once, at their first compile (backends/accel.py).
-# The directory is resolved only there, and a bad TRNPLAN_CACHE_DIR ('~nosuchuser/x') is said by
-# the first plan that uses the cache, not by the import (issue 34)
-try:
-    _configure_compile_cache(_default_cache_dir)
-except ValueError:
-    pass
+# the Neuron runtimes' compile caches are not touched at import: the first Neuron plan points them at
+# its own plan cache (backends/accel.configure_compile_cache; issue 27 item 4)
 # TRNPLAN_INSTALL=1 (or a list of device kinds): torch.fft on xla / PrivateUse1 tensors runs trnplan plans
 install_from_env()
 

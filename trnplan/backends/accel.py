@@ -191,23 +191,46 @@ _CACHE_LOCK = threading.Lock()
 
 
 def configure_compile_cache(cache_dir) -> dict[str, str]:
-    """Point the Neuron runtimes' compile caches at trnplan's cache directory, unless set already.
+    """Point the Neuron runtimes' compile caches at the plan cache's directory, unless set already.
 
     ``TORCH_NEURONX_NEFF_CACHE_DIR`` (TorchNeuron's NEFF cache, default ``/tmp/neff_cache``) and
     ``NEURON_COMPILE_CACHE_URL`` (torch-neuronx on XLA, default ``/var/tmp/neuron-compile-cache``)
     become ``<cache_dir>/neff`` and ``<cache_dir>/neuron-compile-cache``, so that ``trnplan
     precompile`` at container build fills the directory production ships (runtimes.md §2, §3).
-    Both are read at the runtime's first compile: this runs when trnplan is imported; call it
-    yourself (or set the variables) before your first device op if you import trnplan later.
-    A variable already set is left alone. Returns ``{variable: value}`` as they now are.
+    Called at the first Neuron plan of a process with that plan's cache (``cache=``,
+    ``--cache-dir``, ``TRNPLAN_CACHE_DIR``), not at import: a program's other models compiled
+    before it keep the runtime's default. A variable the user set is left alone.
+
+    Raises
+    ------
+    trnplan.core.errors.PlanningError
+        trnplan set the variables for another plan cache earlier in this process: the runtime reads
+        them once, so this plan's NEFFs would land in the other cache (one plan cache per process
+        on Neuron, or set the variables yourself).
     """
     out = {}
     with _CACHE_LOCK:
         for var, sub in CACHE_VARIABLES.items():
-            if not os.environ.get(var):
-                os.environ[var] = _CACHE_SET[var] = os.path.join(str(cache_dir), sub)
+            want = os.path.join(str(cache_dir), sub)
+            have = os.environ.get(var)
+            if have and _CACHE_SET.get(var) == have and have != want:
+                raise PlanningError(
+                    f"{var}={have} was set by trnplan for the plan cache {os.path.dirname(have)} at this process's "
+                    f"first Neuron plan, and the runtime reads it once: this plan's cache {cache_dir} would not get "
+                    f"its compiled graphs. Use one plan cache per process on Neuron, or set {var} yourself")
+            if not have:
+                os.environ[var] = _CACHE_SET[var] = want
             out[var] = os.environ[var]
     return out
+
+
+def count_neffs(kind: str) -> int:
+    """NEFF files in the device runtime's compile cache directory (0 where it is unset, remote or absent)."""
+    var = "TORCH_NEURONX_NEFF_CACHE_DIR" if kind == "neuron" else "NEURON_COMPILE_CACHE_URL"
+    where = os.environ.get(var, "")
+    if not where or "://" in where or not os.path.isdir(where):
+        return 0
+    return sum(1 for _, _, files in os.walk(where) for f in files if f.endswith(".neff"))
 
 
 def configure_compile_cache_if_neuron(cache_dir) -> None:
@@ -663,6 +686,7 @@ __all__ = [
     "compiled_runner",
     "configure_compile_cache",
     "configure_compile_cache_if_neuron",
+    "count_neffs",
     "fallback_note",
     "is_accelerator_kind",
     "pjrt_device",

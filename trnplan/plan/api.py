@@ -314,7 +314,8 @@ def _provide_on_accelerator(backend, problem, spec, dev, tol, cache, compile, wi
     makes that a re-trace without neuronx-cc (runtimes.md §2 Caching).
     """
     mode, reason = backend.resolve_compile(compile)
-    accel.configure_compile_cache(cache.path if cache is not None else default_cache_dir())
+    if backend.neuron_backed():  # the runtime's compile cache follows the plan cache (item 4)
+        accel.configure_compile_cache(cache.path if cache is not None else default_cache_dir())
     if problem.device == "neuron":
         accel.refuse_fallback()  # no silent CPU fallback on TorchNeuron (runtimes.md rule 3)
     elif backend.neuron_backed():  # torch-neuronx 2.9 reads NEURON_CC_FLAGS at each compile
@@ -329,8 +330,14 @@ def _provide_on_accelerator(backend, problem, spec, dev, tol, cache, compile, wi
     too_big = neuron.largest_tensor_reason(planned, got.tree) if backend.neuron_backed() else None
     if too_big is not None:  # before any compile (a neuronx-cc run of seconds to minutes)
         raise PlanningError(too_big)
+    neffs = accel.count_neffs(problem.device) if wisdom_only and backend.neuron_backed() else None
     t0 = time.perf_counter()
     runner, fresh = accel.compiled_runner(planned, got.tree, got.module, dev, backend, mode)
+    if neffs is not None and accel.count_neffs(problem.device) > neffs:
+        raise WisdomMiss(f"effort='wisdom_only' (or TRNPLAN_WISDOM_ONLY=1) never compiles, and the graph of "
+                         f"{got.tree} for {planned.describe()} was not in the Neuron compile cache "
+                         f"({accel.cache_note(problem.device)}): neuronx-cc compiled it now. Precompile it into "
+                         f"that cache (trnplan precompile with the same cache directory) and ship the directory")
     notes.update(compile_s=time.perf_counter() - t0, artifact="compiled in process",
                  fallback=accel.fallback_note(problem.device))
     if not fresh:
