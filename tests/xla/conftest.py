@@ -79,10 +79,12 @@ def trn1(tmp_path, monkeypatch):
     assert accel.xla_on_neuron(), "the fake torch-neuronx 2.9 distribution was not detected"
     trnplan.clear_plan_cache()
     accel.clear_runners()
+    accel.reset_compile_cache()  # each test has its own plan cache (tests/conftest.py): a fresh process's state
     audited: list = []
     yield audited
     trnplan.clear_plan_cache()
     accel.clear_runners()
+    accel.reset_compile_cache()
     found = xla_audit.audit_dump(DUMP_DIR, before)
     audited.extend(found)
     bad = {name: f for name, f in found.items() if f}

@@ -224,6 +224,16 @@ def configure_compile_cache(cache_dir) -> dict[str, str]:
     return out
 
 
+def reset_compile_cache() -> None:
+    """Unset the compile-cache variables trnplan set in this process (a value the user set stays):
+    the state of a fresh process, for tests that stand in for one."""
+    with _CACHE_LOCK:
+        for var, value in list(_CACHE_SET.items()):
+            if os.environ.get(var) == value:
+                del os.environ[var]
+        _CACHE_SET.clear()
+
+
 def count_neffs(kind: str) -> int:
     """NEFF files in the device runtime's compile cache directory (0 where it is unset, remote or absent)."""
     var = "TORCH_NEURONX_NEFF_CACHE_DIR" if kind == "neuron" else "NEURON_COMPILE_CACHE_URL"
@@ -693,6 +703,7 @@ __all__ = [
     "privateuse1_name",
     "refuse_fallback",
     "require_auto_cast_none",
+    "reset_compile_cache",
     "resolve_device",
     "torchneuron_present",
     "xla_on_neuron",
