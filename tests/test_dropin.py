@@ -27,7 +27,7 @@ import torch
 
 import trnplan
 from trnplan import fft as tfft
-from trnplan.core.accuracy import DEFAULT_TOL
+from trnplan.core.accuracy import DEFAULT_TOL, combine
 from trnplan.core.errors import InvalidArgument, TrnplanError
 from trnplan.interfaces import numpy_fft, scipy_fft
 
@@ -618,15 +618,20 @@ def test_dropin_under_wisdom_only_still_refuses_a_miss(monkeypatch):
 
 
 def test_a_new_shapes_backward_is_cheap_too(dropin_plans):
-    x = torch.randn(2, 1009, dtype=torch.complex64, requires_grad=True)
-    tfft.fft(x).abs().sum().backward()
+    g = torch.Generator().manual_seed(1009)
+    x = torch.randn(2, 1009, dtype=torch.complex64, generator=g).requires_grad_()
+    # Σ|Fx|²: a well-conditioned loss (Σ|Fx| once made this test depend on the unseeded input: its
+    # gradient Fᴴ(Fx/|Fx|) amplifies rounding where some |Fx| is small, 1.8e-6 in one run)
+    (tfft.fft(x).abs() ** 2).sum().backward()
     (plan,) = dropin_plans
     adjoint = plan.adjoint()
     assert adjoint.strategy == plan.strategy == "native" and adjoint.provenance.cache_path is None
     assert _records() == []
-    ref = np.fft.fft(x.detach().numpy().astype(np.complex128))
-    want = np.fft.ifft(ref / np.maximum(np.abs(ref), 1e-30)) * 1009  # d|Fx|/dx̄ = Fᴴ(Fx/|Fx|)
-    assert np.linalg.norm(x.grad.numpy() - want) / np.linalg.norm(want) <= DEFAULT_TOL["fp32"]
+    xd = x.detach().numpy().astype(np.complex128)
+    want = np.fft.ifft(2 * np.fft.fft(xd)) * 1009  # d/dx̄ Σ|Fx|² = 2·Fᴴ(Fx)
+    assert max(plan.tree.error, adjoint.tree.error) <= DEFAULT_TOL["fp32"]
+    bound = combine(plan.tree.error, adjoint.tree.error)  # two transforms: the model's errors add in quadrature
+    assert np.linalg.norm(x.grad.numpy() - want) / np.linalg.norm(want) <= bound
 
 
 def test_repeated_1d_calls_go_straight_to_the_plan():
