@@ -108,13 +108,18 @@ def _complex_input(shape, seed=0):
 TEST_SIZES = (("64", {"shape": 64}), ("256", {"shape": 256}), ("1000", {"shape": 1000}),
               ("4096", {"shape": 4096}), ("4097", {"shape": 4097}), ("r2c 256", {"shape": 256, "kind": "r2c"}),
               ("nd 32x32", {"shape": (32, 32)}))
+#: the kinds only some solvers plan, audited for those: DCT-II (r2r) and a truncated r2c (truncated)
+KIND_SIZES = {"r2r": (("dct2 256", {"shape": 256, "kind": "dct2"}), ("dst4 64", {"shape": 64, "kind": "dst4"})),
+              "truncated": (("r2c 256 modes 16", {"shape": 256, "kind": "r2c", "modes": (16,)}),
+                            ("r2c 32x32 modes 4x4", {"shape": (32, 32), "kind": "r2c", "modes": (4, 4)}))}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("solver", solver_names())
 def test_audit_every_solver_precision_and_size_passes(solver):
     audited = host = 0
-    for _solver, precision, label, outcome in audit_grid([solver], GRID_PRECISIONS, TEST_SIZES):
+    for _solver, precision, label, outcome in audit_grid([solver], GRID_PRECISIONS,
+                                                         TEST_SIZES + KIND_SIZES.get(solver, ())):
         if isinstance(outcome, str):  # the forced solver declines this problem: not a failure
             assert "not applicable" in outcome
             continue
