@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
 
+from trnplan.backends import accel
 from trnplan.core.accuracy import DEFAULT_TOL
 
 #: the engine's accuracy bar (relative L2 vs numpy.fft complex128), imported, never restated:
 #: fp32 5e-7 (~8 u32), fp64 1e-13 (~900 u64); see trnplan/core/accuracy.py and docs/precision.md
 BAR = {"fp32": DEFAULT_TOL["fp32"], "fp64": DEFAULT_TOL["fp64"]}
 DTYPES = {"fp32": torch.complex64, "fp64": torch.complex128}
+#: process-wide variables a Neuron plan sets (accel.NO_FALLBACK, the --auto-cast=none flag), put back
+#: after each test (the compile-cache ones by accel.reset_compile_cache)
+PROCESS_ENV = (*accel.NO_FALLBACK, "NEURON_CC_FLAGS")
 
 
 def rel_l2(y, ref) -> float:
@@ -42,8 +48,17 @@ def _fresh_plan_cache(tmp_path, monkeypatch):
     monkeypatch.delenv("TRNPLAN_WISDOM_ONLY", raising=False)
     monkeypatch.delenv("TRNPLAN_TRUST_CACHE", raising=False)
     trnplan.clear_plan_cache()
+    env = {var: os.environ.get(var) for var in PROCESS_ENV}
     yield
     trnplan.clear_plan_cache()
+    # a Neuron plan sets process-wide variables (the compile caches, no-fallback, --auto-cast=none)
+    # at its first use; a later test, or a child process it starts, expects a fresh process's
+    accel.reset_compile_cache()
+    for var, value in env.items():
+        if value is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = value
 
 
 def exported_bundle_meta(tmp_path, shape=(64,)):
