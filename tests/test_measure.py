@@ -862,4 +862,5 @@ def test_spot_check_needs_every_burst_to_find_the_winner_slower(monkeypatch):
     assert ratio == pytest.approx(0.8)
     ratio, _ = fake({0, 1, 2})
     assert ratio == pytest.approx(1.3)
-    assert fake({0, 1, 2}, default_jitter=1.0) is None  # the default's own samples scatter: too busy
+    ratio, noise = fake({0, 1, 2}, default_jitter=1.0)  # the default's own samples scatter by 50 %: busy
+    assert ratio == pytest.approx(1.3) and ratio <= 1 + noise  # within the busy machine's noise: not stale
