@@ -71,7 +71,7 @@ import attrs
 import torch
 
 from trnplan.backends import artifacts, neuron_runtime, trainium
-from trnplan.backends.base import PESSIMISTIC, Backend, PrecisionProbe
+from trnplan.backends.base import PESSIMISTIC, Backend, PrecisionProbe, read_probe
 from trnplan.core import config
 from trnplan.core.errors import BackendUnavailable, CompileError, PlanningError
 from trnplan.kernels import gemm
@@ -530,20 +530,13 @@ def neuron_precision_probe() -> PrecisionProbe:
         b[: len(b_val), :] = torch.tensor(b_val, dtype=torch.float64)[:, None]
         return a.float(), b.float()
 
-    t = 1 + 2.0**-7
+    t = 1 + 2.0**-7  # read_probe's test values
     inputs = (*pair([t, 2.0**-10], [t, 2.0**-10]), *pair([1 + 2.0**-20], [1 + 2.0**-20]),
               *pair([1 + 2.0**-9], [1 + 2.0**-9]))
     traced = torch_neuronx.trace(_ProbeModule().eval(), inputs, compiler_args=compiler_args())
-    split, fp32, tf32 = (out.double() for out in traced(*inputs))
-    exact = bool((split == t * t + 2.0**-20).all())
-    if bool((fp32 == 1 + 2.0**-19).all()):
-        mode = "fp32"
-    elif bool((tf32 == (1 + 2.0**-9) ** 2).all()):
-        mode = "tf32"
-    else:
-        mode = "bf16"
-    return PrecisionProbe(exact, mode, f"probed on a NeuronCore (torch_neuronx.trace, {' '.join(compiler_args())}; "
-                                       f"bf16 values in an fp32 GEMM)")
+    return read_probe([out.double() for out in traced(*inputs)],
+                      f"probed on a NeuronCore (torch_neuronx.trace, {' '.join(compiler_args())}; "
+                      f"bf16 values in an fp32 GEMM)")
 
 
 # ---------------------------------------------------------------------- running
