@@ -16,6 +16,7 @@ import torch
 import trnplan
 from trnplan.core.accuracy import DEFAULT_TOL, measure_error, seeded_input
 from trnplan.core.errors import PlanningError
+from trnplan.kernels import hostlib
 from trnplan.planner import solver_names
 
 #: (shape, batch, plan_many options) per root solver where the default (64, batch 4, c2c) does not apply
@@ -111,6 +112,10 @@ def _child_fft(plan, x):
 
 @pytest.mark.slow  # a spawned interpreter imports torch (seconds)
 def test_multiprocessing_spawn_passes_a_library_plan():
+    # FFTW measured here first (as measured planning earlier in a run does): FFTW_ESTIMATE then
+    # reads that wisdom for sub-problems, and a worker without it picked other last bits
+    with hostlib.fftw_rigor("measure"):
+        trnplan.plan_many(512, 3, strategy="pyfftw", cache=None).execute(torch.randn(3, 512, dtype=torch.complex64))
     plan = trnplan.plan_many(512, 3, strategy="pyfftw")
     x = torch.randn(3, 512, dtype=torch.complex64)
     with multiprocessing.get_context("spawn").Pool(1) as pool:

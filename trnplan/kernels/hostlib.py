@@ -590,12 +590,19 @@ def _fftw_plan(shape: tuple, dtype: np.dtype, kind: str, inverse: bool, threads:
     destroys = kind == "c2r" and len(shape) > 1
     # the leading transform axes, counted in a column a[..., j] (which has lost the last axis)
     hermitian = (tuple(range(1 - len(shape), 0)), shape[-1] % 2 == 0) if destroys else ()
+    measured = FFTW_PLANS["measured"]
     call = _FFTWCall(_new_fftw(shape, dtype, kind, inverse, threads, batch_shape, rigor), copy_input=destroys,
                      hermitian=hermitian)
     with _FFTW_LOCK:  # built outside the lock (MEASURE takes ms to s), re-checked after
         hit = _FFTW.get(key)
         if hit is not None:
             return hit
+        if FFTW_PLANS["measured"] != measured:
+            # FFTW's wisdom now knows this problem: an estimate plan made before it would not be
+            # the one a new process given this wisdom makes (an exported record, a pickled plan),
+            # so later plans look it up anew (plans holding the old object keep it)
+            for stale in [k for k in _FFTW if k[:6] == key[:6] and k[7] == "estimate"]:
+                del _FFTW[stale]
         _FFTW[key] = call
         while len(_FFTW) > FFTW_CACHE_SIZE:
             _FFTW.popitem(last=False)

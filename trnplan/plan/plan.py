@@ -19,6 +19,7 @@ from trnplan.cache.store import PlanCache
 from trnplan.core.errors import ComplexOnDevice, WisdomMiss
 from trnplan.core.node import PlanNode
 from trnplan.core.problem import Problem
+from trnplan.kernels import hostlib
 from trnplan.kernels.complex import pack, pack_arith, unpack_arith
 from trnplan.plan.autograd import PlanFunction, SplitFunction
 from trnplan.plan.explain import render_explain, render_short
@@ -53,8 +54,13 @@ def adjoint_arguments(problem: Problem) -> dict:
     return args
 
 
-def _restore_plan(plan_many, request: dict, tree: str) -> Plan:
+def _restore_plan(plan_many, request: dict, tree: str, host_wisdom: dict | None = None) -> Plan:
     """Unpickle a :class:`Plan` (its ``__reduce__``): rebuild it from its request and tree.
+
+    A plan with pyFFTW leaves carries the pickling process's FFTW wisdom (``host_wisdom``), given
+    to FFTW here before anything is lowered: FFTW_ESTIMATE reads wisdom for sub-problems too, so
+    without it a spawned worker's FFTW picked another algorithm and returned other last bits
+    than the parent (found by the suite: measured planning earlier in the parent's run).
 
     First from the plan cache as it was made (``effort="wisdom_only"``: a lookup, and the stored
     artifact where there is one), so production under ``TRNPLAN_WISDOM_ONLY=1`` rebuilds without
@@ -62,6 +68,7 @@ def _restore_plan(plan_many, request: dict, tree: str) -> Plan:
     wisdom), the pickled tree is forced as the strategy, which replays it through its solvers
     without searching. Either way the plan is the one that was pickled.
     """
+    hostlib.import_wisdom(host_wisdom)
     request = dict(request)
     where = request.pop("cache")
     cache = default_cache() if where == "default" else PlanCache(where) if where is not None else None
@@ -474,7 +481,9 @@ class Plan:
                    "compile": made["compile"], "cache": where}
         if p.modes:
             request["modes"] = p.modes
-        return (_restore_plan, (self._replan.func, request, str(self.tree)))
+        tree = str(self.tree)
+        host_wisdom = hostlib.export_wisdom() if "pyfftw" in tree else None
+        return (_restore_plan, (self._replan.func, request, tree, host_wisdom))
 
     def __copy__(self) -> Plan:
         """A new Plan object sharing this one's module, artifact and adjoint (not a rebuild)."""
