@@ -199,7 +199,7 @@ def _bundle_with_a_broken_artifact(tmp_path, monkeypatch):
     src.update_wisdom(key, {**record, "artifacts": {"aot": {"key": akey, "sha256": hashlib.sha256(data).hexdigest(),
                                                             "bytes": len(data), "compile_s": 1.0}}})
     bundle = tmp_path / "b.zip"
-    assert export_bundle(src, bundle) == {"wisdom": 1, "artifacts": 1}
+    assert export_bundle(src, bundle) == {"wisdom": 1, "artifacts": 1, "compiled": 0, "compiled_missing": []}
     return bundle, akey
 
 

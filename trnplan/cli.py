@@ -200,7 +200,9 @@ def _add_cache(sub) -> None:
                                     "(--measured: the measured ones, with their age, noise and ratio to the "
                                     "default); drop --measured [--older-than DAYS]: forget measured plans, so "
                                     "they are measured again; clear: delete every entry; export FILE: bundle the "
-                                    "cache into one file; import FILE: verify and add a bundle's entries.")
+                                    "cache into one file (with the Neuron compiled graphs of its plans); import "
+                                    "FILE: verify and add a bundle's entries (compiled graphs into this cache's "
+                                    "Neuron compile cache).")
     ca.add_argument("action", choices=["info", "list", "drop", "clear", "export", "import"])
     ca.add_argument("file", nargs="?", metavar="FILE", help="the bundle file (export, import)")
     ca.add_argument("--measured", action="store_true",
@@ -208,8 +210,8 @@ def _add_cache(sub) -> None:
     ca.add_argument("--older-than", type=float, default=None, metavar="DAYS",
                     help="drop: only measured plans measured more than DAYS days ago")
     ca.add_argument("--trust-artifacts", action="store_true",
-                    help="import: also import the bundle's compiled artifacts, which are native code this "
-                         "machine will run; only for bundles from a builder you trust")
+                    help="import: also import the bundle's compiled artifacts and Neuron compiled graphs (NEFFs), "
+                         "which are native code this machine will run; only for bundles from a builder you trust")
     ca.add_argument("--plans-only", action="store_true",
                     help="import: import the bundle's plans without its artifacts (compiled here when used)")
     _cache_args(ca)
@@ -397,7 +399,13 @@ def _cmd_cache(args) -> int:
         print(f"removed {cache.clear()} entries from {cache.path}")
     elif args.action == "export":
         counts = export_bundle(cache, args.file)
-        print(f"exported {counts['wisdom']} plan(s) and {counts['artifacts']} artifact(s) to {args.file}")
+        print(f"exported {counts['wisdom']} plan(s), {counts['artifacts']} artifact(s) and {counts['compiled']} "
+              f"Neuron compiled file(s) to {args.file}")
+        if counts["compiled_missing"]:  # the importing side would compile those graphs (a WisdomMiss there)
+            print(f"trnplan: {len(counts['compiled_missing'])} compiled file(s) recorded for these plans are gone or "
+                  f"changed and were left out: {', '.join(counts['compiled_missing'][:5])}; plan them again here "
+                  f"(or precompile) before exporting", file=sys.stderr)
+            return EXIT_FAILURE
     else:
         report = import_bundle(cache, args.file, trust_artifacts=args.trust_artifacts, plans_only=args.plans_only)
         print(f"{report} into {cache.path}")

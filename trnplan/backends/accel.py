@@ -54,6 +54,7 @@ import math
 import os
 import threading
 
+import attrs
 import torch
 
 from trnplan.backends import artifacts, neuron_runtime, trainium
@@ -224,6 +225,23 @@ def configure_compile_cache(cache_dir) -> dict[str, str]:
     return out
 
 
+def compile_cache_target(var: str, cache_dir) -> tuple[str, str]:
+    """(directory or URL, why) where a process planning with the plan cache at ``cache_dir`` has the
+    runtime of cache variable ``var`` keep its compiled graphs: the user's own setting in this process
+    (for ``NEURON_COMPILE_CACHE_URL`` a ``--cache_dir`` in ``NEURON_CC_FLAGS`` first), else
+    ``<cache_dir>/<sub>`` (:data:`CACHE_VARIABLES`), where :func:`configure_compile_cache` points it."""
+    flag = _flag_cache_dir() if var == "NEURON_COMPILE_CACHE_URL" else None
+    if flag:
+        return flag, "--cache_dir in NEURON_CC_FLAGS, set by you"
+    have = os.environ.get(var)
+    with _CACHE_LOCK:
+        mine = _CACHE_SET.get(var) == have
+    if have and not mine:
+        return have, f"{var}, set by you"
+    sub = CACHE_VARIABLES[var]
+    return os.path.join(str(cache_dir), sub), f"<plan cache>/{sub}, where trnplan points {var} at the first Neuron plan"
+
+
 def reset_compile_cache() -> None:
     """Unset the compile-cache variables trnplan set in this process (a value the user set stays):
     the state of a fresh process, for tests that stand in for one."""
@@ -234,13 +252,87 @@ def reset_compile_cache() -> None:
         _CACHE_SET.clear()
 
 
+#: the compile-cache variable of each Neuron device kind, and the runtime's default when it is unset
+#: (runtimes.md §2 Caching: TorchNeuron, /tmp/neff_cache; §3 Persistent cache: torch-neuronx on XLA)
+RUNTIME_CACHE = {"neuron": ("TORCH_NEURONX_NEFF_CACHE_DIR", "/tmp/neff_cache"),
+                 "xla": ("NEURON_COMPILE_CACHE_URL", "/var/tmp/neuron-compile-cache")}
+
+
+def compile_cache_dir(kind: str) -> tuple[str, str | None]:
+    """(variable, local directory) where the ``kind`` runtime keeps compiled graphs in this process;
+    the directory is None where it is remote (``s3://``), which trnplan neither reads nor fills.
+
+    On torch-neuronx 2.9 a ``--cache_dir`` in ``NEURON_CC_FLAGS`` wins over ``NEURON_COMPILE_CACHE_URL``
+    (runtimes.md §3, SDK neuron-caching.rst)."""
+    var, default = RUNTIME_CACHE[kind]
+    where = (_flag_cache_dir() if kind == "xla" else None) or os.environ.get(var) or default
+    return var, (None if "://" in where else where)
+
+
+def _flag_cache_dir() -> str | None:
+    """A ``--cache_dir`` in ``NEURON_CC_FLAGS`` (torch-neuronx 2.9: it wins over NEURON_COMPILE_CACHE_URL)."""
+    words = os.environ.get("NEURON_CC_FLAGS", "").replace("--cache_dir ", "--cache_dir=").split()
+    return next((w.split("=", 1)[1] for w in words if w.startswith("--cache_dir=")), None)
+
+
+def cache_files(root: str | None) -> dict[str, tuple[int, int]]:
+    """``{relative path: (size, mtime_ns)}`` of the files under ``root`` (empty where it is absent).
+
+    Lock files (``*.lock``) are left out: they are the runtime's, for this host's processes only (a
+    copied one would hold up another host's compile); nothing else is assumed about the layout."""
+    out: dict[str, tuple[int, int]] = {}
+    if root is None or not os.path.isdir(root):
+        return out
+    for folder, _dirs, files in os.walk(root):
+        for name in files:
+            if name.endswith(".lock"):
+                continue
+            path = os.path.join(folder, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue  # removed meanwhile (a runtime's temporary file)
+            if not os.path.islink(path):
+                out[os.path.relpath(path, root)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
 def count_neffs(kind: str) -> int:
-    """NEFF files in the device runtime's compile cache directory (0 where it is unset, remote or absent)."""
-    var = "TORCH_NEURONX_NEFF_CACHE_DIR" if kind == "neuron" else "NEURON_COMPILE_CACHE_URL"
-    where = os.environ.get(var, "")
-    if not where or "://" in where or not os.path.isdir(where):
-        return 0
-    return sum(1 for _, _, files in os.walk(where) for f in files if f.endswith(".neff"))
+    """NEFF files in the device runtime's compile cache directory (0 where it is remote or absent)."""
+    return sum(1 for rel in cache_files(compile_cache_dir(kind)[1]) if rel.endswith(".neff"))
+
+
+#: one tracked compile at a time in this process, so that the files that appear in the runtime's
+#: cache during it are its own (a compile in another thread would otherwise be counted as this one's)
+_TRACK_LOCK = threading.Lock()
+
+
+@attrs.frozen
+class CompiledFiles:
+    """The files one graph's compile added to the runtime's compile cache (what export ships with
+    the plan, and what tells a compile from a cache hit under ``wisdom_only``)."""
+
+    var: str = ""  # the runtime's cache variable (RUNTIME_CACHE)
+    root: str = ""  # the local cache directory they are in
+    files: tuple = ()  # their paths relative to root
+
+    @property
+    def neffs(self) -> int:
+        return sum(1 for rel in self.files if rel.endswith(".neff"))
+
+
+def tracked_compile(kind: str, compile_fn):
+    """``(compile_fn(), CompiledFiles)``: the compile, and the files that appeared or changed in the
+    ``kind`` runtime's local compile cache while it ran (none for a graph the runtime found there)."""
+    var, root = compile_cache_dir(kind)
+    if root is None:
+        return compile_fn(), CompiledFiles(var)
+    with _TRACK_LOCK:
+        before = cache_files(root)
+        out = compile_fn()
+        after = cache_files(root)
+    new = tuple(sorted(rel for rel, stat in after.items() if before.get(rel) != stat))
+    return out, CompiledFiles(var, root, new)
 
 
 def configure_compile_cache_if_neuron(cache_dir) -> None:
@@ -371,6 +463,9 @@ class BucketedRunner:
         self._real = (real_input, real_output)
         self._graphs: dict = {}
         self._lock = threading.Lock()
+        #: what each graph's compile added to the runtime's compile cache (:func:`tracked_compile`)
+        self.compiled: list[CompiledFiles] = []
+        self._recorded: set = set()
 
     def graph(self, form: str):
         """The compiled graph of boundary ``form`` ("split" or "complex"), compiled on first use."""
@@ -378,7 +473,17 @@ class BucketedRunner:
             graph = self._graphs.get(form)
             if graph is None:
                 graph = self._graphs[form] = self._compile_graph(*self._target(form))
+                self.compiled.append(getattr(graph, "compiled", CompiledFiles()))
         return graph
+
+    def unrecorded(self, tag) -> list[CompiledFiles]:
+        """:attr:`compiled`, the first time it is asked for with ``tag`` (a plan cache and wisdom key:
+        recorded there once), else nothing."""
+        with self._lock:
+            if tag in self._recorded:
+                return []
+            self._recorded.add(tag)
+            return list(self.compiled)
 
     def _target(self, form: str):
         real_input, real_output = self._real
@@ -608,10 +713,19 @@ class AccelBackend(Backend):
         return self.compile_graph(module, example, mode=mode)
 
     def compile_graph(self, module, example, mode: str = DYNAMO):
-        """``module`` compiled whole on ``example``'s shapes by route ``mode`` (a callable returning a tuple)."""
-        if mode == LAZY:
-            return LazyRunner(module, example)
-        return CompiledRunner(module, example, self.compile_backend())
+        """``module`` compiled whole on ``example``'s shapes by route ``mode`` (a callable returning a
+        tuple). On a NeuronCore its ``compiled`` attribute lists the files the compile added to the
+        runtime's compile cache (:func:`tracked_compile`): export ships them with the plan."""
+        def build():
+            if mode == LAZY:
+                return LazyRunner(module, example)
+            return CompiledRunner(module, example, self.compile_backend())
+
+        if not self.neuron_backed():
+            return build()
+        runner, compiled = tracked_compile(self.kind, build)
+        runner.compiled = compiled
+        return runner
 
     def fingerprint(self, device=None) -> dict:
         fp = {**super().fingerprint(device), "accelerator": self.kind,
@@ -682,16 +796,21 @@ __all__ = [
     "LAZY",
     "NO_COMPLEX",
     "NO_FALLBACK",
+    "RUNTIME_CACHE",
     "WHOLE",
     "AccelBackend",
     "BucketedRunner",
+    "CompiledFiles",
     "CompiledRunner",
     "LazyRunner",
     "backend_for",
     "bucket_batch",
     "bucket_note",
+    "cache_files",
     "cache_note",
     "clear_runners",
+    "compile_cache_dir",
+    "compile_cache_target",
     "compile_failure",
     "compiled_runner",
     "configure_compile_cache",
@@ -706,5 +825,6 @@ __all__ = [
     "reset_compile_cache",
     "resolve_device",
     "torchneuron_present",
+    "tracked_compile",
     "xla_on_neuron",
 ]

@@ -1,9 +1,15 @@
 """Export a plan cache into one file, and import it elsewhere (e.g. into a container image).
 
 The bundle is a zip archive holding ``bundle.json`` (format, creation time, and every wisdom
-record with its key) and ``artifacts/<n>.bin`` for each artifact its records name. Records are
-JSON and are validated like any cache read, and each artifact's sha256 is checked against its
-record before it is stored; entries that fail a check are skipped and counted, with a reason.
+record with its key) and ``artifacts/<n>.bin`` for each artifact its records name, and
+``compiled/<n>.bin`` for each file a Neuron runtime's compile cache holds for them (the NEFFs of
+TorchNeuron and torch-neuronx plans, :mod:`trnplan.cache.compiled`: only those recorded as the
+plans' own, never the user's other models'). Records are JSON and are validated like any cache
+read, and each artifact's and compiled file's sha256 is checked against its record before it is
+stored; entries that fail a check are skipped and counted, with a reason. Compiled files are
+restored into the importing cache's compile caches (``<cache>/neff``,
+``<cache>/neuron-compile-cache``, or the variable the user set), where a ``wisdom_only`` process
+planning with that cache finds them and compiles nothing.
 
 Artifacts are native code: an AOTInductor ``.pt2`` holds a compiled shared library, a Neuron
 artifact a NEFF, and trnplan loads and runs them (also under ``TRNPLAN_WISDOM_ONLY=1``). The
@@ -22,7 +28,8 @@ import zipfile
 
 import attrs
 
-from trnplan.cache import default_cache
+from trnplan.backends.base import PrecisionProbe
+from trnplan.cache import compiled, default_cache
 from trnplan.cache.store import PlanCache, parse_wisdom
 from trnplan.core.errors import TrnplanError
 
@@ -39,9 +46,13 @@ class ImportReport:
     artifacts: int
     rejected: tuple  # (key, reason) pairs
     trusted: str = ""  # what was trusted as native code, when artifacts were imported
+    compiled: int = 0  # Neuron compile-cache files restored (or found there already)
+    compiled_into: tuple = ()  # the compile-cache directories they are in
 
     def __str__(self) -> str:
         text = f"imported {self.wisdom} plan(s) and {self.artifacts} artifact(s)"
+        if self.compiled:
+            text += f", {self.compiled} compiled file(s) into {', '.join(self.compiled_into)}"
         if self.trusted:
             text += f" (trusted as native code: {self.trusted})"
         if self.rejected:
@@ -50,8 +61,14 @@ class ImportReport:
 
 
 def export_bundle(cache: PlanCache, path) -> dict:
-    """Write every wisdom record of ``cache`` and the artifacts they name to the zip file ``path``."""
-    entries, n_artifacts = [], 0
+    """Write every wisdom record of ``cache``, the artifacts they name and the compiled files recorded
+    for them (:mod:`trnplan.cache.compiled`) to the zip file ``path``.
+
+    Returns ``{"wisdom": plans, "artifacts": artifacts, "compiled": compiled files, "compiled_missing":
+    [paths]}``: a recorded compiled file that is gone or changed since its compile is left out and
+    listed (a ``wisdom_only`` process importing the bundle would compile that graph: a WisdomMiss).
+    """
+    entries, n_artifacts, n_compiled, missing = [], 0, 0, []
     with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
         for key, record in cache.records():
             files = {}
@@ -63,9 +80,48 @@ def export_bundle(cache: PlanCache, path) -> dict:
                 zf.writestr(name, data)
                 files[mode] = name
                 n_artifacts += 1
-            entries.append({"key": key, "record": record, "files": files})
-        zf.writestr("bundle.json", json.dumps({"format": BUNDLE_FORMAT, "created": time.time(), "entries": entries}))
-    return {"wisdom": len(entries), "artifacts": n_artifacts}
+            shipped = []
+            for item in compiled.stored(cache, key):
+                data = compiled.read_verified(item["path"], item["sha256"])
+                if data is None:
+                    missing.append(item["path"])
+                    continue
+                name = f"compiled/{n_compiled}.bin"
+                zf.writestr(name, data)
+                shipped.append({"var": item["var"], "rel": item["rel"], "sha256": item["sha256"], "file": name})
+                n_compiled += 1
+            entries.append({"key": key, "record": record, "files": files, "compiled": shipped})
+        zf.writestr("bundle.json", json.dumps({"format": BUNDLE_FORMAT, "created": time.time(), "entries": entries,
+                                               "probes": _probes(cache, entries)}))
+    return {"wisdom": len(entries), "artifacts": n_artifacts, "compiled": n_compiled, "compiled_missing": missing}
+
+
+def _probes(cache: PlanCache, entries: list) -> list:
+    """The precision-probe records of the exported plans' fingerprints: the importing side reads the
+    probe from its plan cache instead of running it (on a NeuronCore the probe is a compile, which a
+    ``wisdom_only`` process must not do)."""
+    fpds = {item["key"].split(":")[2] for item in entries if item["key"].count(":") >= 3}
+    out = []
+    for key in sorted(cache.keys("probe:")):
+        if key.count(":") >= 2 and key.split(":")[1] in fpds:
+            probe = cache.get_record(key, PrecisionProbe.from_dict)
+            if probe is not None:
+                out.append({"key": key, "record": probe.to_dict()})
+    return out
+
+
+def _import_probes(cache: PlanCache, items) -> int:
+    """Add the bundle's probe records (checked as any probe read; existing keys are kept)."""
+    n = 0
+    for item in items if isinstance(items, list) else ():
+        key = item.get("key") if isinstance(item, dict) else None
+        try:
+            probe = PrecisionProbe.from_dict(item["record"])
+        except (TypeError, ValueError, KeyError, AttributeError):
+            continue  # not a probe: the importing side probes, as without a bundle
+        if isinstance(key, str) and key.startswith("probe:") and not probe.transient:
+            n += cache.add_record(key, probe.to_dict())
+    return n
 
 
 def _native_code(entries: list) -> str:
@@ -79,10 +135,15 @@ def _native_code(entries: list) -> str:
         for mode in arts if isinstance(arts, dict) else ():
             label = f"{mode} for {device}"
             kinds[label] = kinds.get(label, 0) + 1
+        files = item.get("compiled") if isinstance(item, dict) else None
+        for entry in files if isinstance(files, list) else ():
+            var = entry.get("var", "?") if isinstance(entry, dict) else "?"
+            label = f"Neuron compile-cache file(s) ({var}) for {device}"
+            kinds[label] = kinds.get(label, 0) + 1
     return ", ".join(f"{n} {label}" for label, n in sorted(kinds.items()))
 
 
-def _read_meta(zf, path) -> list:
+def _read_meta(zf, path) -> tuple[list, list]:
     try:
         meta = json.loads(zf.read("bundle.json"))
     except (KeyError, ValueError, RecursionError) as exc:
@@ -92,7 +153,7 @@ def _read_meta(zf, path) -> list:
     entries = meta.get("entries", [])
     if not isinstance(entries, list):
         raise ValueError(f"{path}: bundle.json's entries is not a list")  # noqa: TRY004 - a bad file, not a bad argument
-    return entries
+    return entries, meta.get("probes", [])
 
 
 def import_bundle(cache: PlanCache, path, *, trust_artifacts: bool = False, plans_only: bool = False) -> ImportReport:
@@ -105,10 +166,12 @@ def import_bundle(cache: PlanCache, path, *, trust_artifacts: bool = False, plan
     path : str or Path
         The bundle (a zip file written by :func:`export_bundle`).
     trust_artifacts : bool, default False
-        Import the bundle's compiled artifacts: native code this machine will load and run. Only
-        for bundles from a builder you trust.
+        Import the bundle's compiled artifacts and Neuron compile-cache files (NEFFs): native code
+        this machine will load and run. Only for bundles from a builder you trust. The compiled
+        files go into this cache's compile caches (:func:`trnplan.cache.compiled.restore_dir`).
     plans_only : bool, default False
-        Import the plans and leave the artifacts out (they are compiled here when first used).
+        Import the plans and leave the artifacts and compiled files out (they are compiled here
+        when first used).
 
     Raises
     ------
@@ -123,7 +186,7 @@ def import_bundle(cache: PlanCache, path, *, trust_artifacts: bool = False, plan
     except (zipfile.BadZipFile, OSError) as exc:
         raise ValueError(f"{path} is not a trnplan cache bundle ({exc})") from None
     with zf:
-        entries = _read_meta(zf, path)
+        entries, probes = _read_meta(zf, path)
         native = _native_code(entries)
         if native and not (trust_artifacts or plans_only):
             raise UntrustedBundleError(
@@ -132,11 +195,12 @@ def import_bundle(cache: PlanCache, path, *, trust_artifacts: bool = False, plan
                 f"only if you trust who built it, or with --plans-only (plans_only=True) to import its plans "
                 f"and compile them here; nothing was imported")
         report = _import_entries(cache, zf, entries, plans_only)
+        _import_probes(cache, probes)
     return attrs.evolve(report, trusted=native if report.artifacts else "")
 
 
 def _import_entries(cache: PlanCache, zf, entries: list, plans_only: bool) -> ImportReport:
-    rejected, n_wisdom, n_art = [], 0, 0
+    rejected, n_wisdom, n_art, n_compiled, dirs = [], 0, 0, 0, set()
     for item in entries:
         key = item.get("key") if isinstance(item, dict) else None
         record = parse_wisdom(json.dumps(item.get("record"))) if isinstance(item, dict) else None
@@ -152,29 +216,69 @@ def _import_entries(cache: PlanCache, zf, entries: list, plans_only: bool) -> Im
             rejected.append((key, f"artifact entries with keys outside the artifact store: {bad_keys}"
                              if bad_keys else "its 'files' is not a table"))
             continue
-        ok = True
-        for mode, art in record.get("artifacts", {}).items():
-            name = files.get(mode)
-            try:
-                data = zf.read(name) if isinstance(name, str) else None
-            except KeyError:
-                data = None
-            if data is None or hashlib.sha256(data).hexdigest() != art.get("sha256"):
-                rejected.append((key, f"{mode} artifact missing or its sha256 does not match"))
-                ok = False
-                break
-            cache.add_artifact(art["key"], data)
-            n_art += 1
-        if ok:
-            cache.add_wisdom(key, record)
-            n_wisdom += 1
-    return ImportReport(n_wisdom, n_art, tuple(rejected))
+        graphs, why = ([], None) if plans_only else _verified_compiled(cache, zf, item.get("compiled", []))
+        if why is not None:
+            rejected.append((key, why))
+            continue
+        arts, why = _verified_artifacts(zf, record, files)
+        if why is not None:
+            rejected.append((key, why))
+            continue
+        for art_key, data in arts:
+            cache.add_artifact(art_key, data)
+        if graphs:
+            dirs.update(compiled.restore(cache, key, graphs))
+        n_art, n_compiled = n_art + len(arts), n_compiled + len(graphs)
+        cache.add_wisdom(key, record)
+        n_wisdom += 1
+    return ImportReport(n_wisdom, n_art, tuple(rejected), compiled=n_compiled, compiled_into=tuple(sorted(dirs)))
+
+
+def _verified_artifacts(zf, record: dict, files: dict) -> tuple[list, str | None]:
+    """([(artifact key, bytes)], None), or (_, why) when one is missing or its sha256 differs."""
+    out = []
+    for mode, art in record.get("artifacts", {}).items():
+        name = files.get(mode)
+        try:
+            data = zf.read(name) if isinstance(name, str) else None
+        except KeyError:
+            data = None
+        if data is None or hashlib.sha256(data).hexdigest() != art.get("sha256"):
+            return out, f"{mode} artifact missing or its sha256 does not match"
+        out.append((art["key"], data))
+    return out, None
+
+
+def _verified_compiled(cache: PlanCache, zf, items) -> tuple[list, str | None]:
+    """The entry's Neuron compile-cache files, each read and checked (a runtime cache variable, a plain
+    relative path, bytes whose sha256 is the recorded one) and restorable into ``cache``'s compile
+    caches: (files, None), or (_, why) naming the first that is not. Nothing is written."""
+    if not isinstance(items, list):
+        return [], "its 'compiled' is not a list"
+    out, seen = [], set()
+    for entry in items:
+        ok = (isinstance(entry, dict) and entry.get("var") in compiled.VARIABLES
+              and compiled.safe_relpath(entry.get("rel")) and isinstance(entry.get("sha256"), str)
+              and isinstance(entry.get("file"), str) and (entry.get("var"), entry.get("rel")) not in seen)
+        if not ok:
+            return [], f"a compiled-file entry that is not a runtime cache file with a relative path: {entry!r}"[:300]
+        try:
+            data = zf.read(entry["file"])
+        except KeyError:
+            data = None
+        if data is None or hashlib.sha256(data).hexdigest() != entry["sha256"]:
+            return [], (f"compiled file {entry['rel']} ({entry['var']}) is missing from the bundle or its sha256 "
+                        f"does not match: the bundle is damaged; nothing of this plan was imported")
+        seen.add((entry["var"], entry["rel"]))
+        out.append({**entry, "data": data})
+    return out, compiled.check_restorable(cache, out)
 
 
 def export_wisdom(path, cache: PlanCache | None = None) -> dict:
     """Write the plan cache's wisdom (and the artifacts it names) to one file, as FFTW's
     ``fftw_export_wisdom_to_filename``: :func:`export_bundle` of ``cache`` (default: the
-    process-wide default cache). Returns ``{"wisdom": plans, "artifacts": artifacts}``.
+    process-wide default cache). Returns ``{"wisdom": plans, "artifacts": artifacts, "compiled":
+    Neuron compile-cache files, "compiled_missing": [files recorded but gone or changed]}``.
 
     Examples
     --------

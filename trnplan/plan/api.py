@@ -18,7 +18,7 @@ import attrs
 import torch
 
 from trnplan.backends import accel, get_backend, neuron
-from trnplan.cache import default_cache
+from trnplan.cache import compiled, default_cache
 from trnplan.cache.store import default_cache_dir
 from trnplan.core import config
 from trnplan.core.errors import PlanningError, WisdomMiss
@@ -330,14 +330,17 @@ def _provide_on_accelerator(backend, problem, spec, dev, tol, cache, compile, wi
     too_big = neuron.largest_tensor_reason(planned, got.tree) if backend.neuron_backed() else None
     if too_big is not None:  # before any compile (a neuronx-cc run of seconds to minutes)
         raise PlanningError(too_big)
-    neffs = accel.count_neffs(problem.device) if wisdom_only and backend.neuron_backed() else None
     t0 = time.perf_counter()
     runner, fresh = accel.compiled_runner(planned, got.tree, got.module, dev, backend, mode)
-    if neffs is not None and accel.count_neffs(problem.device) > neffs:
+    # the NEFFs its graphs added to the runtime's compile cache belong to this plan: export ships them
+    key = got.provenance.wisdom_key
+    compiled.record(cache, key, runner.unrecorded((str(cache.path) if cache is not None else "", key)))
+    if wisdom_only and fresh and any(c.neffs for c in runner.compiled):
         raise WisdomMiss(f"effort='wisdom_only' (or TRNPLAN_WISDOM_ONLY=1) never compiles, and the graph of "
                          f"{got.tree} for {planned.describe()} was not in the Neuron compile cache "
                          f"({accel.cache_note(problem.device)}): neuronx-cc compiled it now. Precompile it into "
-                         f"that cache (trnplan precompile with the same cache directory) and ship the directory")
+                         f"that cache (trnplan precompile with the same cache directory) and ship the directory, or "
+                         f"import a `trnplan cache export` bundle, which carries the compiled graphs")
     notes.update(compile_s=time.perf_counter() - t0, artifact="compiled in process",
                  fallback=accel.fallback_note(problem.device))
     if not fresh:

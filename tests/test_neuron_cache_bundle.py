@@ -1,0 +1,189 @@
+"""Issue 27 item 4 on the stood-in TorchNeuron device (tests/neuron_device_standin.py): a cache
+export carries the NEFFs of its plans (and only those), an import restores them where the importing
+cache's NEFF cache is, verified, and a ``TRNPLAN_WISDOM_ONLY=1`` production process planning with
+that cache finds them and compiles nothing; without them, its compile is a WisdomMiss.
+
+The stand-in's "neuron" compile backend keeps a compiled graph in ``TORCH_NEURONX_NEFF_CACHE_DIR``
+under a key of the graph and its input signature and does not compile a graph found there
+(runtimes.md §2 Caching), writing a placeholder ``.neff``. Each process below is a child: the
+PrivateUse1 rename cannot be undone, and a production process is a fresh one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+import zipfile
+
+import pytest
+
+from trnplan.cache import PlanCache
+from trnplan.cache.bundle import UntrustedBundleError, import_bundle
+from trnplan.core.accuracy import DEFAULT_TOL
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+PRELUDE = textwrap.dedent("""
+    import glob, json, os, sys
+    sys.path.insert(0, sys.argv[1])
+    import neuron_device_standin as s
+    s.install(); s.register_compile_backend()
+    import numpy as np, torch, trnplan
+    from trnplan.backends import accel
+
+    def neffs():
+        where = os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR")
+        return sorted(os.path.relpath(p, where) for p in glob.glob(os.path.join(where, "**", "*.neff"), recursive=True))
+""")
+
+#: the build host: plans two buckets into its plan cache (after the precision probe, a graph of its
+#: own), then compiles a model of the user's own (its NEFF lands in the same runtime cache, the
+#: variable being process-wide), then exports
+BUILD = PRELUDE + textwrap.dedent("""
+    trnplan.plan_many(80, 4, device="neuron"); trnplan.plan_many(64, 6, device="neuron")
+    ours = neffs()
+    user = torch.compile(lambda t: t * 2 + 1, backend="neuron", fullgraph=True)(s.to_neuron(torch.ones(5)))
+    every = neffs()
+    counts = trnplan.export_wisdom(sys.argv[2])
+    print(json.dumps({"ours": ours, "user": sorted(set(every) - set(ours)), "counts": counts,
+                      "neff_dir": os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR")}))
+""")
+
+#: production: TRNPLAN_WISDOM_ONLY=1 with the imported cache; then the same with its NEFFs removed
+PRODUCTION = PRELUDE + textwrap.dedent("""
+    out = {"neff_dir_before": os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR")}
+    g = np.random.default_rng(0)
+    x = (g.standard_normal((4, 80)) + 1j * g.standard_normal((4, 80))).astype(np.complex64)
+    before = len(s.GRAPHS)
+    plan = trnplan.plan_many(80, 4, device="neuron")
+    re, im = plan.execute_split((s.to_neuron(torch.from_numpy(x.real.copy())),
+                                 s.to_neuron(torch.from_numpy(x.imag.copy()))))
+    y = (s.to_cpu(re).numpy() + 1j * s.to_cpu(im).numpy()).astype(np.complex128)
+    ref = np.fft.fft(x.astype(np.complex128))
+    out["warm"] = {"origin": plan.provenance.origin, "err": float(np.linalg.norm(y - ref) / np.linalg.norm(ref)),
+                   "traced": len(s.GRAPHS) - before, "neffs": neffs(), "probe": plan.provenance.probe_origin,
+                   "neff_dir": os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR")}
+    for f in glob.glob(os.path.join(os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"], "**", "*.neff"), recursive=True):
+        os.remove(f)
+    trnplan.clear_plan_cache(); accel.clear_runners(); torch._dynamo.reset()
+    try:
+        trnplan.plan_many(80, 4, device="neuron")
+        out["cold"] = None
+    except Exception as exc:
+        out["cold"] = {"cls": type(exc).__name__, "msg": str(exc)}
+    print(json.dumps(out))
+""")
+
+
+def _child(script: str, cache_dir, *args, **env) -> dict:
+    environ = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [str(ROOT), os.environ.get("PYTHONPATH")] if p),
+               "TRNPLAN_CACHE_DIR": str(cache_dir), **env}
+    for var in ("TORCH_NEURONX_NEFF_CACHE_DIR", "NEURON_COMPILE_CACHE_URL"):
+        environ.pop(var, None)  # a fresh process: trnplan points the runtime at <cache>/neff
+    run = subprocess.run([sys.executable, "-c", script, str(ROOT / "tests"), *map(str, args)], capture_output=True,
+                         text=True, env=environ, timeout=300, check=False)
+    assert run.returncode == 0, run.stderr[-4000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("neff-bundle")
+    bundle = root / "plans.zip"
+    got = _child(BUILD, root / "build-cache", bundle)
+    return root, bundle, got
+
+
+@pytest.mark.slow
+def test_export_carries_the_plans_neffs_and_not_the_users_other_models(built):
+    _, bundle, got = built
+    assert got["neff_dir"].endswith(os.path.join("build-cache", "neff"))
+    # trnplan's graphs: the precision probe's and one per bucket; then one of the user's model
+    assert len(got["ours"]) == 3 and len(got["user"]) == 1, got
+    assert got["counts"]["wisdom"] == 2 and got["counts"]["compiled"] == 2 and got["counts"]["compiled_missing"] == []
+    with zipfile.ZipFile(bundle) as zf:
+        meta = json.loads(zf.read("bundle.json"))
+    shipped = [c["rel"] for e in meta["entries"] for c in e["compiled"]]
+    assert len(set(shipped)) == 2 and set(shipped) < set(got["ours"]), (shipped, got)  # the plans' graphs only
+    assert {c["var"] for e in meta["entries"] for c in e["compiled"]} == {"TORCH_NEURONX_NEFF_CACHE_DIR"}
+    # the probe travels as its result: the importing side reads it instead of compiling the probe
+    assert len(meta["probes"]) == 1 and meta["probes"][0]["key"].startswith("probe:"), meta["probes"]
+
+
+@pytest.mark.slow
+def test_a_wisdom_only_process_finds_the_imported_neffs_and_compiles_nothing(built, tmp_path):
+    _, bundle, got = built
+    with pytest.raises(UntrustedBundleError, match="Neuron compile-cache file"):
+        import_bundle(PlanCache(tmp_path / "prod"), bundle)  # NEFFs are native code: trust is asked for
+    report = import_bundle(PlanCache(tmp_path / "prod"), bundle, trust_artifacts=True)
+    assert report.wisdom == 2 and report.compiled == 2 and report.rejected == (), report
+    neff_dir = tmp_path / "prod" / "neff"
+    assert report.compiled_into == (str(neff_dir),), report
+    shipped = sorted(str(p.relative_to(neff_dir)) for p in neff_dir.rglob("*.neff"))
+    assert len(shipped) == 2 and set(shipped) < set(got["ours"]), (shipped, got)
+
+    prod = _child(PRODUCTION, tmp_path / "prod", TRNPLAN_WISDOM_ONLY="1")
+    warm = prod["warm"]
+    assert prod["neff_dir_before"] is None and warm["neff_dir"] == str(neff_dir)
+    # no new NEFF, not even the probe's (read from the imported cache): nothing compiled
+    assert warm["origin"] == "wisdom hit" and warm["neffs"] == shipped, warm
+    assert warm["probe"] == "from the plan cache", warm
+    assert warm["traced"] == 1, warm  # Dynamo traced the graph; the runtime found its NEFF
+    assert warm["err"] <= DEFAULT_TOL["fp32"], warm
+    # the control: the same process and plan, its NEFFs gone, compiles, which wisdom_only refuses
+    assert prod["cold"] is not None and prod["cold"]["cls"] == "WisdomMiss", prod
+    assert "neuronx-cc compiled it now" in prod["cold"]["msg"]
+
+
+def _forged(bundle, tmp_path, change) -> pathlib.Path:
+    """A copy of ``bundle`` with ``change(meta, files)`` applied to its bundle.json and members."""
+    with zipfile.ZipFile(bundle) as zf:
+        meta = json.loads(zf.read("bundle.json"))
+        files = {name: zf.read(name) for name in zf.namelist() if name != "bundle.json"}
+    change(meta, files)
+    out = tmp_path / "forged.zip"
+    with zipfile.ZipFile(out, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+        zf.writestr("bundle.json", json.dumps(meta))
+    return out
+
+
+def _flip(meta, files):
+    name = meta["entries"][0]["compiled"][0]["file"]
+    files[name] = bytes([files[name][0] ^ 1]) + files[name][1:]
+
+
+def _escape(meta, files):
+    meta["entries"][0]["compiled"][0]["rel"] = "../escaped.neff"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("change", "why"), [
+    (_flip, "sha256 does not match: the bundle is damaged"),
+    (_escape, "not a runtime cache file with a relative path"),
+])
+def test_a_damaged_or_escaping_compiled_file_is_refused(built, tmp_path, change, why):
+    _, bundle, _ = built
+    cache = PlanCache(tmp_path / "prod")
+    report = import_bundle(cache, _forged(bundle, tmp_path, change), trust_artifacts=True)
+    assert report.wisdom == 1 and len(report.rejected) == 1 and why in report.rejected[0][1], report
+    assert report.compiled == 1  # the other plan's NEFF, verified
+    assert not (tmp_path / "escaped.neff").exists() and not (tmp_path / "prod" / "escaped.neff").exists()
+    # nothing of the refused plan was imported: its wisdom would be a WisdomMiss in production
+    assert report.rejected[0][0] not in {key for key, _ in cache.records()}
+
+
+@pytest.mark.slow
+def test_a_remote_compile_cache_is_refused_and_plans_only_skips_the_neffs(built, tmp_path, monkeypatch):
+    _, bundle, _ = built
+    monkeypatch.setenv("TORCH_NEURONX_NEFF_CACHE_DIR", "s3://bucket/neff")
+    report = import_bundle(PlanCache(tmp_path / "remote"), bundle, trust_artifacts=True)
+    assert report.wisdom == 0 and len(report.rejected) == 2, report
+    assert "which is remote" in report.rejected[0][1] and "--plans-only" in report.rejected[0][1]
+    report = import_bundle(PlanCache(tmp_path / "plans"), bundle, plans_only=True)
+    assert report.wisdom == 2 and report.compiled == 0 and not (tmp_path / "plans" / "neff").exists()
