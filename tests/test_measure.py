@@ -675,7 +675,7 @@ def test_preparing_and_minimum_rounds_fit_the_time_limit(monkeypatch):
 
     clock = [0.0]
     monkeypatch.setattr(m, "time", SimpleNamespace(perf_counter=lambda: clock[0], time=lambda: 0.0))
-    monkeypatch.setattr(m, "_seeded", lambda problem, device: (None, None, 1.0))
+    monkeypatch.setattr(m, "_seeded", lambda problem, device, split=False: (None, None, 1.0))
     monkeypatch.setattr(m, "_sync", lambda device: (lambda: None))
 
     def prepare(planner, problem, device, tree, make_plan, x, ref, ref_norm, sync):
@@ -837,6 +837,7 @@ def test_spot_check_needs_every_burst_to_find_the_winner_slower(monkeypatch):
 
     class Stub:
         solvers = registry.solvers()
+        backend = trnplan.backends.get_backend("cpu")
 
         def plan(self, problem, spec):
             return spec

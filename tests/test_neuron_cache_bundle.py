@@ -41,15 +41,22 @@ PRELUDE = textwrap.dedent("""
 """)
 
 #: the build host: plans two buckets into its plan cache (after the precision probe, a graph of its
-#: own), then compiles a model of the user's own (its NEFF lands in the same runtime cache, the
-#: variable being process-wide), then exports
+#: own), the second with effort="measure" (each candidate compiled as its own graph and timed on the
+#: device through the split form), then compiles a model of the user's own (its NEFF lands in the
+#: same runtime cache, the variable being process-wide), then exports
 BUILD = PRELUDE + textwrap.dedent("""
-    trnplan.plan_many(80, 4, device="neuron"); trnplan.plan_many(64, 6, device="neuron")
+    trnplan.plan_many(80, 4, device="neuron")
+    s.OPS.clear(); graphs = len(s.GRAPHS)
+    plan = trnplan.plan_many(64, 6, device="neuron", effort="measure")
+    m = plan.provenance.measurement
+    measured = {"effort": plan.provenance.effort, "tree": str(plan.tree), "graphs": len(s.GRAPHS) - graphs,
+                "timings": [[t.tree, t.verdict, t.measured_error, t.measured_us] for t in m.timings],
+                "dtypes": sorted({str(d) for _, ds, _ in s.OPS for d in ds}), "tol": plan.tol}
     ours = neffs()
     user = torch.compile(lambda t: t * 2 + 1, backend="neuron", fullgraph=True)(s.to_neuron(torch.ones(5)))
     every = neffs()
     counts = trnplan.export_wisdom(sys.argv[2])
-    print(json.dumps({"ours": ours, "user": sorted(set(every) - set(ours)), "counts": counts,
+    print(json.dumps({"ours": ours, "user": sorted(set(every) - set(ours)), "counts": counts, "measured": measured,
                       "neff_dir": os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR")}))
 """)
 
@@ -67,6 +74,10 @@ PRODUCTION = PRELUDE + textwrap.dedent("""
     out["warm"] = {"origin": plan.provenance.origin, "err": float(np.linalg.norm(y - ref) / np.linalg.norm(ref)),
                    "traced": len(s.GRAPHS) - before, "neffs": neffs(), "probe": plan.provenance.probe_origin,
                    "neff_dir": os.environ.get("TORCH_NEURONX_NEFF_CACHE_DIR")}
+    measured = trnplan.plan_many(64, 6, device="neuron")  # the measured record, replayed
+    out["measured"] = {"origin": measured.provenance.origin, "effort": measured.provenance.effort,
+                       "tree": str(measured.tree)}
+    out["neffs_after"] = neffs()
     for f in glob.glob(os.path.join(os.environ["TORCH_NEURONX_NEFF_CACHE_DIR"], "**", "*.neff"), recursive=True):
         os.remove(f)
     trnplan.clear_plan_cache(); accel.clear_runners(); torch._dynamo.reset()
@@ -102,8 +113,9 @@ def built(tmp_path_factory):
 def test_export_carries_the_plans_neffs_and_not_the_users_other_models(built):
     _, bundle, got = built
     assert got["neff_dir"].endswith(os.path.join("build-cache", "neff"))
-    # trnplan's graphs: the precision probe's and one per bucket; then one of the user's model
-    assert len(got["ours"]) == 3 and len(got["user"]) == 1, got
+    # trnplan's graphs: the precision probe's, one bucket's, every measured candidate's; one of the user's
+    timed = [t for t in got["measured"]["timings"] if t[2] is not None]
+    assert len(got["ours"]) == 2 + len(timed) and len(got["user"]) == 1, got
     assert got["counts"]["wisdom"] == 2 and got["counts"]["compiled"] == 2 and got["counts"]["compiled_missing"] == []
     with zipfile.ZipFile(bundle) as zf:
         meta = json.loads(zf.read("bundle.json"))
@@ -134,6 +146,8 @@ def test_a_wisdom_only_process_finds_the_imported_neffs_and_compiles_nothing(bui
     assert warm["probe"] == "from the plan cache", warm
     assert warm["traced"] == 1, warm  # Dynamo traced the graph; the runtime found its NEFF
     assert warm["err"] <= DEFAULT_TOL["fp32"], warm
+    assert prod["measured"] == {"origin": "wisdom hit", "effort": "measure", "tree": got["measured"]["tree"]}, prod
+    assert prod["neffs_after"] == shipped, prod  # the measured plan's graph was found too
     # the control: the same process and plan, its NEFFs gone, compiles, which wisdom_only refuses
     assert prod["cold"] is not None and prod["cold"]["cls"] == "WisdomMiss", prod
     assert "neuronx-cc compiled it now" in prod["cold"]["msg"]
@@ -187,3 +201,22 @@ def test_a_remote_compile_cache_is_refused_and_plans_only_skips_the_neffs(built,
     assert "which is remote" in report.rejected[0][1] and "--plans-only" in report.rejected[0][1]
     report = import_bundle(PlanCache(tmp_path / "plans"), bundle, plans_only=True)
     assert report.wisdom == 2 and report.compiled == 0 and not (tmp_path / "plans" / "neff").exists()
+
+
+@pytest.mark.slow
+def test_measured_planning_times_each_candidate_compiled_on_the_device_in_the_split_form(built):
+    """Issue 27 item 4/planning: effort="measure" on the (stand-in) NeuronCore times the candidates
+    where the plan runs: each compiled as its own graph by the plan's route (torch.compile with the
+    "neuron" backend), fed split (re, im) float32 inputs made on the host, outputs packed on the host
+    for the error against numpy complex128; the stand-in refuses any complex, float64 or int64 tensor
+    on the device, so a candidate that put one there would be "failed", not timed."""
+    _, _, got = built
+    m = got["measured"]
+    assert m["effort"] == "measure", m
+    timed = [t for t in m["timings"] if t[2] is not None]
+    assert len(timed) >= 2, m["timings"]  # more than the estimate's pick was timed
+    assert not any(t[1].startswith("failed") for t in m["timings"]), m["timings"]
+    assert all(t[2] <= m["tol"] and t[3] > 0 for t in timed), timed
+    assert any(t[1] == "fastest" and t[0] == m["tree"] for t in timed), m
+    assert m["graphs"] == len(timed), m  # one graph per timed candidate; the winner's is not compiled again
+    assert set(m["dtypes"]) <= {"torch.float32", "torch.int32", "torch.bool"}, m["dtypes"]

@@ -113,6 +113,21 @@ def test_batches_1_to_16_compile_at_most_one_graph_per_bucket(trn1):
     assert count.uncached <= len(buckets), (count.uncached, sorted(buckets))
 
 
+@pytest.mark.parametrize("kind", ["c2c", "r2c"])
+def test_measured_planning_times_candidates_through_the_lazy_split_route(trn1, kind):
+    """effort="measure" on a trn1: each candidate compiled by the lazy route (one graph each, its
+    input split on the host), timed and checked against numpy; every graph it ran is audited by the
+    trn1 fixture (no c64/c128/f64/s64), and the plan then runs within the fp32 bar."""
+    plan = trnplan.plan_many(64, 4, device="xla", kind=kind, effort="measure", cache=None)
+    timed = [t for t in plan.provenance.measurement.timings if t.measured_us is not None]
+    assert plan.provenance.compile_mode == accel.LAZY and plan.provenance.effort == "measure"
+    assert len(timed) >= 2 and all(t.measured_error <= plan.tol for t in timed), timed
+    x = np.random.default_rng(3).standard_normal((4, 64))
+    x = x if kind == "r2c" else x + 1j * np.random.default_rng(4).standard_normal((4, 64))
+    ref = np.fft.rfft(x) if kind == "r2c" else np.fft.fft(x)
+    assert _rel(_split(plan, x), ref) <= DEFAULT_TOL["fp32"]
+
+
 def test_first_run_script_passes_on_the_trn1_stand_in(tmp_path):
     """bench/first_run_xla.py, both of its processes, against XLA:CPU dressed as a trn1 (the fake
     torch-neuronx 2.9 distribution): every asserted step passes (no NEFFs here: "zero new" is trivial)."""

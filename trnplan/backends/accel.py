@@ -47,6 +47,8 @@ numpy, its HLO and StableHLO audited (:mod:`trnplan.xla_audit`), and compiles co
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 import importlib.metadata
 import importlib.util
@@ -574,6 +576,20 @@ def resolve_device(kind: str, device) -> torch.device:
     return torch.device(kind, int(current()) if current is not None else 0)
 
 
+#: the compile route of the accelerator plan being made in this context (:func:`plan_route`)
+_ROUTE: contextvars.ContextVar = contextvars.ContextVar("trnplan_accel_route", default=None)
+
+
+@contextlib.contextmanager
+def plan_route(mode: str):
+    """Within it, measured planning compiles its candidates by route ``mode`` (the plan's own)."""
+    token = _ROUTE.set(mode)
+    try:
+        yield
+    finally:
+        _ROUTE.reset(token)
+
+
 def bucket_note(problem, planned, mode: str, host: bool = True) -> str:
     """explain()'s line: the batch and the bucket the plan was compiled for (``host``: padded and
     cropped on the host, as on a NeuronCore)."""
@@ -646,10 +662,26 @@ class AccelBackend(Backend):
         return False  # no aten::fft_* on a NeuronCore, and torch-xla runs it on the host (aten::_fft_c2c)
 
     def measure_unavailable_reason(self) -> str | None:
-        if not self.boundary(None).complex:
-            return (f"measured planning times plans on complex inputs, which {self.kind!r} does not hold "
-                    f"(a NeuronCore: NCC_EVRF004)")
+        """None: effort "measure" times each candidate on the device the way its plan runs there
+        (:meth:`measure_runner`), through the split ``(re, im)`` form where complex may not cross the
+        boundary (a NeuronCore): the inputs are split on the host, moved, and the outputs packed on
+        the host for the error check, so no complex tensor reaches the device."""
+        if self.kind == "meta":
+            return "device 'meta' computes nothing: there is no time and no error to measure"
         return None
+
+    def measure_runner(self, tree, module, problem, device):
+        """A candidate compiled as its own graph by the plan's compile route (:func:`plan_route`;
+        the device's own when none is in force) for ``problem``'s batch, as the plan will run it:
+        the :class:`BucketedRunner` that :func:`compiled_runner` keeps, so the winner is not
+        compiled again. Eager routes time the eager module on the device (``(None, None)``). On a
+        NeuronCore each candidate is a neuronx-cc compile (5–90 s, runtimes.md §5), which counts
+        against the time limit (``TRNPLAN_TIMELIMIT``)."""
+        mode = _ROUTE.get() or self.auto_compile()[0]
+        if mode not in WHOLE:
+            return None, None
+        runner, _fresh = compiled_runner(problem, tree, module, device, self, mode)
+        return runner, None
 
     def shard_executor_reason(self) -> str | None:
         return (f"cores > 1 on {self.kind!r}: one process drives one device here; split across NeuronCores with "
@@ -819,6 +851,7 @@ __all__ = [
     "fallback_note",
     "is_accelerator_kind",
     "pjrt_device",
+    "plan_route",
     "privateuse1_name",
     "refuse_fallback",
     "require_auto_cast_none",

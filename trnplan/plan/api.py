@@ -322,7 +322,8 @@ def _provide_on_accelerator(backend, problem, spec, dev, tol, cache, compile, wi
         accel.require_auto_cast_none()
     whole = mode in accel.WHOLE
     planned = attrs.evolve(problem, batch=accel.bucket_batch(problem.batch)) if whole else problem
-    got = provide(planned, spec, dev, tol, cache, "eager", wisdom_only, effort)
+    with accel.plan_route(mode):  # measured planning times each candidate by the plan's own route
+        got = provide(planned, spec, dev, tol, cache, "eager", wisdom_only, effort)
     notes = {"runtime": backend.runtime(), "compile_cache": accel.cache_note(problem.device),
              "bucket": accel.bucket_note(problem, planned, mode, backend.neuron_backed()), "compile_mode": mode, "compile_reason": reason}
     if not whole:

@@ -245,6 +245,52 @@ def _sync(device: torch.device):
     return (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
 
 
+class _Readback:
+    """The sync of a device timed through the split form (a NeuronCore): the last call's outputs
+    read to the host. TorchNeuron queues ops asynchronously, and ``.cpu()`` is the documented way to
+    wait for them (runtimes.md §2, "Eager mode"); no device synchronize is documented. Every
+    candidate of a problem returns outputs of the same size, so the readback adds the same transfer
+    to each sample (one per ``inner`` calls), not to one candidate more than another."""
+
+    def __init__(self):
+        self.out = None
+
+    def wrap(self, fn):
+        def call():
+            self.out = fn()
+            return self.out
+
+        return call
+
+    def __call__(self):
+        out, self.out = self.out, None
+        for t in out if isinstance(out, tuple) else (() if out is None else (out,)):
+            t.cpu()
+
+
+def _split_form(planner, device: torch.device) -> bool:
+    """Whether candidates are timed through the split ``(re, im)`` form: where complex tensors may
+    not cross a plan's boundary on ``device`` (a NeuronCore: runtimes.md rule 1)."""
+    return not planner.backend.boundary(device).complex
+
+
+def _call(plan, x, sync):
+    """The call measured planning times: ``plan.run(x)``, or in the split form (``sync`` a
+    :class:`_Readback`) ``plan.execute_split(x)``, its outputs kept for the sync to read back."""
+    if isinstance(sync, _Readback):
+        return sync.wrap(lambda: plan.execute_split(x))
+    return lambda: plan.run(x)
+
+
+def _host_numpy(y) -> np.ndarray:
+    """A candidate's output on the host as numpy: a split ``(re, im)`` pair packed there, never on
+    the device."""
+    if isinstance(y, tuple):
+        re, im = (t.detach().cpu() for t in y)
+        return torch.complex(re, im).numpy()
+    return y.detach().cpu().numpy()
+
+
 def time_call(fn, device: torch.device, budget_s: float):
     """(median µs per call, calls made, the warm-up call's result) of ``fn()`` alone, within about
     ``budget_s`` (at least 3 timed repeats). Measured planning times candidates together
@@ -449,30 +495,31 @@ class _Prepared:
 def _prepare(planner, problem, device, tree, make_plan, x, ref, ref_norm, sync) -> _Prepared:
     """Lower ``tree``, warm it up on the seeded input, measure its error and its calls per sample."""
     module = planner.lower_plan(tree, problem, device)
-    plan = make_plan(tree, module)
-
-    def fn(plan=plan):
-        return plan.run(x)
-
+    fn = _call(make_plan(tree, module), x, sync)
     with torch.no_grad():
         y = fn()
         sync()
         inner, call_s = _inner(fn, sync)
-    y = y.detach().cpu().numpy()
+    y = _host_numpy(y)
     err = float(np.linalg.norm(y.astype(ref.dtype) - ref) / ref_norm)
     return _Prepared(-1, fn, inner, err, call_s)
 
 
-def _seeded(problem, device):
-    """(input on the device, float64 reference, its norm) of the seeded verification problem."""
+def _seeded(problem, device, split: bool = False):
+    """(input on the device, float64 reference, its norm) of the seeded verification problem; with
+    ``split`` the input is what ``execute_split`` takes (a complex one split on the host, then moved)."""
     x64 = seeded_input(problem)
     ref = reference(problem, x64)
+    if split and not problem.real_input:
+        x = tuple(torch.from_numpy(np.ascontiguousarray(part)).to(problem.real_dtype).to(device)
+                  for part in (x64.real, x64.imag))
+        return x, ref, float(np.linalg.norm(ref)) or 1.0
     dtype = problem.real_dtype if problem.real_input else problem.torch_dtype
     x = torch.from_numpy(x64).to(dtype=dtype).to(device)  # cast on the host: no complex128 on a device
     return x, ref, float(np.linalg.norm(ref)) or 1.0
 
 
-def _prepare_all(planner, problem, device, trees, timed, n_fixed, make_plan, limit, start, bar=None):
+def _prepare_all(planner, problem, device, trees, timed, n_fixed, make_plan, limit, start, bar=None, split=False):
     """Prepare the timed candidates within the time limit: (prepared list, verdicts by index).
 
     The limit covers preparing (lowering, a library's own planning such as FFTW_MEASURE, the
@@ -483,8 +530,8 @@ def _prepare_all(planner, problem, device, trees, timed, n_fixed, make_plan, lim
     The estimate's pick and the default are always timed: a limit shorter than their preparing and
     minimum rounds is overrun by those.
     """
-    x, ref, ref_norm = _seeded(problem, device)
-    sync = _sync(device)
+    x, ref, ref_norm = _seeded(problem, device, split)
+    sync = _Readback() if split else _sync(device)
     prepared, verdicts, took = [], {}, []
 
     def over(extra: float = 0.0, preparing: float = 0.0) -> bool:
@@ -654,7 +701,7 @@ def measure(planner, problem, spec, device: torch.device, effort: str, estimate_
     start = time.perf_counter()
     with Progress(f"measuring (time limit {limit:g} s)") as bar:
         prepared, verdicts, sync = _prepare_all(planner, problem, device, trees, _timed_set(trees, top_k, n_fixed),
-                                                n_fixed, make_plan, limit, start, bar)
+                                                n_fixed, make_plan, limit, start, bar, _split_form(planner, device))
         bar.update((time.perf_counter() - start) / limit, f"timing {len(prepared)} candidate(s) round-robin")
         samples = _time_prepared(prepared, default_i, sync, limit, start)
     timings = _timings(trees, prepared, samples, verdicts, default_i, tol)
@@ -663,6 +710,8 @@ def measure(planner, problem, spec, device: torch.device, effort: str, estimate_
 
 def _time_prepared(prepared, default_i, sync, limit: float, start: float) -> list:
     """The round-robin samples of the prepared candidates, in what is left of the time limit."""
+    if not prepared:  # every candidate failed or none fitted: _finish says which and why
+        return []
     # the rounds leave CONFIRM_SHARE of the limit to the confirmation bursts (robust_pick)
     left = max(limit * (1 - CONFIRM_SHARE) - (time.perf_counter() - start), 0.0)
     budget = min(left, CANDIDATE_BUDGET_S * max(len(prepared), 1))
@@ -712,13 +761,13 @@ def recheck(planner, problem, device: torch.device, measurement: Measurement, ma
     if measurement.default_tree is None or winner.default or winner.tree == measurement.default_tree:
         return None
     names = tuple(s.name for s in planner.solvers)
-    x, _, _ = _seeded(problem, device)
-    sync = _sync(device)
+    split = _split_form(planner, device)
+    x, _, _ = _seeded(problem, device, split)
+    sync = _Readback() if split else _sync(device)
     runners = []
     for text in (measurement.default_tree, winner.tree):
         tree = planner.plan(problem, parse_strategy(text, names))  # replayed as stored
-        plan = make_plan(tree, planner.lower_plan(tree, problem, device))
-        fn = (lambda plan=plan: plan.run(x))
+        fn = _call(make_plan(tree, planner.lower_plan(tree, problem, device)), x, sync)
         with torch.no_grad():
             fn()
             runners.append((fn, _inner(fn, sync)[0]))
