@@ -220,3 +220,47 @@ def test_measured_planning_times_each_candidate_compiled_on_the_device_in_the_sp
     assert any(t[1] == "fastest" and t[0] == m["tree"] for t in timed), m
     assert m["graphs"] == len(timed), m  # one graph per timed candidate; the winner's is not compiled again
     assert set(m["dtypes"]) <= {"torch.float32", "torch.int32", "torch.bool"}, m["dtypes"]
+
+
+def _recorded_cache(tmp_path):
+    """A plan cache holding one precompiled CPU plan, with a compiled-graph record for its wisdom key
+    as a TorchNeuron compile would leave it (files under <cache>/neff), for the cache layer alone."""
+    from trnplan.backends.accel import CompiledFiles
+    from trnplan.cache import compiled
+    from trnplan.precompile import precompile
+
+    cache = PlanCache(tmp_path / "src")
+    precompile([{"shape": [64], "compile": "eager"}], cache=cache, progress=False)
+    (key, _), = cache.records()
+    neff_dir = tmp_path / "src" / "neff"
+    (neff_dir / "MODULE_1").mkdir(parents=True)
+    (neff_dir / "MODULE_1" / "model.neff").write_bytes(b"neff bytes")
+    assert compiled.record(cache, key, CompiledFiles("TORCH_NEURONX_NEFF_CACHE_DIR", str(neff_dir),
+                                                     ("MODULE_1/model.neff",))) == 1
+    return cache, key
+
+
+def test_a_moved_cache_keeps_its_compiled_graphs(tmp_path):
+    """Recorded relative to the plan cache when inside it: a copied cache exports its own files."""
+    import shutil
+
+    from trnplan.cache import compiled
+
+    cache, key = _recorded_cache(tmp_path)
+    cache.close()
+    shutil.copytree(tmp_path / "src", tmp_path / "moved")
+    (tmp_path / "src" / "neff" / "MODULE_1" / "model.neff").unlink()
+    moved = compiled.stored(PlanCache(tmp_path / "moved"), key)
+    assert [(f["rel"], f["path"]) for f in moved] == [
+        ("MODULE_1/model.neff", str(tmp_path / "moved" / "neff" / "MODULE_1" / "model.neff"))]
+
+
+def test_export_names_a_recorded_graph_that_is_gone_and_fails(tmp_path, capsys):
+    from trnplan.cli import EXIT_FAILURE, main
+
+    cache, _ = _recorded_cache(tmp_path)
+    (tmp_path / "src" / "neff" / "MODULE_1" / "model.neff").write_bytes(b"changed since its compile")
+    rc = main(["cache", "export", str(tmp_path / "b.zip"), "--cache-dir", str(cache.path)])
+    err = capsys.readouterr().err
+    assert rc == EXIT_FAILURE and "1 compiled file(s) recorded for these plans are gone or changed" in err, err
+    assert "MODULE_1/model.neff" in err
