@@ -264,3 +264,12 @@ def test_export_names_a_recorded_graph_that_is_gone_and_fails(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == EXIT_FAILURE and "1 compiled file(s) recorded for these plans are gone or changed" in err, err
     assert "MODULE_1/model.neff" in err
+
+
+def test_forgetting_a_plan_forgets_its_compiled_graph_record(tmp_path):
+    from trnplan.cache import compiled
+
+    cache, key = _recorded_cache(tmp_path)
+    assert compiled.stored(cache, key)
+    cache.forget(key)
+    assert compiled.stored(cache, key) == [] and cache.keys("compiled:") == []

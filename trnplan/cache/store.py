@@ -12,6 +12,9 @@ Layout: one diskcache directory holding string keys of these kinds:
     (:mod:`trnplan.planner.learn`).
 ``probe:<fingerprint digest>:<device>``
     JSON: the device's precision probe.
+``compiled:<wisdom key>``
+    JSON: the files a Neuron runtime's compile cache holds for that plan, with their sha256
+    (:mod:`trnplan.cache.compiled`; exported and imported with the plan).
 ``load_check:<fingerprint digest>:<mode>``
     JSON: why a child process could not load an artifact of this mode on this machine
     (:func:`trnplan.backends.artifacts.load_check`); present only after such a failure.
@@ -600,8 +603,11 @@ class PlanCache:
         return self._set(key, json.dumps(record, sort_keys=True))
 
     def forget(self, key: str) -> None:
-        """Remove the entry under ``key`` (a record or an artifact), if any."""
+        """Remove the entry under ``key`` (a record or an artifact), if any; a wisdom record's
+        compiled-graph record (``compiled:<key>``, :mod:`trnplan.cache.compiled`) goes with it."""
         self._delete(key)
+        if key.startswith("wisdom:"):
+            self._delete(f"compiled:{key}")
 
     def keys(self, prefix: str = "") -> list[str]:
         """The keys that start with ``prefix`` (``wisdom:``, ``artifact:``, ``probe:``, ...)."""
