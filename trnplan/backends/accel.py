@@ -38,8 +38,12 @@ How a plan runs there (docs/trainium.md; ../shared/neuron/runtimes.md §6's rule
    ``TORCH_NEURONX_NEFF_CACHE_DIR`` (TorchNeuron) and ``NEURON_COMPILE_CACHE_URL`` (the Neuron
    persistent cache of torch-xla) default to ``<TRNPLAN_CACHE_DIR>/neff`` and
    ``<TRNPLAN_CACHE_DIR>/neuron-compile-cache`` when the user has not set them. Both runtimes
-   read them once, at their first compile: trnplan sets them when it is imported, and a value the
-   user set is never changed.
+   read them once, at their first compile: trnplan sets them at the first Neuron plan of a process
+   (to that plan's cache), and a value the user set is never changed. The files each of trnplan's
+   graph compiles adds there are noted (:func:`tracked_compile`), so that ``cache export`` ships
+   them with their plans (:mod:`trnplan.cache.compiled`).
+6. **Measured planning** times each candidate compiled by the plan's own route
+   (:meth:`AccelBackend.measure_runner`), through the split form on a NeuronCore.
 
 Nothing here has run on Trainium. On XLA:CPU (.ci/xla_lane.sh) every tree is checked against
 numpy, its HLO and StableHLO audited (:mod:`trnplan.xla_audit`), and compiles counted.
