@@ -4,7 +4,8 @@ Every solver that multiplies by a constant matrix (a DFT matrix, a radix-r butte
 a real DFT matrix) goes through :class:`Gemm`, so that precision modes apply in one place.
 ``side="right"`` computes ``x @ W`` for ``x`` of shape ``(M, K)`` (or a batch ``(B, M, K)``
 against ``W`` of shape ``(B, K, N)``); ``side="left"`` computes ``W @ x`` for ``x`` of shape
-``(K, L)``. The constant is given in float64 and cast (or split) once, at build time.
+``(K, L)`` (or a batch ``(B, K, L)`` against ``W`` of shape ``(N, K)``, read once for every
+item, or ``(B, N, K)``). The constant is given in float64 and cast (or split) once, at build time.
 
 Precision modes (docs/precision.md):
 
@@ -338,9 +339,17 @@ class Gemm(torch.nn.Module):
         dtype = torch.bfloat16 if self.native_bf16 else ctx.dtype
         self.register_buffer("w", stacked.to(dtype=dtype).to(ctx.device))  # cast on the host: no f64 on a device
 
+    def _constant(self, x: torch.Tensor) -> torch.Tensor:
+        """The constant as the GEMM takes it: for ``side="left"`` and a batch ``x`` of shape
+        ``(B, K, L)``, expanded to ``(B, N, K)`` (a view: one matrix for every batch item, read
+        once; trnplan.planner.nd applies a DFT along a middle axis this way)."""
+        if self.side == "left" and x.ndim == 3 and self.w.ndim == 2:
+            return self.w.expand(x.shape[0], *self.w.shape)
+        return self.w
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.slices:
-            return matmul(x, self.w, self.mode) if self.side == "right" else matmul(self.w, x, self.mode)
+            return matmul(x, self.w, self.mode) if self.side == "right" else matmul(self._constant(x), x, self.mode)
         # each output row (side="right"; column for "left") depends on one row (column) of x:
         # scale it by a power of two to ~1 first, so that no slice underflows (exact both ways)
         contraction = -1 if self.side == "right" else -2
@@ -348,7 +357,7 @@ class Gemm(torch.nn.Module):
         # real bf16 slices where the device multiplies them (half the bytes, no cast back)
         parts = split_bf16(x if scaled is None else x * scaled[0], self.slices, as_bf16=self.native_bf16)
         x = torch.cat([parts[i] for i, _ in self.pairs], dim=contraction) if len(self.pairs) > 1 else parts[0]
-        a, b = (x, self.w) if self.side == "right" else (self.w, x)
+        a, b = (x, self.w) if self.side == "right" else (self._constant(x), x)
         if self.out_dtype != torch.float32:  # the extra argument only where it is used: tests replace matmul
             y = matmul(a, b, self.mode, out_dtype=self.out_dtype)
             # scaled back in bf16: a power of two times a bf16 value is one (the same values as rounding after)

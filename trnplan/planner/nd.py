@@ -5,13 +5,14 @@ The N-D DFT is separable: it is the 1-D DFT applied along each axis in turn, in 
 a 1-D batch — the other axes are the batch — so every axis gets its own best solver, and a
 matrix engine sees one batched GEMM tree per axis.
 
-Order: the last (contiguous) axis first, then the others from the back. For r2c the real
-transform must come first, on the last axis, and the complex passes run on the half spectrum
-(torch.fft.rfftn's layout); c2r runs the complex inverse passes first and the real one last.
-A pass over a non-last axis moves that axis last (a transposing copy), runs, and moves it back.
-On the complex side the copy writes re and im into one interleaved buffer (one pass, not one per
-plane), which a GEMM leaf reads as it lies; so does the final gather into ``(batch, points)``,
-whose result the plan then packs into the complex output without another pass.
+Planning order (:func:`passes`): the last (contiguous) axis first, then the others from the
+back. For r2c the real transform must come first, on the last axis, and the complex passes run
+on the half spectrum (torch.fft.rfftn's layout); c2r runs the complex inverse passes first and
+the real one last. The lowering (:class:`NDRowColumn`) keeps the data in one buffer whose re/im
+axis travels beside the axis being transformed, so a pass whose child is one GEMM runs on the
+data where it lies: no transposes, no per-pass copies (64³ c2c on the accelerators' graph:
+17 MB counted against the 12.6 MB of three read+write passes; the lowering it replaced moved
+37.9 MB — tests/test_trainium_cost.py). Other children run on planes copied out and back.
 
 ``method=lib`` instead calls the device library's own N-D transform (torch.fft.fftn / rfftn /
 irfftn) as a leaf, where there is one; the cost model chooses.
@@ -27,9 +28,13 @@ import torch
 from trnplan.core.accuracy import UNIT_ROUNDOFF, combine, log_growth
 from trnplan.core.cost import Work, copy, transpose
 from trnplan.core.errors import PlanningError
-from trnplan.kernels.complex import interleave_planes
+from trnplan.kernels import dft_matrix, fused_complex_matrix
+from trnplan.kernels.complex import interleave_order, interleave_planes
+from trnplan.kernels.gemm import Gemm
 from trnplan.planner import native
+from trnplan.planner.dft_gemm import chunking
 from trnplan.planner.leafcost import LeafShape, leaf_work
+from trnplan.planner.real import real_gemm_matrix
 from trnplan.planner.solver import (
     Solver,
     WholeShape,
@@ -85,37 +90,160 @@ class NDLibrary(torch.nn.Module):
         return (y,) if self.kind == "c2r" else (y.real, y.imag)
 
 
-class NDRowColumn(torch.nn.Module):
-    """One child module per axis, applied in :func:`passes` order on (M, *shape) data."""
+def lean_pass(child, precision: str) -> bool:
+    """Whether a pass runs as one GEMM on the data where it lies (:class:`NDRowColumn`): a
+    one-GEMM dft-gemm leaf (no chunked contraction) or a real DFT-GEMM leaf (``real method=gemm``)."""
+    if child.solver == "dft-gemm":
+        return chunking(child.n, precision)[0] == 1
+    return child.solver == "real" and child.param("method") == "gemm"
 
-    def __init__(self, shape: tuple, kind: str, inverse: bool, children):
+
+def lean_order(rank: int, kind: str) -> list[int]:
+    """The order in which :class:`NDRowColumn` runs the passes, as indices into :func:`passes`.
+
+    c2c and c2r run the axes first to last (c2r's real pass is last: on the last axis); r2c
+    runs them as :func:`passes` lists them (its real pass first, on the last axis, then the
+    others from the back). In both orders the re/im axis stays next to the next pass's axis
+    (the class docstring)."""
+    if kind == "r2c":
+        return list(range(rank))
+    if kind == "c2r":  # passes(): axes rank-2 … 0, then the real one
+        return [*range(rank - 2, -1, -1), rank - 1]
+    return list(range(rank - 1, -1, -1))  # passes(): the last axis, then rank-2 … 0
+
+
+class NDRowColumn(torch.nn.Module):
+    """The passes on one buffer whose re/im axis travels with the axis being transformed.
+
+    The data is one real tensor ``(M, …)`` holding the axes of the transform and one axis of
+    size 2, the re/im plane ``r``, always next to the axis the next pass transforms. A pass
+    over axis ``d`` with ``r`` beside it is then one GEMM over the contiguous pair (``r``, ``d``)
+    — ``x.view(lead, 2n, trail) → W @ x`` (a batched GEMM with one shared matrix), or
+    ``x.view(lead, 2n) @ Wᵀ`` where ``d`` is last — whose matrix is the fused complex DFT
+    (:func:`~trnplan.kernels.complex.fused_complex_matrix`) with its rows and columns ordered
+    as the pair lies in and out. Its output pair is written in the order that puts ``r`` beside
+    the next axis, so no pass transposes, copies or concatenates anything:
+
+    * c2c, axes first to last: the two planes are stacked once into ``(M, r, d0, d1, …)``; each
+      pass maps (``r``, ``d``) to (``d'``, ``r``), which leaves ``r`` before the next axis and,
+      after the last, as the innermost axis: the interleaved layout of the complex64 result,
+      which the plan packs without a pass.
+    * c2r: the same, its last pass the real inverse GEMM over (``r``, ``h``) → the real axis.
+    * r2c: the real GEMM on the last axis writes (``r``, ``h``) in place; each following pass,
+      from the back, maps (``d``, ``r``) to (``r``, ``d'``): after the first axis the result is
+      ``(M, r, d0, …, h)``, the two planes of each batch item one after the other (returned as
+      views; the plan packs them).
+
+    This is the DNS sample's layout trick (its axes cycle through the GEMMs instead of being
+    transposed) with the re/im axis carried along. A pass whose child is not one GEMM
+    (:func:`lean_pass`: a Stockham, butterfly, four-step, half-length real or chunked leaf)
+    runs as its own module on planes copied out of the buffer (one transposing copy unless the
+    axis is last) and stacked back in (one copy).
+    """
+
+    def __init__(self, shape: tuple, kind: str, inverse: bool, children, ctx):
         super().__init__()
         self.shape, self.kind = tuple(shape), kind
-        self.steps = passes(self.shape, kind)
-        self.passes = torch.nn.ModuleList(children)
+        steps = passes(self.shape, kind)
+        self.order = lean_order(len(self.shape), kind)
+        self.steps = [steps[i] for i in self.order]
+        sign = 1 if inverse else -1
+        mods = []
+        for i in self.order:
+            node = children[i]
+            mods.append(self._gemm(node, steps[i], sign, ctx) if lean_pass(node, ctx.precision) else ctx.build(node))
+        self.passes = torch.nn.ModuleList(mods)
+        self.lean = [lean_pass(children[i], ctx.precision) for i in self.order]
+
+    def _gemm(self, node, step, sign, ctx) -> Gemm:
+        axis, kind, cur = step
+        n = self.shape[axis]
+        if kind != "c2c":  # the real DFT-GEMM's own matrix: x @ [Re F | Im F] (r2c), [Re X | Im X] @ W (c2r)
+            return Gemm(real_gemm_matrix(n, kind == "c2r"), ctx, side="right")
+        w = fused_complex_matrix(dft_matrix(n, sign), left=True)  # rows (r', k), columns (r, j)
+        order = interleave_order(n)
+        w = w[:, order] if self.kind == "r2c" else w[order]  # r2c: (j, r) in, (r', k) out; else (r, j) in, (k, r') out
+        trail = math.prod(cur[axis + 1:])
+        return Gemm(w.T, ctx, side="right") if trail == 1 else Gemm(w, ctx, side="left")
 
     def forward(self, *inputs):
         M = inputs[0].shape[0]
-        state = tuple(t.reshape(M, *self.steps[0][2]) for t in inputs)
-        last = len(self.shape)  # the last data axis (dim 0 is the batch)
-        for (axis, _kind, _before), child in zip(self.steps, self.passes, strict=True):
-            dim = axis + 1
-            moved = [t.movedim(dim, -1) for t in state] if dim != last else list(state)
-            if dim != last and len(moved) == 2:
-                moved = list(interleave_planes(*moved))  # one transposing copy for both planes
-            lead = moved[0].shape[:-1]
-            out = child(*(t.reshape(-1, t.shape[-1]) for t in moved))
-            out = [t.reshape(*lead, t.shape[-1]) for t in out]
-            state = tuple(t.movedim(-1, dim) for t in out) if dim != last else tuple(out)
-        if len(state) == 2 and not all(t.is_contiguous() for t in state):
-            state = interleave_planes(*state)  # one gather for both planes, packed by the plan without a copy
-        return tuple(t.reshape(M, -1) for t in state)
+        x = inputs[0] if self.kind == "r2c" else torch.stack(inputs, dim=1)  # (M, r, points)
+        for (axis, kind, cur), mod, lean in zip(self.steps, self.passes, self.lean, strict=True):
+            lead, n, trail = M * math.prod(cur[:axis]), cur[axis], math.prod(cur[axis + 1:])
+            if kind == "r2c":
+                x = self._r2c(x.reshape(lead, n), mod, lean)
+            elif kind == "c2r":
+                x = mod(x.reshape(lead, 2 * n)) if lean else mod(*self._planes(x, lead, n, 1))[0]
+            elif lean:
+                x = mod(x.reshape(lead, 2 * n)) if trail == 1 else mod(x.reshape(lead, 2 * n, trail))
+            else:
+                x = self._generic(x, mod, lead, n, trail)
+        if self.kind == "c2r":
+            return (x.reshape(M, -1),)
+        x = x.reshape(M, 2, -1) if self.kind == "r2c" else x.reshape(M, -1, 2)
+        return (x[:, 0], x[:, 1]) if self.kind == "r2c" else (x[..., 0], x[..., 1])
+
+    @staticmethod
+    def _r2c(x, mod, lean):
+        """The real pass on the last axis: (rows, n) → (rows, r, h)."""
+        if lean:
+            return mod(x)
+        re, im = mod(x)
+        return torch.stack([re, im], dim=1)
+
+    def _planes(self, x, lead, n, trail):
+        """The planes of the pair around the pass's axis as ``(rows, n)`` tensors a child takes:
+        views where the axis is last, else one transposing copy of both (into one buffer)."""
+        pair = x.reshape(lead, n, 2, trail) if self.kind == "r2c" else x.reshape(lead, 2, n, trail)
+        re, im = (pair[:, :, 0], pair[:, :, 1]) if self.kind == "r2c" else (pair[:, 0], pair[:, 1])
+        if trail == 1:
+            return re.reshape(lead, n), im.reshape(lead, n)
+        re, im = interleave_planes(re.transpose(1, 2), im.transpose(1, 2))
+        return re.reshape(-1, n), im.reshape(-1, n)
+
+    def _generic(self, x, mod, lead, n, trail):
+        """A pass by its own module: planes out of the buffer, the child, the pair stacked back
+        in the order the next pass reads ((r, d') for r2c, (d', r) else)."""
+        re, im = mod(*self._planes(x, lead, n, trail))
+        re, im = (t.reshape(lead, trail, -1).transpose(1, 2) for t in (re, im))  # (lead, n', trail)
+        return torch.stack([re, im], dim=1 if self.kind == "r2c" else 2)
+
+
+def rowcol_work(problem, children, size: int) -> Work:
+    """The row-column lowering's own work (:class:`NDRowColumn`), beside its children's.
+
+    The two planes are stacked into one buffer once (not for r2c: its input is real). A lean
+    pass (:func:`lean_pass`) is its child's GEMM on the buffer as it lies: the child's own cost
+    includes interleaving its ``(re, im)`` pair (dft-gemm's copy; the c2r real GEMM's ``cat``),
+    which the buffer makes unnecessary, so that copy is taken off here. Any other pass copies its
+    planes out (a transposing copy, unless the axis is last or the pass is c2r's real one) and
+    stacks its result back (a copy, transposing where the axis is not last).
+    """
+    b = problem.batch
+    work = Work() if problem.kind == "r2c" else copy(2 * math.prod(problem.in_shape) * b, size)
+    last = len(problem.shape) - 1
+    for (axis, kind, cur), child in zip(passes(problem.shape, problem.kind), children, strict=True):
+        points = math.prod(cur) * b
+        if lean_pass(child, problem.precision):
+            if kind != "r2c":  # dft-gemm's interleave of the pair, RealGemm's cat([re, im]): not made
+                work += copy(2 * points, size) * -1.0
+            continue
+        if kind == "c2r":
+            continue  # the planes are views of the buffer; the child writes the real result
+        h = problem.shape[-1] // 2 + 1
+        out = points // cur[axis] * h if kind == "r2c" else points
+        if kind == "c2c" and axis != last:
+            work += transpose(2 * points, size, run=1)  # the planes out, the axis moved last
+        work += transpose(2 * out, size, run=1) if axis != last else copy(2 * out, size)  # stacked back
+    return work
 
 
 class ND(WholeShape, Solver):
     name = "nd"
-    #: 2: passes whose errors together exceed the bound are re-planned to shares of it; 3: MKL's fp64 floor
-    version = 3
+    #: 2: passes whose errors together exceed the bound are re-planned to shares of it; 3: MKL's fp64 floor;
+    #: 4: the lean row-column lowering (one buffer, no transposes around GEMM passes) and its price
+    version = 4
     composite = True
     takes_factors = True
     kinds = ("c2c", "r2c", "c2r")
@@ -154,7 +282,6 @@ class ND(WholeShape, Solver):
 
     def _plan_method(self, problem, planner, spec, method):
         b, size, shape = problem.batch, itemsize(problem), problem.shape
-        total_out = math.prod(problem.out_shape)
         u = UNIT_ROUNDOFF[problem.precision]
         if method == "lib":
             n = problem.n
@@ -165,21 +292,14 @@ class ND(WholeShape, Solver):
             if problem.device == "cpu":  # torch.fft's fftn is MKL there (native.mkl_fp64_floor, per axis)
                 error = max([error, *(native.mkl_fp64_floor(length, problem.precision) for length in shape)])
             return self.node(problem, planner, work, error, params=self._params(problem, method), direct=True)
-        subs, work = [], Work()
+        subs = []
         for i, (axis, kind, cur) in enumerate(passes(shape, problem.kind)):
             length = shape[axis]
             elems = math.prod(cur) // cur[axis]  # transforms in this pass, per batch item
             subs.append((problem.unscaled(length, elems * b, problem.inverse, kind=kind),
                          spec.child(i) if spec is not None else None))
-            if axis != len(shape) - 1:
-                # the pass's axis moved last: a transposing copy of re and im (movedim is a view;
-                # the reshape to rows copies). Moving it back is a view again, which the next
-                # pass's copy (or the final one) reads
-                work += transpose(2 * math.prod(cur) * b, size, run=1, launches=2)
-        # the final reshape to (batch, points): a copy of re and im, transposing after a non-last pass
-        work += (transpose(2 * total_out * b, size, run=1, launches=2) if len(shape) > 1 and problem.kind != "c2r"
-                 else copy(2 * total_out * b, size, launches=2))
         children = self._children(planner, subs, planner.tol(problem))
+        work = rowcol_work(problem, children, size)
         error = combine(*(c.error for c in children))
         return self.node(problem, planner, work, error, params=self._params(problem, method),
                          children=tuple(children))
@@ -211,4 +331,4 @@ class ND(WholeShape, Solver):
         kind = node.param("kind", "c2c")
         if node.param("method") == "lib":
             return NDLibrary(shape, kind, node.inverse)
-        return NDRowColumn(shape, kind, node.inverse, [ctx.build(c) for c in node.children])
+        return NDRowColumn(shape, kind, node.inverse, node.children, ctx)

@@ -168,22 +168,28 @@ class RealFull(torch.nn.Module):
         return (yr,)
 
 
+def real_gemm_matrix(n: int, inverse: bool) -> np.ndarray:
+    """The real DFT matrix of ``method=gemm`` (float64): r2c ``x @ [Re F | Im F]`` (n × 2h, the
+    output's re and im halves one after the other), c2r ``[Re X | Im X] @ W`` (2h × n)."""
+    h = n // 2 + 1
+    f = dft_matrix(n, 1 if inverse else -1)[:, :h]  # F[j, k], k < h
+    if not inverse:
+        return np.concatenate([f.real, f.imag], axis=1)
+    c = hermitian_weights(n)
+    w = np.concatenate([c[:, None] * f.real.T, -c[:, None] * f.imag.T])  # rows: Re X[k], Im X[k]
+    w[h] = 0.0  # Im X[0] is ignored
+    if n % 2 == 0:
+        w[2 * h - 1] = 0.0  # Im X[n/2] is ignored (sin(πj) is 1e-16, not 0, in float64)
+    return w
+
+
 class RealGemm(torch.nn.Module):
     """One real GEMM with the real DFT matrix (r2c: n × 2h; c2r: 2h × n)."""
 
     def __init__(self, n: int, inverse: bool, ctx):
         super().__init__()
         self.n, self.inverse, self.h = n, inverse, n // 2 + 1
-        f = dft_matrix(n, 1 if inverse else -1)[:, : self.h]  # F[j, k], k < h
-        if inverse:
-            c = hermitian_weights(n)
-            w = np.concatenate([c[:, None] * f.real.T, -c[:, None] * f.imag.T])  # rows: Re X[k], Im X[k]
-            w[self.h] = 0.0  # Im X[0] is ignored
-            if n % 2 == 0:
-                w[2 * self.h - 1] = 0.0  # Im X[n/2] is ignored (sin(πj) is 1e-16, not 0, in float64)
-        else:
-            w = np.concatenate([f.real, f.imag], axis=1)  # x @ [Re F | Im F]
-        self.gemm = Gemm(w, ctx, side="right")
+        self.gemm = Gemm(real_gemm_matrix(n, inverse), ctx, side="right")
 
     def forward(self, *inputs):
         if self.inverse:
