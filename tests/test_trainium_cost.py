@@ -46,6 +46,10 @@ FAMILIES = [
     ("real r2c", 1024, 4, "r2c", "(real 1024 method=half (stockham))"),
     ("real c2r", 1024, 4, "c2r", "(real 1024 method=half (stockham))"),
     ("nd r2c", (16, 32), 2, "r2c", None),
+    ("four-step monarch", 4096, 256, "c2c", "(four-step 4096=64x64 (dft-gemm) (dft-gemm))"),
+    ("nd chunked", (16, 32), 2, "c2c", "(nd method=rowcol (dft-gemm chunk=16) (dft-gemm chunk=12))"),
+    ("nd mixed", (8, 16, 4), 2, "c2c", "(nd method=rowcol (butterfly) (dft-gemm) (stockham))"),
+    ("nd mixed c2r", (16, 8, 32), 2, "c2r", "(nd method=rowcol (butterfly) (dft-gemm) (real method=half))"),
 ]
 
 

@@ -290,6 +290,14 @@ def matmul(a: torch.Tensor, b: torch.Tensor, mode: str, out_dtype: torch.dtype =
     return mm(a, b)
 
 
+def matmul_add(c: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``c + a @ b`` as one op (``addmm``; ``baddbmm`` for batches) in full fp32 (or the storage
+    dtype): the product is summed apart and added to ``c`` once, as a partial sum of a chunked
+    contraction is (trnplan.planner.nd)."""
+    with fp32_matmul_scope(a.device.type, "ieee"):
+        return torch.baddbmm(c, a, b) if a.ndim == 3 else torch.addmm(c, a, b)
+
+
 class Gemm(torch.nn.Module):
     """``x @ W`` (``side="right"``) or ``W @ x`` (``side="left"``) with a constant ``W``.
 
@@ -347,6 +355,13 @@ class Gemm(torch.nn.Module):
             return self.w.expand(x.shape[0], *self.w.shape)
         return self.w
 
+    def accumulate(self, y: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        """``y + self(x)``: one op where the mode is one plain GEMM (:func:`matmul_add`: the
+        product is not written and read back), else the GEMM and an add."""
+        if self.slices or self.mode == "tf32":
+            return y + self(x)
+        return matmul_add(y, x, self.w) if self.side == "right" else matmul_add(y, self._constant(x), x)
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if not self.slices:
             return matmul(x, self.w, self.mode) if self.side == "right" else matmul(self._constant(x), x, self.mode)
@@ -370,6 +385,7 @@ __all__ = [
     "Gemm",
     "fp32_matmul_scope",
     "matmul",
+    "matmul_add",
     "native_bf16_matmul",
     "power_of_two_scale",
     "row_scale",

@@ -41,7 +41,7 @@ from trnplan.core.cost import Work, copy, gemm_work
 from trnplan.kernels import dft_matrix, fused_complex_matrix
 from trnplan.kernels.complex import interleave_order, interleaved, planes
 from trnplan.kernels.gemm import Gemm
-from trnplan.planner.solver import Solver, itemsize
+from trnplan.planner.solver import Solver, best_variant, itemsize
 
 #: the 2n×2n matrix may take at most this much memory (fp32: n ≤ 2048; fp64: n ≤ 1448)
 MAX_MATRIX_BYTES = 64 * 2**20
@@ -63,12 +63,34 @@ BLOCKED_ROWS = 4
 UNCHUNKED = ("bf16", "bf16x3", "tf32")
 
 
-def chunking(n: int, precision: str = "fp32") -> tuple[int, int]:
-    """(k, c): the 2n-term contraction as k chunks of c terms (k·c ≥ 2n, zero-padded)."""
+#: the finer chunks tried where the default's one chunk's predicted error is over the bound (a share of an
+#: nd plan's: three fp32 (dft-gemm 128) passes are 3.1e-7 each, 5.4e-7 together, over the 5e-7
+#: bar). 128 is a NeuronCore's own: its Tensor Engine contracts at most 128 partitions per matmul
+#: and accumulates a longer contraction in fp32 PSUM 128 rows at a time (NKI architecture guide,
+#: trainium_inferentia2_arch.rst; trnplan.backends.trainium [ARCH2])
+FINER_CHUNKS = (128, 64, 32)
+
+
+def chunking(n: int, precision: str = "fp32", chunk: int | None = None) -> tuple[int, int]:
+    """(k, c): the 2n-term contraction as k chunks of c terms (k·c ≥ 2n, zero-padded), at most
+    ``chunk`` terms each (default :data:`CHUNK`)."""
     if precision in UNCHUNKED:
         return 1, 2 * n
-    k = -(-2 * n // CHUNK)
+    k = -(-2 * n // (chunk or CHUNK))
     return k, -(-2 * n // k)
+
+
+def node_chunking(node, precision: str) -> tuple[int, int]:
+    """:func:`chunking` of a dft-gemm node (its ``chunk`` parameter, where the planner chose a finer one)."""
+    return chunking(node.n, precision, node.param("chunk", None))
+
+
+def chunk_work(n: int, b: int, k: int, c: int, size: int) -> Work:
+    """What a chunked contraction (k > 1) adds to :class:`DFTGemm`'s GEMM: the transposed batched
+    operand, and the sum of the k partial products."""
+    if k == 1:
+        return Work()
+    return Work(launches=2, elementwise_flops=2 * n * b * k, bytes=(k * c * b + 2 * n * b * (k + 1)) * size)
 
 
 class DFTGemm(torch.nn.Module):
@@ -79,10 +101,10 @@ class DFTGemm(torch.nn.Module):
     (bf16 slicing, TF32) applies to it; the partial sums of the chunks are added in fp32.
     """
 
-    def __init__(self, n: int, w: np.ndarray, ctx):
+    def __init__(self, n: int, w: np.ndarray, ctx, chunk: int | None = None):
         super().__init__()
         self.n = n
-        self.k, self.c = chunking(n, ctx.precision)
+        self.k, self.c = chunking(n, ctx.precision, chunk)
         order = interleave_order(n)
         w = w[order][:, order]  # rows: interleaved input; columns: interleaved output
         pad = self.k * self.c - 2 * n
@@ -104,8 +126,10 @@ class DFTGemm(torch.nn.Module):
 
 class DFTGemmSolver(Solver):
     name = "dft-gemm"
-    #: 2: the blocked fp32 summation constant went 0.1 -> 0.16 (it under-predicted at batch >= 4)
-    version = 2
+    #: 2: the blocked fp32 summation constant went 0.1 -> 0.16 (it under-predicted at batch >= 4);
+    #: 3: a finer chunk (option chunk=) where the default contraction is over the bound
+    version = 3
+    options = ("chunk",)
 
     def why_not(self, problem, planner, forced):
         matrix = 4 * problem.n**2 * itemsize(problem)
@@ -116,9 +140,32 @@ class DFTGemmSolver(Solver):
             )
         return None
 
+    def why_not_spec(self, problem, spec):
+        reason = super().why_not_spec(problem, spec)
+        chunk = spec.option("chunk")
+        if reason is None and chunk is not None and not 1 <= chunk < 2 * problem.n:
+            return f"dft-gemm's chunk is a contraction length from 1 to 2n-1 = {2 * problem.n - 1}; got {chunk}"
+        return reason
+
     def plan(self, problem, planner, spec):
+        forced = spec.option("chunk") if spec is not None else None
+        if forced is not None:
+            return self._plan_chunk(problem, planner, forced)
+        node = self._plan_chunk(problem, planner, None)
+        tol = planner.tol(problem)
+        k, c = chunking(problem.n, problem.precision)
+        if node.error <= tol or problem.precision in UNCHUNKED or k > 1:
+            return node
+        # a one-chunk contraction over the bound: a finer one (more partial sums, each shorter)
+        # where one is within it. Not for a contraction already chunked (n > 128): its partial
+        # sums would multiply (32 of them at n = 2048), where other solvers are cheaper
+        finer = [f for f in FINER_CHUNKS if f < c]
+        return best_variant(lambda c: node if c is None else self._plan_chunk(problem, planner, c),
+                            [None, *finer], tol=tol)
+
+    def _plan_chunk(self, problem, planner, chunk):
         n, b, size = problem.n, problem.batch, itemsize(problem)
-        k, c = chunking(n, problem.precision)
+        k, c = chunking(n, problem.precision, chunk)
         # interleaving re and im (free where they are one buffer: a complex input); the GEMM reads that
         # operand (k·c·b values, zero-padded) and the matrix and writes k partial products; each chunk is a
         # (b × c) @ (c × 2n) GEMM on a matrix engine's tiles
@@ -127,16 +174,15 @@ class DFTGemmSolver(Solver):
             bytes=(k * c * b + 2 * n * k * c + 2 * n * b * k) * size,
         ) + gemm_work(problem.precision, planner.profile, 2.0 * (k * c) * (2 * n) * b, k * c * b, size,
                       shape=(b, c, 2 * n))
-        if k > 1:  # the transposed batched operand, and the sum of the k partial products
-            work += Work(launches=2, elementwise_flops=2 * n * b * k, bytes=(k * c * b + 2 * n * b * (k + 1)) * size)
+        work += chunk_work(n, b, k, c, size)
         a, b_ = ERROR_AB[storage(problem.precision)]
         if b >= BLOCKED_ROWS:
             b_ = ERROR_B_BLOCKED[storage(problem.precision)]
         error = UNIT_ROUNDOFF[problem.precision] * (a + b_ * (sqrt_growth(c) + sqrt_growth(k)))
         # one GEMM stage: its operands rounded or split in the reduced modes
         error = combine(error, gemm_error(problem.precision, 1, planner.probe, n * b))
-        return self.node(problem, planner, work, error)
+        return self.node(problem, planner, work, error, params={"chunk": chunk} if chunk else ())
 
     def build(self, node, ctx):
         w = fused_complex_matrix(dft_matrix(node.n, 1 if node.inverse else -1), left=False)
-        return DFTGemm(node.n, w, ctx)
+        return DFTGemm(node.n, w, ctx, node.param("chunk", None))

@@ -29,11 +29,11 @@ import numpy as np
 import torch
 
 from trnplan.core.accuracy import UNIT_ROUNDOFF, combine
-from trnplan.core.cost import PRODUCTS, cmul_work, transpose
+from trnplan.core.cost import PRODUCTS, Work, cmul_work, copy, transpose
 from trnplan.kernels import cmul, dft_matrix, fused_complex_matrix, twiddle_table
 from trnplan.kernels.complex import interleave_order, planes
 from trnplan.kernels.gemm import Gemm
-from trnplan.planner.dft_gemm import chunking
+from trnplan.planner.dft_gemm import node_chunking
 from trnplan.planner.solver import (
     Solver,
     best_variant,
@@ -150,16 +150,35 @@ def monarch_leaves(node, ctx) -> bool:
     is 4 MiB (fp32), 1/32 of the data at batch 4096 but 32× the data at batch 4, where the
     general lowering's one twiddle table moves far less (measured on the lowered graph: 5.3 MB
     against 2.4 MB, tests/test_trainium_cost.py)."""
-    n1, n2 = node.param("factors")
-    if any(c.solver != "dft-gemm" or chunking(c.n, ctx.precision)[0] != 1 for c in node.children):
+    return monarch_fits(node.param("factors"), node.children, node.n * node.batch, ctx.precision,
+                        ctx.dtype.itemsize)
+
+
+def monarch_fits(factors, children, points: int, precision: str, size: int) -> bool:
+    """:func:`monarch_leaves` from a node's parts (the planner prices the lowering it will get)."""
+    n1, n2 = factors
+    if any(c.solver != "dft-gemm" or node_chunking(c, precision)[0] != 1 for c in children):
         return False
-    products = max(1, len(PRODUCTS.get(ctx.precision, ())))
-    size = ctx.dtype.itemsize
-    return MonarchGemm.folded_bytes(n1, n2, size, products) <= min(MAX_FOLDED_BYTES, 2 * node.n * node.batch * size)
+    products = max(1, len(PRODUCTS.get(precision, ())))
+    return MonarchGemm.folded_bytes(n1, n2, size, products) <= min(MAX_FOLDED_BYTES, 2 * points * size)
+
+
+def monarch_work(n1: int, n2: int, b: int, size: int, precision: str) -> Work:
+    """:class:`MonarchGemm`'s own work beside its two dft-gemm children's: the entry (a batch-last
+    stack of the two planes) and the exit (the copy into natural, interleaved order), both
+    transposing; the n1 folded matrices of the second GEMM, read where its child prices one; and
+    less the children's own interleaving copies of their ``(re, im)`` pairs, which its one
+    buffer makes unnecessary (the GEMMs read and write it where it lies)."""
+    n = n1 * n2
+    folded = (n1 - 1) * (2 * n2) ** 2 * size * max(1, len(PRODUCTS.get(precision, ())))
+    return (transpose(2 * n * b, size, run=1) * 2 + Work(bytes=folded)
+            + copy(2 * n * b, size) * -2.0)
 
 
 class FourStep(Solver):
     name = "four-step"
+    #: 2: a node that lowers to MonarchGemm is priced as that lowering (it was priced as the general one)
+    version = 2
     composite = True
     takes_factors = True
 
@@ -188,8 +207,6 @@ class FourStep(Solver):
         sub2 = problem.unscaled(n2, n1 * b, problem.inverse), spec.child(1) if spec else None
         first, second = planner.plan(*sub1), planner.plan(*sub2)
         n = n1 * n2
-        # 3 transposes of re and im (6 launches, each with a reshape), one twiddle product
-        work = transpose(6 * n * b, size, run=1, launches=12) + cmul_work(n * b, size)
         twiddle = ERROR_C * UNIT_ROUNDOFF[problem.precision]
         error = combine(first.error, second.error, twiddle)
         tol = planner.tol(problem)
@@ -202,6 +219,10 @@ class FourStep(Solver):
             if None not in tighter:
                 first, second = tighter
                 error = combine(first.error, second.error, twiddle)
+        if monarch_fits((n1, n2), (first, second), n * b, problem.precision, size):
+            work = monarch_work(n1, n2, b, size, problem.precision)
+        else:  # 3 transposes of re and im (6 launches, each with a reshape), one twiddle product
+            work = transpose(6 * n * b, size, run=1, launches=12) + cmul_work(n * b, size)
         return self.node(problem, planner, work, error, params={"factors": (n1, n2)}, children=(first, second))
 
     def build(self, node, ctx):

@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import math
 
+import numpy as np
 import torch
 
 from trnplan.core.accuracy import UNIT_ROUNDOFF, combine, log_growth
@@ -32,7 +33,7 @@ from trnplan.kernels import dft_matrix, fused_complex_matrix
 from trnplan.kernels.complex import interleave_order, interleave_planes
 from trnplan.kernels.gemm import Gemm
 from trnplan.planner import native
-from trnplan.planner.dft_gemm import chunking
+from trnplan.planner.dft_gemm import chunk_work, node_chunking
 from trnplan.planner.leafcost import LeafShape, leaf_work
 from trnplan.planner.real import real_gemm_matrix
 from trnplan.planner.solver import (
@@ -90,12 +91,34 @@ class NDLibrary(torch.nn.Module):
         return (y,) if self.kind == "c2r" else (y.real, y.imag)
 
 
-def lean_pass(child, precision: str) -> bool:
-    """Whether a pass runs as one GEMM on the data where it lies (:class:`NDRowColumn`): a
-    one-GEMM dft-gemm leaf (no chunked contraction) or a real DFT-GEMM leaf (``real method=gemm``)."""
+def lean_pass(child) -> bool:
+    """Whether a pass runs as GEMMs on the data where it lies (:class:`NDRowColumn`): a dft-gemm
+    leaf (one GEMM, or one per chunk of its contraction) or a real DFT-GEMM leaf (``real method=gemm``)."""
     if child.solver == "dft-gemm":
-        return chunking(child.n, precision)[0] == 1
+        return True
     return child.solver == "real" and child.param("method") == "gemm"
+
+
+class PartialGemms(torch.nn.Module):
+    """``W @ x`` (``side="left"``; ``x @ W`` for ``"right"``) as one GEMM per run of at most
+    ``chunk`` terms of the contraction, each product added to the running sum once
+    (:meth:`~trnplan.kernels.gemm.Gemm.accumulate`): a chunked dft-gemm's contraction, on slices
+    (views) of the operand instead of a zero-padded, transposed copy of it."""
+
+    def __init__(self, w: np.ndarray, chunk: int, ctx, side: str):
+        super().__init__()
+        self.side = side
+        k = w.shape[1] if side == "left" else w.shape[0]
+        self.bounds = [(a, min(a + chunk, k)) for a in range(0, k, chunk)]
+        self.gemms = torch.nn.ModuleList(
+            Gemm(w[:, a:b] if side == "left" else w[a:b], ctx, side=side) for a, b in self.bounds)
+
+    def forward(self, x):
+        dim = -2 if self.side == "left" else -1
+        y = self.gemms[0](x.narrow(dim, 0, self.bounds[0][1]))
+        for (a, b), gemm in zip(self.bounds[1:], self.gemms[1:], strict=True):
+            y = gemm.accumulate(y, x.narrow(dim, a, b - a))
+        return y
 
 
 def lean_order(rank: int, kind: str) -> list[int]:
@@ -151,11 +174,11 @@ class NDRowColumn(torch.nn.Module):
         mods = []
         for i in self.order:
             node = children[i]
-            mods.append(self._gemm(node, steps[i], sign, ctx) if lean_pass(node, ctx.precision) else ctx.build(node))
+            mods.append(self._gemm(node, steps[i], sign, ctx) if lean_pass(node) else ctx.build(node))
         self.passes = torch.nn.ModuleList(mods)
-        self.lean = [lean_pass(children[i], ctx.precision) for i in self.order]
+        self.lean = [lean_pass(children[i]) for i in self.order]
 
-    def _gemm(self, node, step, sign, ctx) -> Gemm:
+    def _gemm(self, node, step, sign, ctx) -> torch.nn.Module:
         axis, kind, cur = step
         n = self.shape[axis]
         if kind != "c2c":  # the real DFT-GEMM's own matrix: x @ [Re F | Im F] (r2c), [Re X | Im X] @ W (c2r)
@@ -164,6 +187,9 @@ class NDRowColumn(torch.nn.Module):
         order = interleave_order(n)
         w = w[:, order] if self.kind == "r2c" else w[order]  # r2c: (j, r) in, (r', k) out; else (r, j) in, (k, r') out
         trail = math.prod(cur[axis + 1:])
+        k, c = node_chunking(node, ctx.precision)
+        if k > 1:
+            return PartialGemms(w.T, c, ctx, "right") if trail == 1 else PartialGemms(w, c, ctx, "left")
         return Gemm(w.T, ctx, side="right") if trail == 1 else Gemm(w, ctx, side="left")
 
     def forward(self, *inputs):
@@ -225,9 +251,13 @@ def rowcol_work(problem, children, size: int) -> Work:
     last = len(problem.shape) - 1
     for (axis, kind, cur), child in zip(passes(problem.shape, problem.kind), children, strict=True):
         points = math.prod(cur) * b
-        if lean_pass(child, problem.precision):
+        if lean_pass(child):
             if kind != "r2c":  # dft-gemm's interleave of the pair, RealGemm's cat([re, im]): not made
                 work += copy(2 * points, size) * -1.0
+            k, c = node_chunking(child, problem.precision) if kind == "c2c" else (1, 0)
+            if k > 1:  # partial sums added in place (each reads the running sum) for the chunked leaf's own
+                work += chunk_work(child.n, child.batch, k, c, size) * -1.0
+                work += Work(launches=k - 1, bytes=(k - 1) * 2 * points * size)
             continue
         if kind == "c2r":
             continue  # the planes are views of the buffer; the child writes the real result
@@ -307,12 +337,21 @@ class ND(WholeShape, Solver):
     @staticmethod
     def _children(planner, subs, tol) -> list:
         """Each pass's cheapest plan within the bound; while together they exceed it (errors of
-        the passes add in quadrature), the passes are planned again one at a time, largest error
-        first, each to what the others leave of the bound (an equal share ``tol/√passes`` while
-        the others alone exceed it). Three fp32 dft-gemm 128 passes are 3.1e-7 each, 5.4e-7
-        together, over the 5e-7 bar: one Stockham pass (1.6e-7) brings them to 4.7e-7, where
-        three Stockham passes would cost three times the GEMM work."""
-        children = [planner.plan(sub, child_spec, tol=tol) for sub, child_spec in subs]
+        the passes add in quadrature), two ways to meet it, the cheaper kept:
+
+        * greedy: the passes planned again one at a time, largest error first, each to what the
+          others leave of the bound (an equal share ``tol/√passes`` while the others alone
+          exceed it). Three fp32 dft-gemm 128 passes are 3.1e-7 each, 5.4e-7 together, over the
+          5e-7 bar: one Stockham pass (1.6e-7) brings them to 4.7e-7;
+        * equal shares: every pass planned to ``tol/√passes`` (2.9e-7 there: three
+          ``(dft-gemm 128 chunk=128)`` passes at 2.7e-7, 4.7e-7 together), which a pass that is
+          a little over its share alone (a finer GEMM contraction) meets more cheaply than one
+          pass of another family that takes up the whole rest.
+        """
+        first = [planner.plan(sub, child_spec, tol=tol) for sub, child_spec in subs]
+        if combine(*(c.error for c in first)) <= tol:
+            return first
+        children = list(first)
         for i in sorted(range(len(children)), key=lambda i: -children[i].error):
             if combine(*(c.error for c in children)) <= tol:
                 break
@@ -321,6 +360,12 @@ class ND(WholeShape, Solver):
             tighter = planner.plan_share(subs[i][0], subs[i][1], share)
             if tighter is not None:
                 children[i] = tighter
+        equal = [planner.plan_share(sub, child_spec, tol / math.sqrt(len(subs))) for sub, child_spec in subs]
+        if None in equal or combine(*(c.error for c in equal)) > tol:
+            return children
+        if combine(*(c.error for c in children)) > tol or sum(c.time_us for c in equal) < sum(
+                c.time_us for c in children):
+            return equal
         return children
 
     def runs_on_user_tensor(self, node):
