@@ -279,10 +279,12 @@ def test_a_variant_within_the_bound_beats_a_cheaper_one_over_it(kind):
 def test_nd_passes_share_the_bound_where_together_they_exceed_it(kind):
     """Three fp32 dft-gemm 128 passes are predicted 3.1e-7 each, 5.4e-7 together: over fp32's bar,
     which made 128³ unplannable on meta (the accelerators' planner). The nd solver re-plans passes
-    to what the others leave of the bound; the tree it picks meets the bar on the CPU."""
+    to what the others leave of the bound, or all to equal shares (a dft-gemm with a finer chunk);
+    the tree it picks meets the bar on the CPU."""
     picked = trnplan.plan_many((128, 128, 128), kind=kind, device="meta")
     assert picked.tree.error <= DEFAULT_TOL["fp32"], picked.tree
-    assert any(c.solver != "dft-gemm" for c in picked.tree.children), picked.tree  # at least one re-planned
+    # at least one pass re-planned: another solver, or dft-gemm with a finer chunk than its default
+    assert any(c.solver != "dft-gemm" or c.param("chunk") for c in picked.tree.children), picked.tree
     plan = trnplan.plan_many((128, 128, 128), kind=kind, strategy=str(picked.tree))
     x, ref = _data(kind, (128, 128, 128), 1)
     err = rel_l2(plan.execute(_tensor(x, plan)), ref("backward"))
