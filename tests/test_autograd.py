@@ -13,7 +13,7 @@ import time
 import numpy as np
 import pytest
 import torch
-from conftest import BAR, rel_l2
+from support import BAR, rel_l2
 from torch import nn
 from torch.autograd import gradcheck, gradgradcheck
 

@@ -35,7 +35,7 @@ import pytest
 import torch
 
 import trnplan
-from conftest import BAR, random_complex, reference, rel_l2
+from support import BAR, random_complex, reference, rel_l2
 from trnplan.cache import (CacheWarning, PlanCache, UntrustedCacheError, default_cache, fingerprint,
                            fingerprint_digest, set_default_cache)
 from trnplan.core.errors import TrnplanError, WisdomMiss

@@ -17,7 +17,7 @@ import warnings
 import diskcache
 import pytest
 import torch
-from conftest import BAR, random_complex, reference, rel_l2
+from support import BAR, random_complex, reference, rel_l2
 
 import trnplan
 from trnplan.backends import get_backend

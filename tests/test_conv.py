@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import rel_l2
+from support import rel_l2
 
 from trnplan.conv import plan_conv, smooth_length
 from trnplan.core.accuracy import DEFAULT_TOL

@@ -21,7 +21,7 @@ from trnplan.core.problem import Problem
 from trnplan.planner import leafcost
 from trnplan.planner.planner import CHOSEN, WITHIN_MARGIN, Planner
 
-from conftest import BAR, random_complex, reference, rel_l2
+from support import BAR, random_complex, reference, rel_l2
 
 
 def _search(problem, profile):

@@ -19,7 +19,7 @@ import torch
 import trnplan
 from trnplan.cache import PlanCache
 
-from conftest import BAR, DTYPES, random_complex, reference, rel_l2
+from support import BAR, DTYPES, random_complex, reference, rel_l2
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
+from support import reference, rel_l2
 
 from trnplan.core.accuracy import DEFAULT_TOL
 
@@ -34,11 +35,6 @@ _JOB_TIMEOUT = 150.0
 
 
 # ---------------------------------------------------------------------- helpers (run inside ranks)
-def _rel(y, ref) -> float:
-    y, ref = np.asarray(y), np.asarray(ref)
-    return float(np.linalg.norm(y - ref) / max(np.linalg.norm(ref), 1e-300))
-
-
 def _real_dtype(dtype):
     return torch.float64 if dtype == torch.complex128 else torch.float32
 
@@ -55,15 +51,6 @@ def _to_layout(plan, arr, transposed: bool):
         n1, n2 = plan.factors
         return arr.reshape(arr.shape[0], n2, n1).swapaxes(-1, -2)
     return arr
-
-
-def _reference(kind, inverse, norm, shape, x):
-    axes = tuple(range(1, 1 + len(shape)))
-    if kind == "r2c":
-        return np.fft.rfftn(x, axes=axes, norm=norm)
-    if kind == "c2r":
-        return np.fft.irfftn(x, s=shape, axes=axes, norm=norm)
-    return (np.fft.ifftn if inverse else np.fft.fftn)(x, axes=axes, norm=norm)
 
 
 def _gather(plan, y):
@@ -92,8 +79,8 @@ def _run_case(shape, *, kind="c2c", inverse=None, dtype=torch.complex64, norm="b
     xt = torch.from_numpy(np.ascontiguousarray(xl)).to(_real_dtype(dtype) if kind == "r2c" else dtype)
     y = plan.execute(xt)
     assert tuple(y.shape) == (batch, *plan.local_out_shape)
-    ref = _to_layout(plan, _reference(kind, p.inverse, norm, shape, x), transposed_output)
-    err = _rel(_gather(plan, y), ref)
+    ref = _to_layout(plan, reference(x, p.inverse, norm, kind=kind, shape=shape), transposed_output)
+    err = rel_l2(_gather(plan, y), ref)
     assert err <= BAR[dtype], (shape, kind, p.inverse, norm, layout, transposed_input, transposed_output, err)
     return plan
 
@@ -127,7 +114,7 @@ def _grad_case(shape, *, kind="c2c", layout="slab", norm="backward", transposed_
     wl = torch.from_numpy(np.ascontiguousarray(_to_layout(plan, weights, transposed_output)
                                                [(slice(None), *plan.local_out_slices)]))
     (y * wl.conj()).real.sum().backward()  # every rank's loss is its share; the adjoint combines them
-    err = _rel(xl.grad.numpy(), grad_ref)
+    err = rel_l2(xl.grad.numpy(), grad_ref)
     assert err <= BAR[torch.complex128], (shape, kind, layout, norm, err)
 
 

@@ -28,6 +28,7 @@ import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
+from support import reference, rel_l2
 
 from trnplan.core.accuracy import DEFAULT_TOL
 
@@ -36,10 +37,6 @@ pytestmark = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_avai
 BAR = DEFAULT_TOL["fp32"]
 TESTS = pathlib.Path(__file__).resolve().parent
 _JOB_TIMEOUT = 200.0
-
-
-def _rel(y, ref) -> float:
-    return float(np.linalg.norm(y - ref) / max(np.linalg.norm(ref), 1e-300))
 
 
 def _pair_to_host(pair):
@@ -80,15 +77,6 @@ def _host(outs) -> np.ndarray:
 
     parts = [devsi.to_cpu(t).numpy().astype(np.float64) for t in outs]
     return parts[0] if len(parts) == 1 else parts[0] + 1j * parts[1]
-
-
-def _reference(kind, inverse, norm, shape, x):
-    axes = tuple(range(1, 1 + len(shape)))
-    if kind == "r2c":
-        return np.fft.rfftn(x, axes=axes, norm=norm)
-    if kind == "c2r":
-        return np.fft.irfftn(x, s=shape, axes=axes, norm=norm)
-    return (np.fft.ifftn if inverse else np.fft.fftn)(x, axes=axes, norm=norm)
 
 
 def _adjoint_reference(kind, inverse, norm, shape, w):
@@ -141,8 +129,8 @@ def _run(shape, gloo, *, kind="c2c", inverse=False, norm="backward", layout="sla
     assert len(devsi.GRAPHS) - graphs <= stages  # compiled whole per (plan, shape): the first call compiles
     assert all(s.plan.provenance.compile_mode != "eager" for s in plan._steps
                if type(s).__name__ == "_Stage" and s.plan is not None)
-    ref = _natural(plan, _reference(kind, inverse, norm, shape, x), transposed_output)
-    err = _rel(_gather(plan, _host(outs), gloo), ref)
+    ref = _natural(plan, reference(x, inverse, norm, kind=kind, shape=shape), transposed_output)
+    err = rel_l2(_gather(plan, _host(outs), gloo), ref)
     assert err <= BAR, (shape, kind, layout, inverse, norm, err)
     if grad:
         gw = np.random.default_rng(100 + dist.get_rank())  # each rank its own weights (a shared draw repeats)
@@ -153,7 +141,7 @@ def _run(shape, gloo, *, kind="c2c", inverse=False, norm="backward", layout="sla
         assert all(str(t.grad.device) == "neuron:0" and t.grad.dtype == torch.float32 for t in xs)
         wg = _gather(plan, w, gloo)  # the global weights
         gref = _adjoint_reference(kind, inverse, norm, shape, wg)
-        gerr = _rel(_gather(plan, _host([t.grad for t in xs]), gloo, plan.local_slices), gref)
+        gerr = rel_l2(_gather(plan, _host([t.grad for t in xs]), gloo, plan.local_slices), gref)
         assert gerr <= BAR, (shape, kind, layout, "grad", gerr)
     return plan
 

@@ -24,6 +24,7 @@ import numpy as np
 import pytest
 import scipy.fft
 import torch
+from support import rel_l2
 
 import trnplan
 from trnplan import fft as tfft
@@ -48,12 +49,6 @@ def _rand(shape, dtype=torch.float32, seed=0):
 
 def _bar(t: torch.Tensor) -> float:
     return DEFAULT_TOL["fp64" if t.dtype in (torch.float64, torch.complex128) else "fp32"]
-
-
-def _rel_l2(y: torch.Tensor, ref: torch.Tensor) -> float:
-    y, ref = y.detach().resolve_conj().cpu().numpy(), ref.detach().resolve_conj().cpu().numpy()
-    denom = np.linalg.norm(ref)
-    return float(np.linalg.norm(y - ref) / (denom if denom > 0 else 1.0))
 
 
 def _reference(func, args, kwargs):
@@ -95,7 +90,7 @@ def _side_by_side(theirs, ours, args, kwargs, check_values=True, theirs_kwargs=N
     assert (got.shape, got.dtype, got.device) == (want.shape, want.dtype, want.device)
     if check_values and got.device.type == "cpu" and got.numel():
         ref = _reference(theirs, args, kwargs)
-        assert _rel_l2(got, ref) <= _bar(got), _rel_l2(got, ref)
+        assert rel_l2(got, ref) <= _bar(got), rel_l2(got, ref)
     return got
 
 
@@ -472,12 +467,12 @@ def test_spectral_layer_under_script_trace_export_compile(how):
     x2 = _rand((4, 32), seed=3)  # not the example input: the program runs on new data
     y = run(x2)
     assert (y.shape, y.dtype) == ((4, 32), torch.float32)
-    assert _rel_l2(y, _layer_reference(layer, x2)) <= DEFAULT_TOL["fp32"]
+    assert rel_l2(y, _layer_reference(layer, x2)) <= DEFAULT_TOL["fp32"]
     y.square().sum().backward()  # gradients reach the weight through the operators
     want = TorchLayer(torch.fft)
     want.weight = torch.nn.Parameter(layer.weight.detach().to(torch.complex128))
     want(x2.double()).square().sum().backward()
-    assert _rel_l2(layer.weight.grad, want.weight.grad) <= DEFAULT_TOL["fp32"]
+    assert rel_l2(layer.weight.grad, want.weight.grad) <= DEFAULT_TOL["fp32"]
 
 
 def test_script_of_the_issues_function_calls_trnplans_operator():
@@ -487,7 +482,7 @@ def test_script_of_the_issues_function_calls_trnplans_operator():
     scripted = torch.jit.script(g)
     assert "trnplan::fft_fft2" in str(scripted.graph)
     x = _rand((4, 6))
-    assert _rel_l2(scripted(x), torch.fft.fft2(x.double())) <= DEFAULT_TOL["fp32"]
+    assert rel_l2(scripted(x), torch.fft.fft2(x.double())) <= DEFAULT_TOL["fp32"]
 
     def with_args(x: torch.Tensor, out: torch.Tensor) -> torch.Tensor:
         return tfft.rfftn(x, s=[4, 8], dim=[0, 1], norm="ortho", out=out)
@@ -495,7 +490,7 @@ def test_script_of_the_issues_function_calls_trnplans_operator():
     out = torch.empty(0, dtype=C)
     got = torch.jit.script(with_args)(x, out)
     assert got.data_ptr() == out.data_ptr()
-    assert _rel_l2(out, torch.fft.rfftn(x.double(), s=[4, 8], dim=[0, 1], norm="ortho")) <= DEFAULT_TOL["fp32"]
+    assert rel_l2(out, torch.fft.rfftn(x.double(), s=[4, 8], dim=[0, 1], norm="ortho")) <= DEFAULT_TOL["fp32"]
 
 
 def test_trace_records_one_operator_per_transform_and_saves():
@@ -511,7 +506,7 @@ def test_trace_records_one_operator_per_transform_and_saves():
     buffer.seek(0)
     loaded = torch.jit.load(buffer)  # resolves trnplan::fft_* because trnplan is imported
     x = _rand((4, 32), seed=5)
-    assert _rel_l2(loaded(x), _layer_reference(layer, x)) <= DEFAULT_TOL["fp32"]
+    assert rel_l2(loaded(x), _layer_reference(layer, x)) <= DEFAULT_TOL["fp32"]
 
 
 def test_export_holds_trnplans_operator():
@@ -544,7 +539,7 @@ def test_stft_layer_under_script_trace_export_compile(how):
     spec = torch.stft(x.double(), 16, 4, window=w64, return_complex=True)
     want = torch.istft(spec * g64[:, None], 16, 4, window=w64, length=200)
     assert (y.shape, y.dtype) == (want.shape, torch.float32)
-    assert _rel_l2(y, want) <= DEFAULT_TOL["fp32"]
+    assert rel_l2(y, want) <= DEFAULT_TOL["fp32"]
     if how == "script":
         assert "trnplan::stft" in str(run.graph) and "trnplan::istft" in str(run.graph)
 
@@ -555,7 +550,7 @@ def test_export_with_a_dynamic_batch_runs_at_another_batch():
     layer = TrnplanLayer(tfft)
     program = torch.export.export(layer, (_rand((4, 32)),), dynamic_shapes={"x": {0: Dim("batch", min=2)}})
     x = _rand((7, 32), seed=8)
-    assert _rel_l2(program.module()(x), _layer_reference(layer, x)) <= DEFAULT_TOL["fp32"]
+    assert rel_l2(program.module()(x), _layer_reference(layer, x)) <= DEFAULT_TOL["fp32"]
 
 
 # ---------------------------------------------------------------- a shape seen for the first time: cheap, nothing on disk

@@ -15,10 +15,11 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from conftest import BAR, rel_l2
+from support import BAR, rel_l2
 
 import trnplan
 from trnplan import fft as tfft
+from trnplan.core import state
 from trnplan.plan import api as plan_api
 
 C2C_1D = ("fft", "ifft")
@@ -57,7 +58,7 @@ def _fresh_plan_cache(monkeypatch):
     monkeypatch.delenv("TRNPLAN_TRUST_CACHE", raising=False)
     trnplan.cache.set_default_cache(None)
     yield
-    trnplan.cache.set_default_cache("env")
+    state.reset(keep=("plan.memo",))  # the rest of a fresh process's state (set_default_cache too)
 
 
 def dtypes_for(name):

@@ -29,6 +29,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from support import reference, rel_l2
 
 import trnplan
 from trnplan.cache import PlanCache
@@ -42,20 +43,6 @@ FAULTS = settings(FUZZ, max_examples=24)
 
 #: the refusals plan_many documents (ValueError and TypeError include PlanningError and friends)
 REFUSALS = (TrnplanError, ValueError, TypeError)
-
-
-def reference(x: np.ndarray, kind: str, inverse: bool, norm: str, shape: tuple) -> np.ndarray:
-    axes = tuple(range(-len(shape), 0))
-    if kind == "r2c":
-        return np.fft.rfftn(x.astype(np.float64), axes=axes, norm=norm)
-    if kind == "c2r":
-        return np.fft.irfftn(x.astype(np.complex128), s=shape, axes=axes, norm=norm)
-    return (np.fft.ifftn if inverse else np.fft.fftn)(x.astype(np.complex128), axes=axes, norm=norm)
-
-
-def rel_l2(y: torch.Tensor, ref: np.ndarray) -> float:
-    y = y.detach().cpu().numpy()
-    return float(np.linalg.norm(y - ref) / max(np.linalg.norm(ref), 1e-300))
 
 
 def make_input(plan, batch_shape: tuple, seed: int) -> torch.Tensor:
@@ -134,7 +121,7 @@ def test_plan_many_refuses_clearly_or_plans_correctly(args, seed):
     p = plan.problem
     x = make_input(plan, (p.batch,), seed)
     y = plan.execute(x)
-    ref = reference(x.numpy(), p.kind, p.inverse, p.norm, p.shape)
+    ref = reference(x.numpy(), p.inverse, p.norm, kind=p.kind, shape=p.shape)
     assert tuple(y.shape) == ref.shape
     assert rel_l2(y, ref) <= plan.tol, f"{plan.tree} ({p.describe()}): over its own bound"
 
@@ -193,7 +180,7 @@ def test_execute_takes_any_layout_or_refuses_it(n, batch, kind, inverse, fp64, l
     p = plan.problem
     if isinstance(x, tuple):
         x, y = torch.complex(*x), torch.complex(*y)
-    ref = reference(x.detach().resolve_conj().resolve_neg().numpy(), p.kind, p.inverse, p.norm, p.shape)
+    ref = reference(x.detach().resolve_conj().resolve_neg().numpy(), p.inverse, p.norm, kind=p.kind, shape=p.shape)
     assert tuple(y.shape) == ref.shape
     assert rel_l2(y, ref) <= plan.tol, f"{plan.tree} on a {layout} input"
 
@@ -312,7 +299,7 @@ def test_a_damaged_cache_never_breaks_planning(template, tmp_path_factory, fault
         for shape, kind in (((64,), "c2c"), ((48,), "r2c"), ((64,), "c2c")):
             plan = trnplan.plan_many(shape, 2, kind=kind, cache=cache)
             x = make_input(plan, (2,), 0)
-            assert rel_l2(plan.execute(x), reference(x.numpy(), kind, False, "backward", shape)) <= plan.tol
+            assert rel_l2(plan.execute(x), reference(x.numpy(), False, "backward", kind=kind, shape=shape)) <= plan.tol
         cache.records()
         cache.stats()
         cache.close()

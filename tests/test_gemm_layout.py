@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import random_complex, reference, rel_l2
+from support import random_complex, reference, rel_l2
 
 import trnplan
 from trnplan.core.accuracy import DEFAULT_TOL

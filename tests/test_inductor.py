@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from conftest import BAR, random_complex, reference, rel_l2
+from support import BAR, random_complex, reference, rel_l2
 
 import trnplan
 from trnplan.backends import artifacts, get_backend

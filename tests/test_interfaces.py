@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import scipy.fft
 import torch
-from conftest import BAR, rel_l2
+from support import BAR, rel_l2
 
 import trnplan
 from trnplan.interfaces import numpy_fft, scipy_fft

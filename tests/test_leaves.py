@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import pytest
 import torch
-from conftest import BAR, random_complex, rel_l2
+from support import BAR, random_complex, reference, rel_l2
 
 import trnplan
 from trnplan.kernels import hostlib
@@ -70,15 +70,6 @@ def _child(mode: str, out, cases) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def _reference(x: np.ndarray, shape: tuple, kind: str) -> np.ndarray:
-    axes = tuple(range(-len(shape), 0))
-    if kind == "r2c":
-        return np.fft.rfftn(x.astype(np.float64), axes=axes)
-    if kind == "c2r":
-        return np.fft.irfftn(x.astype(np.complex128), s=shape, axes=axes)
-    return np.fft.fftn(x.astype(np.complex128), axes=axes)
-
-
 @pytest.mark.slow
 def test_cached_plans_reproduce_bitwise_in_a_new_process(tmp_path):
     made = _child("make", tmp_path / "made.npz", CASES)
@@ -91,7 +82,7 @@ def test_cached_plans_reproduce_bitwise_in_a_new_process(tmp_path):
         assert made["meta"][i] == [tree, "planned now"] and origin == "wisdom hit", where
         assert np.array_equal(a[f"x{i}"], b[f"x{i}"]), where  # the same seeded input
         assert np.array_equal(a[f"y{i}"], b[f"y{i}"]), f"{where}: not bitwise the made process's result"
-        assert rel_l2(b[f"y{i}"], _reference(b[f"x{i}"], tuple(shape), kind)) < BAR["fp32"], where
+        assert rel_l2(b[f"y{i}"], reference(b[f"x{i}"], kind=kind, shape=tuple(shape))) < BAR["fp32"], where
     # FFTW planned nothing by measuring in the loading process: every decision came from the records
     if hostlib.library_module("pyfftw") is not None:
         assert loaded["fftw"]["measured"] == 0 and loaded["fftw"]["from_wisdom"] > 0, loaded["fftw"]

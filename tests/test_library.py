@@ -14,9 +14,9 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from support import BAR, random_complex, reference, rel_l2
 
 import trnplan
-from conftest import BAR, rel_l2, random_complex
 from trnplan.kernels import hostlib
 from trnplan.planner.planner import NOT_APPLICABLE
 
@@ -29,15 +29,6 @@ BATCH = 3
 
 def _need(solver):
     pytest.importorskip(LIBS[solver])
-
-
-def _reference(x: np.ndarray, kind: str, inverse: bool, shape: tuple, norm: str) -> np.ndarray:
-    axes = tuple(range(-len(shape), 0))
-    if kind == "r2c":
-        return np.fft.rfftn(x, axes=axes, norm=norm)
-    if kind == "c2r":
-        return np.fft.irfftn(x, s=shape, axes=axes, norm=norm)
-    return np.fft.ifftn(x, axes=axes, norm=norm) if inverse else np.fft.fftn(x, axes=axes, norm=norm)
 
 
 def _input(kind: str, shape: tuple, seed: int = 0) -> np.ndarray:
@@ -66,7 +57,7 @@ def test_library_matches_numpy(solver, kind, inverse, rank, norm, precision):
     want_dtype = rdtype if kind == "c2r" else cdtype
     assert y.dtype == want_dtype
     assert tuple(y.shape) == (BATCH, *plan.problem.out_shape)
-    err = rel_l2(y, _reference(x, kind, inverse, shape, norm))
+    err = rel_l2(y, reference(x, inverse, norm, kind=kind, shape=shape))
     assert err <= BAR[precision], f"{plan.tree}: rel L2 {err:.2e}"
     assert err <= plan.tree.error, f"{plan.tree}: measured {err:.2e} above predicted {plan.tree.error:.2e}"
 
@@ -87,7 +78,7 @@ def test_split_module_path_any_batch(solver, kind):
     out = root(flat) if kind == "r2c" else root(flat.real.contiguous(), flat.imag.contiguous())
     y = out[0] if kind == "c2r" else torch.complex(*out)
     unscaled = "forward" if inverse else "backward"
-    ref = _reference(x, kind, inverse, shape, unscaled).reshape(M, -1)
+    ref = reference(x, inverse, unscaled, kind=kind, shape=shape).reshape(M, -1)
     assert rel_l2(y, ref) <= BAR["fp64"]
 
 
@@ -169,10 +160,9 @@ def test_available_reports_versions():
 
 
 def test_declines_off_cpu_reduced_precision_and_exportable():
-    from trnplan.planner.library import HOST_LIBRARIES
-    from trnplan.core.problem import Problem
-
     from trnplan.backends import get_backend
+    from trnplan.core.problem import Problem
+    from trnplan.planner.library import HOST_LIBRARIES
 
     class FakePlanner:
         exportable = True

@@ -19,7 +19,7 @@ import time
 
 import pytest
 import torch
-from conftest import BAR, random_complex, reference, rel_l2
+from support import BAR, random_complex, reference, rel_l2
 
 import trnplan
 from trnplan.kernels import gemm

@@ -24,7 +24,7 @@ import pytest
 import torch
 
 import trnplan
-from conftest import BAR, random_complex, reference, rel_l2
+from support import BAR, random_complex, reference, rel_l2
 from trnplan.core import config
 from trnplan.cache import PlanCache
 from trnplan.cache.store import CacheWarning

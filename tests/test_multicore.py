@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import trnplan
-from conftest import BAR, random_complex, rel_l2
+from support import BAR, random_complex, rel_l2
 from trnplan.planner import registry
 from trnplan.core.cost import Work
 from trnplan.planner.multicore import shard_sizes

@@ -30,7 +30,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from conftest import BAR, random_complex, reference, rel_l2
+from support import BAR, random_complex, reference, rel_l2
 from test_neuron_standin import activate, child_env, write_standin
 
 import trnplan

@@ -14,7 +14,7 @@ import sys
 import types
 
 import torch
-from conftest import BAR, random_complex, reference, rel_l2
+from support import BAR, random_complex, reference, rel_l2
 
 from trnplan.backends import get_backend
 from trnplan.backends.artifacts import example_inputs

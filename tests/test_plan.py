@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import trnplan
-from conftest import BAR, random_complex, reference, rel_l2
+from support import BAR, random_complex, reference, rel_l2
 from trnplan.core.node import PlanNode
 
 

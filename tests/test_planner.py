@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import trnplan
-from conftest import BAR, random_complex, reference, rel_l2
+from support import BAR, random_complex, reference, rel_l2
 from trnplan.backends import get_backend
 from trnplan.core.spec import parse_strategy
 from trnplan.planner import Planner, solver_names

@@ -14,7 +14,7 @@ import pytest
 import scipy.fft
 import torch
 from applicability import OVER, REDUCED, Case, expected_refusal
-from conftest import random_complex, reference, rel_l2
+from support import random_complex, reference, rel_l2
 
 import trnplan
 from trnplan.backends import get_backend

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 import trnplan
-from conftest import BAR, exported_bundle_meta, random_complex, reference, rel_l2
+from conftest import exported_bundle_meta
+from support import BAR, random_complex, reference, rel_l2
 from trnplan.cache import CacheWarning, PlanCache
 from trnplan.cache.bundle import import_bundle
 from trnplan.precompile import ManifestError, load_manifest, precompile, summary_table

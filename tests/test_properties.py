@@ -19,6 +19,7 @@ import pytest
 import torch
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
+from support import reference, rel_l2
 
 import trnplan
 from trnplan.core.accuracy import DEFAULT_TOL
@@ -109,16 +110,8 @@ def run(plan, x128):
     return y.numpy().astype(np.complex128)
 
 
-def ref(x128, inverse=False, norm="backward"):
-    return (np.fft.ifft if inverse else np.fft.fft)(x128, axis=-1, norm=norm)
-
-
 def l2(a) -> float:
     return float(np.linalg.norm(a))
-
-
-def rel_l2(y, r) -> float:
-    return l2(y - r) / l2(r)
 
 
 params = pytest.mark.parametrize
@@ -154,7 +147,7 @@ def test_matches_numpy_complex128(solver, precision, data, batch, seed, inverse,
         y = y.reshape(batch, n).numpy().astype(np.complex128)
     else:
         y = run(plan, x)
-    err = rel_l2(y, ref(x, inverse, norm))
+    err = rel_l2(y, reference(x, inverse, norm))
     assert err <= TOL[precision], f"{plan.tree}: rel L2 {err:.2e} > {TOL[precision]:.0e}"
 
 
@@ -179,8 +172,8 @@ def test_linearity(solver, precision, data, batch, seed, a, b):
     z = exact.astype(NP_DTYPE[precision]).astype(np.complex128)  # what the plan can be given
     lhs = run(plan, z)
     rhs = a * run(plan, x) + b * run(plan, y)
-    fx, fy, fz = l2(ref(x)), l2(ref(y)), l2(ref(z))
-    bound = TOL[precision] * (fz + abs(a) * fx + abs(b) * fy) + l2(ref(z - exact))
+    fx, fy, fz = l2(reference(x)), l2(reference(y)), l2(reference(z))
+    bound = TOL[precision] * (fz + abs(a) * fx + abs(b) * fy) + l2(reference(z - exact))
     bound += HOST_EPS * (fz + abs(a) * fx + abs(b) * fy)
     assert l2(lhs - rhs) <= bound, f"{plan.tree}: a={a} b={b}: {l2(lhs - rhs):.3e} > {bound:.3e}"
 
@@ -235,11 +228,11 @@ def test_shift_theorem(solver, precision, data, batch, seed, shift):
     phase = np.exp(-2j * np.pi * ((k * shift) % n) / n)
     lhs = run(plan, np.roll(x, shift, axis=-1))
     rhs = run(plan, x) * phase
-    X = l2(ref(x))
+    X = l2(reference(x))
     bound = (2 * TOL[precision] + HOST_EPS) * X
     assert l2(lhs - rhs) <= bound, f"{plan.tree}: shift {shift}: {l2(lhs - rhs):.3e} > {bound:.3e}"
     # and the shifted transform itself matches numpy
-    assert rel_l2(lhs, ref(np.roll(x, shift, axis=-1))) <= TOL[precision]
+    assert rel_l2(lhs, reference(np.roll(x, shift, axis=-1))) <= TOL[precision]
 
 
 @by_precision
@@ -291,5 +284,5 @@ def test_dft_gemm_fp32_at_its_size_cap_refuses_or_meets_the_bar(batch):
     assert plan.tree.solver == "dft-gemm"
     for seed in range(2):
         x = gaussian(seed, (batch, n), "fp32")
-        err = rel_l2(run(plan, x), ref(x))
+        err = rel_l2(run(plan, x), reference(x))
         assert err <= TOL["fp32"], f"dft-gemm n=2048 batch {batch}: rel L2 {err:.2e} > {TOL['fp32']:.0e} (predicted {plan.tree.error:.1e})"

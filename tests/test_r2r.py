@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import scipy.fft
 import torch
-from conftest import rel_l2
+from support import rel_l2
 
 import trnplan
 from trnplan import fft as tfft

@@ -16,6 +16,7 @@ from typing import ClassVar
 import numpy as np
 import pytest
 import torch
+from support import reference, rel_l2
 
 import trnplan
 from trnplan.core.accuracy import DEFAULT_TOL, UNIT_ROUNDOFF, sqrt_growth
@@ -85,14 +86,6 @@ def toy():
         trnplan.clear_plan_cache()
 
 
-def _reference(x: np.ndarray, inverse: bool, norm: str) -> np.ndarray:
-    return (np.fft.ifft if inverse else np.fft.fft)(x, axis=-1, norm=norm)
-
-
-def _rel_l2(y: np.ndarray, ref: np.ndarray) -> float:
-    return float(np.linalg.norm(y - ref) / np.linalg.norm(ref))
-
-
 # ---------------------------------------------------------------------- registration
 def test_the_exported_registry_is_live_after_register_and_unregister(toy):
     assert trnplan.SOLVERS is registry.SOLVERS  # one object: trnplan.SOLVERS cannot go stale
@@ -125,7 +118,7 @@ def test_a_registered_solver_plans_and_executes_forced(toy, n, dtype, precision,
     rng = np.random.default_rng(n)
     x = rng.standard_normal((3, n)) + 1j * rng.standard_normal((3, n))
     y = plan.execute(torch.from_numpy(x).to(dtype)).numpy().astype(np.complex128)
-    err = _rel_l2(y, _reference(x, inverse, norm))
+    err = rel_l2(y, reference(x, inverse, norm))
     assert err <= DEFAULT_TOL[precision], f"toy-dft n={n} {precision}: {err:.2e}"
     assert err <= plan.tree.error  # its own predicted bound holds
     assert "toy-dft" in plan.explain(full=True)

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import torch
 from applicability import HOSTS, OVER, ROWS, Case, applying, expected_refusal
-from conftest import BAR, DTYPES, random_complex, reference, rel_l2
+from support import BAR, DTYPES, random_complex, reference, rel_l2
 
 import trnplan
 from trnplan.backends import get_backend
@@ -87,15 +87,6 @@ def test_each_solver_applies_exactly_where_the_table_says(case):
 
 
 # ---------------------------------------------------------------------------- correctness where it applies
-def _reference(case: Case, x: np.ndarray, inverse: bool) -> np.ndarray:
-    axes = tuple(range(1, len(case.shape) + 1))
-    if case.kind == "r2c":
-        return np.fft.rfftn(x, axes=axes)
-    if case.kind == "c2r":
-        return np.fft.irfftn(x, s=case.shape, axes=axes)
-    return np.fft.ifftn(x, axes=axes) if inverse else np.fft.fftn(x, axes=axes)
-
-
 def _input(case: Case, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     if case.kind == "r2c":
@@ -148,7 +139,7 @@ def test_forced_solver_matches_float64_reference(solver, case):
         x = _input(case, seed=sum(case.shape))
         p = plan.problem
         y = plan.execute(torch.from_numpy(x).to(p.real_dtype if p.real_input else p.torch_dtype))
-        want = _reference(case, x, bool(inverse))
+        want = reference(x, bool(inverse), kind=case.kind, shape=case.shape)
         assert tuple(y.shape) == want.shape and y.is_complex() == np.iscomplexobj(want)
         err = rel_l2(y, want)
         assert err <= _bar(case), f"{plan.tree}: rel L2 {err:.2e} > {_bar(case):.0e}"

@@ -7,21 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from support import reference
 
 import trnplan
 from trnplan.core.accuracy import DEFAULT_TOL
 
 CASES = [("c2c", (64,)), ("c2c", (12, 10)), ("c2c", (4, 6, 8)), ("r2c", (100,)), ("r2c", (8, 6)),
          ("r2c", (3, 4, 6)), ("c2r", (64,)), ("c2r", (6, 10)), ("c2r", (4, 6, 8)), ("c2c", (97,))]
-
-
-def _reference(kind, inverse, shape, x):
-    axes = tuple(range(x.ndim - len(shape), x.ndim))
-    if kind == "r2c":
-        return np.fft.rfftn(x, axes=axes)
-    if kind == "c2r":
-        return np.fft.irfftn(x, s=shape, axes=axes)
-    return (np.fft.ifftn if inverse else np.fft.fftn)(x, axes=axes)
 
 
 def _input(plan, lead, seed=0):
@@ -39,7 +31,7 @@ def test_execute_split_matches_float64_numpy(kind, shape):
     arg = (torch.from_numpy(x).to(f32) if plan.problem.real_input
            else (torch.from_numpy(x.real).to(f32), torch.from_numpy(x.imag).to(f32)))
     y = plan.execute_split(arg)
-    ref = _reference(kind, plan.problem.inverse, shape, x)
+    ref = reference(x, plan.problem.inverse, kind=kind, shape=shape)
     if kind == "c2r":
         assert isinstance(y, torch.Tensor) and not y.is_complex() and y.shape == ref.shape
         got = y.double().numpy()

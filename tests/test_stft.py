@@ -13,7 +13,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from conftest import BAR, rel_l2
+from support import BAR, rel_l2
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import trnplan

@@ -9,7 +9,7 @@ import pickle
 import numpy as np
 import pytest
 import torch
-from conftest import rel_l2
+from support import rel_l2
 
 import trnplan
 from trnplan import fft as tfft

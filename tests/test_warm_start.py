@@ -20,7 +20,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from conftest import BAR, random_complex, rel_l2
+from support import BAR, random_complex, rel_l2
 
 import trnplan
 from trnplan.cache import CacheWarning

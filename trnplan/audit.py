@@ -32,6 +32,7 @@ import torch
 
 from trnplan.backends import get_backend
 from trnplan.backends.artifacts import problem_inputs
+from trnplan.core import state
 from trnplan.core.errors import PlanningError
 from trnplan.core.problem import Problem
 from trnplan.core.spec import parse_strategy
@@ -455,3 +456,7 @@ def audit_graph(gm, *, complex_ok: bool = False, subject: str = "captured graph"
         if finding is not None and not (complex_ok and "complex" in finding.reason):
             findings.append(finding)
     return AuditReport(subject, findings=tuple(findings), ops=tuple(sorted(ops.items())))
+
+
+state.register("audit.allowlist", allowlist.cache_clear)
+state.register("audit.solver_modules", _solver_modules.cache_clear)

@@ -61,7 +61,7 @@ import warnings
 import torch
 
 from trnplan.backends import accel, neuron_runtime
-from trnplan.core import config
+from trnplan.core import config, state
 from trnplan.core.errors import ComplexOnDevice
 from trnplan.core.problem import COMPLEX_OF
 from trnplan.plan.api import cached_plan
@@ -368,3 +368,7 @@ def install_from_env(environ=None) -> list[str]:
     if devices is None:
         return installed()
     return install(devices or None)
+
+
+#: a fresh process has torch's own FFT kernels (TRNPLAN_INSTALL installs at import, not at reset)
+state.register("dispatch.installed", uninstall)

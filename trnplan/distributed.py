@@ -36,6 +36,7 @@ import torch
 import torch.distributed as dist
 
 from trnplan.backends.accel import is_accelerator_kind
+from trnplan.core import state
 from trnplan.core.collectives import DFT_RATES, PROFILES, CollectiveProfile, profile_for
 from trnplan.core.errors import NotSupportedYet
 from trnplan.core.problem import NORMS, PRECISIONS, Problem
@@ -58,6 +59,7 @@ _MAX_RANK = 16
 #: (row group, r1))): new_group is a collective over the whole world and every group costs
 #: sockets/communicators, so each grid's groups are made once per world
 _GRID_GROUPS: dict = {}
+state.register("distributed.grid_groups", _GRID_GROUPS.clear)
 
 
 # ---------------------------------------------------------------------- block distribution

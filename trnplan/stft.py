@@ -35,6 +35,7 @@ import torch.nn.functional as F
 
 # trnplan.fft's plan lookup: a dict hit on the raw arguments (~1 µs) in front of plan_many's LRU
 # (~70-90 µs per hit for Problem validation and digest on this CPU), kept in step with the LRU
+from trnplan.core import state
 from trnplan.core.errors import InvalidArgument, InvalidArgumentType, UnsupportedDtypeError, UnsupportedPadMode
 from trnplan.core.problem import COMPLEX_OF, REAL_OF
 from trnplan.plan.api import cached_plan
@@ -540,3 +541,6 @@ for _name, _fn in (("stft", stft), ("istft", istft)):
     if hasattr(torch.jit, "_builtins"):
         torch.jit._builtins._register_builtin(_fn, f"trnplan::{_name}")
 del _name, _fn
+
+
+state.register("stft.frame_index", _cached_frame_index.cache_clear)

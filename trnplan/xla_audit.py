@@ -40,6 +40,8 @@ from typing import ClassVar
 import attrs
 import torch
 
+from trnplan.core import state
+
 XLA_OPS_FILE = "neuronx_cc_xla_ops.tsv"
 #: element types that must not reach a NeuronCore, and why (data-types.rst, EVRF004.rst)
 FORBIDDEN_TYPES = {
@@ -436,3 +438,6 @@ __all__ = [
     "parse_hlo",
     "parse_stablehlo",
 ]
+
+
+state.register("xla_audit.neuronx_cc_ops", neuronx_cc_ops.cache_clear)

@@ -66,7 +66,7 @@ import torch
 from trnplan.backends import artifacts, neuron_runtime, trainium
 from trnplan.backends.base import PESSIMISTIC, Backend, Boundary, PrecisionProbe, run_precision_probe
 from trnplan.backends.neuron import bucket_batch as neuron_bucket_batch
-from trnplan.core import config
+from trnplan.core import config, state
 from trnplan.core.errors import CompileError, PlanningError
 from trnplan.core.problem import COMPLEX_OF
 from trnplan.kernels.complex import ComplexBoundary
@@ -256,6 +256,9 @@ def reset_compile_cache() -> None:
             if os.environ.get(var) == value:
                 del os.environ[var]
         _CACHE_SET.clear()
+
+
+state.register("backends.compile_cache_variables", reset_compile_cache)
 
 
 #: the compile-cache variable of each Neuron device kind, and the runtime's default when it is unset
@@ -530,6 +533,7 @@ def _host_pad(h: torch.Tensor, rows: int) -> torch.Tensor:
 
 _RUNNERS: dict = {}  # (bucketed problem, tree, device, route) -> BucketedRunner, shared by a bucket's plans
 _RUNNERS_LOCK = threading.Lock()
+state.register("backends.runners", _RUNNERS.clear)
 #: compiled runners kept per process (each holds a module and compiled graphs); the oldest goes first
 RUNNERS_MAX = 256
 

@@ -17,7 +17,7 @@ import torch
 
 from trnplan.backends import artifacts
 from trnplan.backends.pool import thread_pool
-from trnplan.core import config
+from trnplan.core import config, state
 from trnplan.core.cost import CostProfile
 from trnplan.kernels import gemm
 
@@ -156,6 +156,9 @@ def clear_probe_cache() -> None:
     """Forget every in-process probe result (tests that simulate a device call this)."""
     with _PROBE_LOCK:
         _PROBES.clear()
+
+
+state.register("backends.probes", clear_probe_cache)
 
 
 class Backend:

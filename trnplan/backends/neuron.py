@@ -72,7 +72,7 @@ import torch
 
 from trnplan.backends import artifacts, neuron_runtime, trainium
 from trnplan.backends.base import PESSIMISTIC, Backend, PrecisionProbe, read_probe
-from trnplan.core import config
+from trnplan.core import config, state
 from trnplan.core.errors import BackendUnavailable, CompileError, PlanningError
 from trnplan.kernels import gemm
 
@@ -489,6 +489,7 @@ def _prune_workdir(workdir: str, keep: bool) -> None:
 
 
 _WARMED = threading.Event()
+state.register("backends.neuron.warmed", _WARMED.clear)
 
 
 def _warm_up(runner, problem, device) -> None:

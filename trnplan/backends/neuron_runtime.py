@@ -43,7 +43,7 @@ import sys
 import attrs
 import torch
 
-from trnplan.core import config
+from trnplan.core import config, state
 
 #: the Neuron driver's device files, one per chip (a build host has none).
 #: ``TRNPLAN_NEURON_DEVICE_FILES`` (a glob) overrides it: a container that maps the devices
@@ -85,6 +85,7 @@ def _version(dist: str) -> str | None:
 
 
 _VERSIONS: dict = {}
+state.register("backends.neuron_runtime.versions", _VERSIONS.clear)
 
 
 def _versions() -> tuple:
@@ -288,6 +289,9 @@ def detect(environ=None) -> NeuronRuntime:
         num_cores_env=env.get("NEURON_RT_NUM_CORES") or None,
         logical_nc_config=env.get("NEURON_LOGICAL_NC_CONFIG") or None,
     )
+
+
+state.register("backends.neuron_runtime.runtime_lib_version", _runtime_lib_version.cache_clear)
 
 
 __all__ = ["CORES_PER_CHIP", "INSTALL_BOTH", "INSTALL_TORCHNEURON", "INSTALL_XLA_TRACE", "NeuronRuntime", "detect",

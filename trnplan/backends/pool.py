@@ -10,6 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
+from trnplan.core import state
+
 _POOLS: dict = {}
 
 
@@ -29,6 +31,17 @@ def thread_pool(workers: int) -> ThreadPoolExecutor:
         pool = _POOLS.setdefault(key, ThreadPoolExecutor(max_workers=workers, thread_name_prefix="trnplan-shard",
                                                          initializer=_init_worker, initargs=(key[1],)))
     return pool
+
+
+def _reset() -> None:
+    """No shard pool yet (the idle workers of the old ones end; a plan asks for its pool at each call)."""
+    pools = list(_POOLS.values())
+    _POOLS.clear()
+    for pool in pools:
+        pool.shutdown(wait=False)
+
+
+state.register("backends.pools", _reset)
 
 
 __all__ = ["thread_pool"]

@@ -11,6 +11,7 @@ import threading
 
 from trnplan.cache.fingerprint import diff, fingerprint, fingerprint_digest
 from trnplan.cache.store import CacheWarning, PlanCache, UntrustedCacheError, default_cache_dir
+from trnplan.core import state
 
 _UNSET = object()
 _override = _UNSET
@@ -41,6 +42,18 @@ def set_default_cache(cache) -> None:
         _override = cache
     else:
         raise TypeError(f"set_default_cache takes a PlanCache, None or 'env'; got {type(cache).__name__}")
+
+
+def _reset() -> None:
+    """A fresh process: no set_default_cache, no PlanCache opened yet (the open ones are dropped,
+    not closed: a plan may still hold one)."""
+    global _override
+    with _lock:
+        _override = _UNSET
+        _instances.clear()
+
+
+state.register("cache.default", _reset)
 
 
 __all__ = ["CacheWarning", "PlanCache", "UntrustedCacheError", "default_cache", "default_cache_dir", "diff",

@@ -45,6 +45,8 @@ import math
 import os
 import re
 
+from trnplan.core import state
+
 #: a count: decimal digits (int() would also take "1_0", "+5" and " 5 ")
 _COUNT = re.compile(r"[0-9]+")
 #: a time: a decimal number (float() would also take "inf", "nan" and "1_0")
@@ -286,3 +288,12 @@ def check_environment() -> None:
     for parse in SETTINGS.values():
         parse()
     _checked = values
+
+
+def _reset() -> None:
+    """A fresh process's settings: no set_plan_cache_size / set_timelimit, nothing checked yet."""
+    global _plan_lru_size, _timelimit, _checked
+    _plan_lru_size = _timelimit = _checked = None
+
+
+state.register("core.config", _reset)

@@ -52,6 +52,7 @@ import threading
 import numpy as np
 import torch
 
+from trnplan.core import state
 from trnplan.core.cost import PRODUCTS, SLICES
 
 
@@ -379,6 +380,9 @@ class Gemm(torch.nn.Module):
             return y if scaled is None else y * scaled[1].to(self.out_dtype)
         y = matmul(a, b, self.mode)
         return y if scaled is None else y * scaled[1]
+
+
+state.register("kernels.gemm.native_bf16_matmul", native_bf16_matmul.cache_clear)
 
 
 __all__ = [

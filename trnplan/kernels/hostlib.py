@@ -56,7 +56,7 @@ from collections.abc import Callable
 import numpy as np
 import torch
 
-from trnplan.core import config
+from trnplan.core import config, state
 from trnplan.core.errors import PlanningError
 
 #: library key -> (module that holds the transforms, distribution whose version is reported)
@@ -741,3 +741,24 @@ def import_wisdom(data: dict | None) -> None:
     if rejected:
         warnings.warn(f"FFTW rejected the {', '.join(rejected)} wisdom given to it; it will measure again",
                       stacklevel=2)
+
+
+def _reset() -> None:
+    """A fresh process's host libraries: no FFTW plan kept or counted, FFTW's own wisdom empty (where
+    pyFFTW was imported), no import failure remembered, the distributions' metadata read again."""
+    with _FFTW_LOCK:
+        _FFTW.clear()
+        FFTW_PLANS.update(dict.fromkeys(FFTW_PLANS, 0))
+    pyfftw = sys.modules.get("pyfftw")
+    if pyfftw is not None:
+        pyfftw.forget_wisdom()
+    _BROKEN.clear()
+    for memo in _MEMOS:
+        memo.cache_clear()
+
+
+#: bound here, not looked up at reset: tests monkeypatch ``_import_library`` and ``installed``
+_MEMOS = (_distribution_version, _import_library, _mkl_thread_setter)
+
+
+state.register("kernels.hostlib", _reset)

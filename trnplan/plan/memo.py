@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 
-from trnplan.core import config
+from trnplan.core import config, state
 
 #: aliases kept at most (the oldest inserted goes first; the cache itself ranks plans by use)
 MAX_ALIASES = 256
@@ -86,5 +86,6 @@ class PlanMemo:
 
 #: the process's in-process plan cache
 PLANS = PlanMemo()
+state.register("plan.memo", PLANS.clear)
 
 __all__ = ["PLANS", "PlanMemo"]

@@ -39,7 +39,7 @@ from trnplan.backends.artifacts import problem_inputs
 from trnplan.backends.base import PrecisionProbe
 from trnplan.cache.fingerprint import diff, fingerprint, fingerprint_digest
 from trnplan.cache.store import WISDOM_FORMAT, CacheWarning, PlanCache
-from trnplan.core import config
+from trnplan.core import config, state
 from trnplan.core.errors import OverBoundError, PlanningError, WisdomMiss
 from trnplan.core.node import PlanNode
 from trnplan.core.progress import Progress
@@ -565,6 +565,7 @@ def _tentative_tree(req: _Request) -> PlanNode | None:
 
 #: measured records already spot-checked in this process ((cache directory, wisdom key)): once each
 _RECHECKED: set = set()
+state.register("plan.rechecked", _RECHECKED.clear)
 
 
 def _recheck(req: _Request, decision: _Decision) -> str | None:
@@ -656,6 +657,7 @@ def _jit(req: _Request, decision: _Decision, facts: dict):
 
 #: AOT load checks that failed in this process: (fingerprint digest, mode) -> why (see _failed_load_check)
 _FAILED_LOAD_CHECKS: dict[tuple[str, str], str] = {}
+state.register("plan.failed_load_checks", _FAILED_LOAD_CHECKS.clear)
 
 
 def _wants_load_check(backend, mode: str) -> str:

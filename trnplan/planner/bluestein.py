@@ -28,6 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from trnplan.core import state
 from trnplan.core.accuracy import SMALL_SAMPLE, UNIT_ROUNDOFF, combine, storage
 from trnplan.core.cost import REDUCED_GEMM_MODES, cmul_work, copy
 from trnplan.kernels import chirp, cmul
@@ -146,3 +147,6 @@ class Bluestein(Solver):
     def build(self, node, ctx):
         return BluesteinFFT(node.n, node.param("m"), ctx.build(node.children[0]), ctx.build(node.children[1]),
                             1 if node.inverse else -1, ctx)
+
+
+state.register("planner.bluestein.next_smooth", next_smooth.cache_clear)

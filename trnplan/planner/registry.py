@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import threading
 
+from trnplan.core import state
 from trnplan.core.cost import COST_MODEL_VERSION
 from trnplan.planner.bluestein import Bluestein
 from trnplan.planner.butterfly import Butterfly
@@ -148,6 +149,18 @@ def solver_names() -> tuple[str, ...]:
 def registry_digest(solvers=None) -> str:
     """Hash of the solver names and versions, in order: part of every wisdom fingerprint."""
     return SOLVERS.digest() if solvers is None else _digest(solvers)
+
+
+#: the built-in solvers: a reset drops the ones register() added and puts back the ones unregister() removed
+_BUILTIN = SOLVERS.snapshot()
+
+
+def _reset() -> None:
+    with SOLVERS._lock:
+        SOLVERS._solvers = _BUILTIN
+
+
+state.register("planner.solvers", _reset)
 
 
 __all__ = ["SOLVERS", "Registry", "register", "registry_digest", "solver_names", "solvers", "unregister"]

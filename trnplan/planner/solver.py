@@ -28,6 +28,7 @@ import numpy as np
 import torch
 
 from trnplan.backends.base import Backend, PrecisionProbe
+from trnplan.core import state
 from trnplan.core.cost import CostProfile, Work, add_terms, work_terms
 from trnplan.core.errors import PlanningError
 from trnplan.core.node import PlanNode
@@ -328,3 +329,7 @@ def divisors(n: int) -> tuple[int, ...]:
         k = prime_factors(n).count(p)
         divs = [d * p**e for d in divs for e in range(k + 1)]
     return tuple(sorted(divs))
+
+
+state.register("planner.solver.prime_factors", prime_factors.cache_clear)
+state.register("planner.solver.divisors", divisors.cache_clear)
