@@ -296,3 +296,27 @@ def test_cli_failures_are_one_line_errors_with_their_own_exit_code(capsys, monke
     monkeypatch.setattr(trnplan.cli, "plan_many", device_error)
     assert main(["plan", "64", "--no-cache"]) == 3
     assert capsys.readouterr().err == "error: RuntimeError: CUDA error: invalid device ordinal\n"
+
+
+def test_the_docs_settings_table_is_generated_from_config(tmp_path, monkeypatch):
+    """tools/check_settings.py (make lint): docs/user-guide.md's table is config.SETTING_DOCS, and it
+    refuses a stale table and a doc that names a variable nothing reads."""
+    import importlib.util
+
+    from trnplan.core import config
+
+    spec = importlib.util.spec_from_file_location(
+        "check_settings", pathlib.Path(__file__).resolve().parent.parent / "tools" / "check_settings.py")
+    check = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check)
+    assert check.table_problems() == [] and check.name_problems() == []
+    guide = tmp_path / "docs" / "user-guide.md"
+    guide.parent.mkdir()
+    guide.write_text(f"# x\n\n{check.START}| old |\n{check.END}\nsee `TRNPLAN_NO_SUCH_THING`\n")
+    monkeypatch.setattr(check, "ROOT", tmp_path)
+    monkeypatch.setattr(check, "GUIDE", guide)
+    assert any("run python tools/check_settings.py --write" in p for p in check.table_problems())
+    assert any("TRNPLAN_NO_SUCH_THING is neither a setting" in p for p in check.name_problems())
+    check.write()
+    assert check.table_problems() == []
+    assert config.settings_table() in guide.read_text()

@@ -6,37 +6,12 @@ sign, no ``_``, no exponent), a time a finite positive decimal number (no ``inf`
 ``_``), a mode one of its listed words; anything else raises ValueError naming the variable, the
 value and what it takes. :func:`check_environment` checks them all at once: every plan and every
 command calls it first, so a bad value is refused when trnplan starts work, not when the feature
-that reads it first runs (``import trnplan`` checks nothing: it must not fail on a setting). The
-table is repeated in docs/user-guide.md ("Settings").
+that reads it first runs (``import trnplan`` checks nothing: it must not fail on a setting).
 
-=========================  ==================  ==========================================
-variable                   default             meaning
-=========================  ==================  ==========================================
-TRNPLAN_PLAN_LRU_SIZE      256                 ready plans kept by the in-process plan cache
-TRNPLAN_CACHE_DIR          ~/.cache/trnplan    the on-disk plan cache (or $XDG_CACHE_HOME)
-TRNPLAN_WISDOM_ONLY        0                   1: never plan or compile; a cache miss is an error
-TRNPLAN_DROPIN_SEARCH      0                   1: trnplan.fft/stft plan a new shape with the full cost-model
-                                               search and store it (plan_many's estimate); 0: stored wisdom,
-                                               else the device's own FFT, nothing written
-TRNPLAN_TRUST_CACHE        0                   1: load artifacts from a cache dir others can write
-TRNPLAN_TIMELIMIT          5 (measure),        seconds effort "measure" / "patient" may spend timing
-                           30 (patient)        candidates (FFTW's fftw_set_timelimit); also set_timelimit()
-TRNPLAN_MEASURE_TOP_K      6                   candidate trees effort "measure" times (the model's best K)
-TRNPLAN_INDUCTOR_MODE      (torch's default)   torch.compile mode of compile="inductor" plans, e.g.
-                                               max-autotune-no-cudagraphs (Triton GEMMs with fused epilogues)
-TRNPLAN_AOT_LOAD_CHECK     auto                1: load every new AOT artifact in a child process first, and
-                                               check again where a failure is remembered; 0: never;
-                                               auto: on the backends that ask for it (CUDA)
-TRNPLAN_NEURON_TARGET      the instance family neuronx-cc --target (trn1, trn1n, trn2, inf2); required on a
-                                               build host (no NeuronCore)
-TRNPLAN_NEURON_CPU_BACKEND 0                   1: build only: trace with cpu_backend=True, load nothing here
-TRNPLAN_NEURON_PROBE       1                   0: assume the NeuronCore precision probe instead of running it
-TRNPLAN_NEURON_HOST_FALLBACK 0                 1: a NEFF that fails to build runs on the host (else it raises)
-TRNPLAN_NEURON_DEVICE_FILES /dev/neuron[0-9]*  where the Neuron driver's device files are (a glob)
-TRNPLAN_INSTALL            0                   1: trnplan.install() at import (torch's entry point or
-                                               import trnplan): torch.fft on xla/PrivateUse1 tensors runs
-                                               trnplan plans; or a list of device kinds, e.g. xla,neuron
-=========================  ==================  ==========================================
+Every setting, its default and its meaning are in :data:`SETTING_DOCS`, the one table: the
+"Settings" table of docs/user-guide.md is generated from it (``python tools/check_settings.py
+--write``), and ``make lint`` fails when the two differ or a doc names a ``TRNPLAN_*`` variable
+that is not read here.
 """
 
 from __future__ import annotations
@@ -272,6 +247,50 @@ SETTINGS = {
     "TRNPLAN_NEURON_DEVICE_FILES": neuron_device_files,
     "TRNPLAN_INSTALL": install_devices,
 }
+#: every setting's default and meaning (Markdown), in :data:`SETTINGS`' order: the one table of
+#: them, rendered by :func:`settings_table` into docs/user-guide.md ("Settings")
+SETTING_DOCS = {
+    "TRNPLAN_PLAN_LRU_SIZE": ("256", ("ready plans kept by the in-process plan cache; `trnplan.set_plan_cache_size()` "
+                              "overrides it")),
+    "TRNPLAN_CACHE_DIR": ("`~/.cache/trnplan`", "the on-disk plan cache (else `$XDG_CACHE_HOME/trnplan`)"),
+    "TRNPLAN_WISDOM_ONLY": ("0", ("1: every `plan_many` behaves as `effort=\"wisdom_only\"`: never plan or compile, a "
+                            "cache miss is an error")),
+    "TRNPLAN_DROPIN_SEARCH": ("0", ("1: the drop-in (`trnplan.fft`, `trnplan.stft`) plans a new shape with the full "
+                              "estimate and stores it; 0: stored wisdom, else the device's own FFT, nothing written")),
+    "TRNPLAN_TRUST_CACHE": ("0", "1: load artifacts even from a cache directory other users can write"),
+    "TRNPLAN_RECHECK": ("1", "0: reuse measured wisdom without the once-per-process spot check against the default"),
+    "TRNPLAN_TIMELIMIT": ("5 (measure), 30 (patient)", ("seconds measured planning may spend timing candidates (FFTW's "
+                          "`fftw_set_timelimit`); `trnplan.set_timelimit()` overrides it")),
+    "TRNPLAN_MEASURE_TOP_K": ("6", ("how many candidate trees `effort=\"measure\"` times beyond the model's pick and "
+                              "the default")),
+    "TRNPLAN_INDUCTOR_MODE": ("torch's default", ("the `torch.compile` mode of `compile=\"inductor\"` plans, e.g. "
+                              "`max-autotune-no-cudagraphs`; under the CUDA-graph modes (`reduce-overhead`, "
+                              "`max-autotune`) each call's outputs are copied out of the graph's memory")),
+    "TRNPLAN_AOT_LOAD_CHECK": ("auto", ("load each new AOT package in a child process first (auto: on CUDA, where "
+                               "loading has crashed; 1: on every backend, and check again where a failure is "
+                               "remembered; 0: never). See docs/cache.md, \"Safety\"")),
+    "TRNPLAN_NEURON_TARGET": ("the instance family", ("neuronx-cc `--target` (trn1, trn1n, trn2, inf2); required on a "
+                              "build host (no NeuronCore); see docs/trainium.md")),
+    "TRNPLAN_NEURON_CPU_BACKEND": ("0", ("1: build only: trace Neuron plans with `cpu_backend=True` and load nothing "
+                                   "here, on a host without a NeuronCore (needs `TRNPLAN_NEURON_TARGET`)")),
+    "TRNPLAN_NEURON_PROBE": ("1", "0: assume the NeuronCore precision probe's result instead of running it"),
+    "TRNPLAN_NEURON_HOST_FALLBACK": ("0", ("1: a NEFF that fails to build runs eagerly on the host, with a warning "
+                                     "(else the build failure raises)")),
+    "TRNPLAN_NEURON_DEVICE_FILES": ("`/dev/neuron[0-9]*`", ("where the Neuron driver's device files are (a glob): a "
+                                    "container that maps them elsewhere")),
+    "TRNPLAN_INSTALL": ("0", ("1: `trnplan.install()` at `import trnplan` and, through trnplan's `torch.backends` entry "
+                        "point, at `import torch`: torch.fft/stft on `xla` and PrivateUse1 tensors run trnplan plans "
+                        "(code you cannot edit); or a comma-separated list of device kinds (`xla,neuron`). See "
+                        "docs/trainium.md")),
+}
+
+
+def settings_table() -> str:
+    """:data:`SETTING_DOCS` as a Markdown table (docs/user-guide.md's "Settings")."""
+    rows = [f"| `{name}` | {default} | {meaning} |" for name, (default, meaning) in SETTING_DOCS.items()]
+    return "\n".join(["| variable | default | meaning |", "|---|---|---|", *rows]) + "\n"
+
+
 _checked: tuple | None = None
 
 
