@@ -1098,10 +1098,13 @@ def test_neuron_artifact_seam_with_stand_in(tmp_path, monkeypatch):
     GEMM tree is forced: 64×4 would otherwise take the host fallback the cost model prefers."""
     import types
 
+    import attrs
+
     from trnplan.backends.base import clear_probe_cache
-    from trnplan.plan.provide import provide
-    from trnplan.core.spec import Spec
     from trnplan.core.problem import Problem
+    from trnplan.core.spec import Spec
+    from trnplan.plan.provide import provide
+    from trnplan.plan.request import PlanRequest
 
     calls = []
 
@@ -1118,11 +1121,12 @@ def test_neuron_artifact_seam_with_stand_in(tmp_path, monkeypatch):
     cache = PlanCache(tmp_path / "c")
     problem = Problem.create(64, 4, device="neuron")
     spec = Spec(name="dft-gemm")
-    built = provide(problem, spec, torch.device("cpu"), None, cache, "auto", False)
+    request = PlanRequest(problem, spec, torch.device("cpu"), None, cache, "auto")
+    built = provide(request)
     assert built.provenance.compile_mode == "neuron" and built.provenance.artifact == "compiled now"
     assert calls[0][:2] == ["--auto-cast", "none"] and len(calls) == 1
     assert built.provenance.fingerprint["device"] == "neuron"
-    loaded = provide(problem, spec, torch.device("cpu"), None, cache, "auto", True)
+    loaded = provide(attrs.evolve(request, effort="wisdom_only", wisdom_only=True))
     assert loaded.provenance.origin == "wisdom hit" and loaded.provenance.artifact == "artifact hit"
     assert len(calls) == 1  # not traced again
     assert type(loaded.runner).__name__ == "NeuronArtifact"

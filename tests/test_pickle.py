@@ -125,8 +125,8 @@ def test_multiprocessing_spawn_passes_a_library_plan():
 
 def test_a_plan_not_made_by_plan_many_refuses_to_pickle():
     plan = trnplan.plan_many(64, 1)
-    orphan = trnplan.Plan(plan.problem, plan.tree, plan.candidates, plan.module, plan.device,
-                          provenance=plan.provenance, strategy=None, tol=plan.tol, profile_name=plan.profile_name)
+    orphan = trnplan.Plan(plan.request, plan.tree, plan.candidates, plan.module,
+                          provenance=plan.provenance, tol=plan.tol, profile_name=plan.profile_name)
     with pytest.raises(TypeError, match="not made by trnplan.plan_many"):
         pickle.dumps(orphan)
 

@@ -59,6 +59,7 @@ import importlib.util
 import math
 import os
 import threading
+import time
 
 import attrs
 import torch
@@ -66,8 +67,9 @@ import torch
 from trnplan.backends import artifacts, neuron_runtime, trainium
 from trnplan.backends.base import PESSIMISTIC, Backend, Boundary, PrecisionProbe, run_precision_probe
 from trnplan.backends.neuron import bucket_batch as neuron_bucket_batch
+from trnplan.backends.neuron import largest_tensor_reason
 from trnplan.core import config, state
-from trnplan.core.errors import CompileError, PlanningError
+from trnplan.core.errors import CompileError, PlanningError, WisdomMiss
 from trnplan.core.problem import COMPLEX_OF
 from trnplan.kernels.complex import ComplexBoundary
 
@@ -751,6 +753,57 @@ class AccelBackend(Backend):
 
     def jit_compile(self, module, example, mode):
         return self.compile_graph(module, example, mode=mode)
+
+    def device_for(self, device) -> torch.device:
+        return resolve_device(self.kind, device)
+
+    def _prepare(self, cache_dir) -> None:
+        """The process settings a plan of this device needs before it compiles anything."""
+        if self.neuron_backed():  # the runtime's compile cache follows the plan cache
+            configure_compile_cache(cache_dir)
+        if self.kind == "neuron":
+            refuse_fallback()  # no silent CPU fallback on TorchNeuron (runtimes.md rule 3)
+        elif self.neuron_backed():  # torch-neuronx 2.9 reads NEURON_CC_FLAGS at each compile
+            require_auto_cast_none()
+
+    def build(self, request, provide, record_compiled=None):
+        """Compiled (mode "dynamo" or "lazy"): planned and compiled for the batch's bucket, the compiled
+        runner shared by every plan of that bucket in the process (so a new batch size inside a bucket
+        compiles nothing), wrapped to pad and crop. The tree comes from ``provide`` in eager mode
+        (wisdom, measurement and the module are the same; only the runner differs), so ``wisdom_only``
+        plans from the cache and still compiles the graph in the process: on TorchNeuron a warm NEFF
+        cache makes that a re-trace without neuronx-cc (runtimes.md §2 Caching)."""
+        problem = request.problem
+        mode, reason = self.resolve_compile(request.compile)
+        self._prepare(request.cache_dir)
+        whole = mode in WHOLE
+        planned = attrs.evolve(problem, batch=bucket_batch(problem.batch)) if whole else problem
+        with plan_route(mode):  # measured planning times each candidate by the plan's own route
+            got = provide(request.for_problem(planned, compile="eager"))
+        notes = {"runtime": self.runtime(), "compile_cache": cache_note(self.kind),
+                 "bucket": bucket_note(problem, planned, mode, self.neuron_backed()), "compile_mode": mode,
+                 "compile_reason": reason}
+        if not whole:
+            return got, None, attrs.evolve(got.provenance, **notes)
+        too_big = largest_tensor_reason(planned, got.tree) if self.neuron_backed() else None
+        if too_big is not None:  # before any compile (a neuronx-cc run of seconds to minutes)
+            raise PlanningError(too_big)
+        t0 = time.perf_counter()
+        runner, fresh = compiled_runner(planned, got.tree, got.module, request.device, self, mode)
+        if record_compiled is not None:  # the NEFFs its graphs added to the compile cache belong to this plan
+            cache, key = request.cache, got.provenance.wisdom_key
+            record_compiled(cache, key, runner.unrecorded((str(cache.path) if cache is not None else "", key)))
+        if request.wisdom_only and fresh and any(c.neffs for c in runner.compiled):
+            raise WisdomMiss(f"effort='wisdom_only' (or TRNPLAN_WISDOM_ONLY=1) never compiles, and the graph of "
+                             f"{got.tree} for {planned.describe()} was not in the Neuron compile cache "
+                             f"({cache_note(self.kind)}): neuronx-cc compiled it now. Precompile it into "
+                             f"that cache (trnplan precompile with the same cache directory) and ship the directory, "
+                             f"or import a `trnplan cache export` bundle, which carries the compiled graphs")
+        notes.update(compile_s=time.perf_counter() - t0, artifact="compiled in process",
+                     fallback=fallback_note(self.kind))
+        if not fresh:
+            notes["compile_reason"] += "; this bucket's graph was already compiled in this process: shared"
+        return got, runner, attrs.evolve(got.provenance, **notes)
 
     def compile_graph(self, module, example, mode: str = DYNAMO):
         """``module`` compiled whole on ``example``'s shapes by route ``mode`` (a callable returning a

@@ -19,6 +19,7 @@ from trnplan.backends import artifacts
 from trnplan.backends.pool import thread_pool
 from trnplan.core import config, state
 from trnplan.core.cost import CostProfile
+from trnplan.core.errors import BackendUnavailable
 from trnplan.kernels import gemm
 
 #: how a failed probe's assumption starts (:attr:`PrecisionProbe.transient`)
@@ -175,6 +176,34 @@ class Backend:
     def unavailable_reason(self) -> str | None:
         """``None`` if this backend can run on this machine, else why not and what to do."""
         return None
+
+    # ------------------------------------------------------------------ resolving the device
+    def resolve_device(self, device) -> torch.device:
+        """The torch.device a plan asked for on ``device`` runs on (its index filled in, as tensors
+        there report theirs); :class:`BackendUnavailable` where this backend cannot run here."""
+        reason = self.unavailable_reason()
+        if reason is not None:
+            raise BackendUnavailable(reason)
+        return self.device_for(device)
+
+    def device_for(self, device) -> torch.device:
+        """:meth:`resolve_device`'s device, once the backend is known available: as given."""
+        return torch.device(device)
+
+    # ------------------------------------------------------------------ building a plan
+    def build(self, request, provide, record_compiled=None):
+        """``(provided, runner, provenance)`` of a plan request (:class:`trnplan.plan.request.PlanRequest`).
+
+        ``provide(request)`` is the plan layer's pipeline (look up → trust → plan or measure →
+        artifact → store, :func:`trnplan.plan.provide.provide`); its result has ``tree``,
+        ``runner`` and ``provenance``. ``record_compiled(cache, wisdom_key, files)`` keeps the files a
+        graph compiled in this process added to the device runtime's compile cache with the plan
+        (:func:`trnplan.cache.compiled.record`), so that cache export ships them. Here the plan runs as provided; a backend whose plans run in
+        another form (a bucketed batch, a graph compiled in the process, one NEFF copy per core)
+        overrides this, and the plan layer never asks which device it is.
+        """
+        got = provide(request)
+        return got, got.runner, got.provenance
 
     # ------------------------------------------------------------------ the boundary
     def boundary(self, device) -> Boundary:

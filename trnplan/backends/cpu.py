@@ -44,6 +44,9 @@ class CPUBackend(Backend):
     def has_native_fft(self, precision: str) -> bool:
         return precision in ("fp32", "fp64")
 
+    def device_for(self, device) -> torch.device:
+        return torch.device("cpu")  # torch has one CPU device: "cpu:0" tensors report "cpu"
+
     def auto_compile(self):
         # bench/cache.py: on this CPU an AOTInductor package ran no faster than eager torch for
         # the GEMM and native plans (../shared/FACTS.md saw the same), and costs 10–40 s to build

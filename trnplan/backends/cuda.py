@@ -56,6 +56,14 @@ class CUDABackend(Backend):
     def has_native_fft(self, precision: str) -> bool:
         return precision in ("fp32", "fp64")
 
+    def device_for(self, device) -> torch.device:
+        """``cuda`` is the current device, as in torch; an index this machine lacks is refused."""
+        dev = torch.device(device)
+        index = torch.cuda.current_device() if dev.index is None else dev.index
+        if index >= torch.cuda.device_count():
+            raise ValueError(f"device {str(device)!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+        return torch.device("cuda", index)
+
     def shard_executor_reason(self) -> str | None:
         return CORES_ON_CUDA
 

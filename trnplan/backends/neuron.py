@@ -324,6 +324,34 @@ class NeuronBackend(Backend):
     def neuron_backed(self) -> bool:
         return True  # its NEFFs run on NeuronCores; its plans take and return host tensors (complex allowed)
 
+    def resolve_device(self, device) -> torch.device:
+        """The host (a traced Neuron model takes and returns host tensors); where neither Neuron
+        runtime is installed, the refusal says what was found and how to install each."""
+        reason = self.unavailable_reason()
+        if reason is not None:
+            if neuron_runtime.INSTALL_BOTH not in reason:
+                reason = f"{reason}. Found: {neuron_runtime.detect().reason}. To {neuron_runtime.INSTALL_BOTH}"
+            raise BackendUnavailable(reason)
+        return self.device_for(device)
+
+    def device_for(self, device) -> torch.device:
+        return torch.device("cpu")  # a traced Neuron model takes and returns host tensors
+
+    def build(self, request, provide, record_compiled=None):
+        """A NEFF has a fixed batch: the plan is made and compiled for the batch's bucket
+        (:func:`bucketed`), refused before any compile where this process cannot run it
+        (:func:`check_plannable`) or an intermediate tensor is over 2 GB, then placed: one NEFF copy
+        per NeuronCore, or a build host's refusal (:func:`place`, which says where it runs)."""
+        problem = request.problem
+        planned = bucketed(problem)
+        check_plannable(planned)
+        got = provide(request.for_problem(planned))
+        too_big = largest_tensor_reason(planned, got.tree)
+        if too_big is not None and got.runner is not None:  # the input passed; an intermediate does not
+            raise PlanningError(too_big)
+        runner, provenance = place(problem, planned, got, request.cache)
+        return got, runner, provenance
+
     def unavailable_reason(self) -> str | None:
         """``None`` when the XLA-based torch-neuronx with ``trace`` is installed (by its version,
         then its API), else why not and how to install it."""

@@ -7,6 +7,7 @@ or ``~/.cache/trnplan``); ``plan_many(..., cache=PlanCache(path))`` overrides it
 
 from __future__ import annotations
 
+import os
 import threading
 
 from trnplan.cache.fingerprint import diff, fingerprint, fingerprint_digest
@@ -16,6 +17,9 @@ from trnplan.core import state
 _UNSET = object()
 _override = _UNSET
 _instances: dict = {}
+#: (TRNPLAN_CACHE_DIR, XDG_CACHE_HOME, HOME) -> the default cache they name: plan_many asks on every
+#: call, and an unchanged environment is one dictionary read
+_by_environment: dict = {}
 _lock = threading.Lock()
 
 
@@ -24,11 +28,16 @@ def default_cache() -> PlanCache | None:
     :func:`default_cache_dir` (re-read each call, so changing ``TRNPLAN_CACHE_DIR`` takes effect)."""
     if _override is not _UNSET:
         return _override
+    names = (os.environ.get("TRNPLAN_CACHE_DIR"), os.environ.get("XDG_CACHE_HOME"), os.environ.get("HOME"))
+    cache = _by_environment.get(names)
+    if cache is not None:
+        return cache
     path = default_cache_dir()
     with _lock:
         cache = _instances.get(path)
         if cache is None:
             cache = _instances[path] = PlanCache(path)
+        _by_environment[names] = cache
         return cache
 
 

@@ -19,16 +19,18 @@ from trnplan.backends import get_backend
 from trnplan.planner.registry import registry_digest
 
 
-def fingerprint(device_kind: str, device: torch.device | None = None) -> dict[str, str]:
+def fingerprint(device_kind: str, device: torch.device | None = None, backend=None) -> dict[str, str]:
     """The fingerprint of plans for ``device_kind`` on this machine and installation; ``device``
-    (e.g. ``cuda:1``) picks the GPU whose facts it holds (default: the current one)."""
+    (e.g. ``cuda:1``) picks the GPU whose facts it holds (default: the current one); ``backend``:
+    the device kind's backend where the caller has it already."""
     fp = {
         "trnplan": __version__,
         "registry": registry_digest(),
         "torch": torch.__version__,
         "device": device_kind,
     }
-    fp.update({k: str(v) for k, v in get_backend(device_kind).fingerprint(device).items() if k not in fp})
+    backend = get_backend(device_kind) if backend is None else backend
+    fp.update({k: str(v) for k, v in backend.fingerprint(device).items() if k not in fp})
     return fp
 
 

@@ -294,19 +294,22 @@ def settings_table() -> str:
 _checked: tuple | None = None
 
 
-def check_environment() -> None:
+def check_environment() -> tuple:
     """Parse every ``TRNPLAN_*`` setting (:data:`SETTINGS`); raise ValueError for the first bad one.
 
     Called at the start of every plan (``plan_many``) and every ``trnplan`` command. The values
-    last found good are remembered, so an unchanged environment costs one dictionary read per setting.
+    last found good are remembered, so an unchanged environment costs one dictionary read per
+    setting (and no Python call: ``map`` over ``os.environ.get``). Returns those values (plan_many
+    names a request by them: another environment is another request).
     """
     global _checked
-    values = tuple(os.environ.get(name) for name in SETTINGS)
+    values = tuple(map(os.environ.get, SETTINGS))
     if values == _checked:
-        return
+        return values
     for parse in SETTINGS.values():
         parse()
     _checked = values
+    return values
 
 
 def _reset() -> None:

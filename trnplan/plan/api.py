@@ -2,35 +2,31 @@
 
 ``plan_many`` validates the request, has the build pipeline (:func:`trnplan.plan.provide.provide`)
 look the plan up or make it, and keeps the ready :class:`~trnplan.plan.plan.Plan` in a bounded
-in-process LRU keyed by the problem digest, so asking twice returns the same plan without
-re-planning (the LRU is filled outside its lock and re-checked after, as pocketfft does).
+in-process LRU keyed by its :class:`~trnplan.plan.request.PlanRequest`, so asking twice returns the
+same plan without re-planning (the LRU is filled outside its lock and re-checked after, as
+pocketfft does).
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-import attrs
 import torch
 
-from trnplan.backends import accel, get_backend, neuron
 from trnplan.cache import compiled, default_cache
-from trnplan.cache.store import default_cache_dir
 from trnplan.core import config
 from trnplan.core.errors import PlanningError, WisdomMiss
-from trnplan.core.problem import Problem
-from trnplan.core.spec import Spec, parse_strategy
+from trnplan.core.node import PlanNode
 from trnplan.plan.memo import PLANS
 from trnplan.plan.plan import Plan
-from trnplan.plan.provide import provide
-from trnplan.plan.validation import check_cache_and_compile, check_supported, check_tol, resolve_device
-from trnplan.plan.verify import verify_plan
+from trnplan.plan.provide import Provided, commit, provide, reject
+from trnplan.plan.request import PlanRequest, make_request
+from trnplan.plan.verify import verified_tree
 from trnplan.planner.planner import DEFAULT_STRATEGIES
-from trnplan.planner.registry import solver_names
+from trnplan.planner.registry import SOLVERS
 
 if TYPE_CHECKING:  # annotations only (from __future__ import annotations): no import at run time
     from trnplan.cache.store import PlanCache
@@ -53,16 +49,17 @@ def plan_cache_info() -> dict:
 def cached_plan(kind: str, shape: tuple, batch: int, dtype, norm: str, inverse: bool, device,
                 compile: str = "auto", modes=None) -> Plan:
     """plan_many for front ends that ask per call (trnplan.fft, trnplan.stft, trnplan.install's
-    kernels): their raw arguments are an alias in the in-process plan cache, so a repeated call
-    skips validating the request. ``modes``: a truncated transform's kept frequencies.
+    kernels): their raw arguments name the request of the plan the drop-in made for them
+    (:attr:`PlanMemo.names <trnplan.plan.memo.PlanMemo.names>`), so a repeated call skips
+    validating them. ``modes``: a truncated transform's kept frequencies.
 
     A shape seen for the first time is planned cheaply (:func:`dropin_plan`)."""
-    alias = (kind, shape, batch, dtype, norm, inverse, device, compile, modes)
-    plan = PLANS.by_alias(alias)
+    name = ("dropin", kind, shape, batch, dtype, norm, inverse, device, compile, modes)
+    plan = PLANS.by_alias(name)
     if plan is None:
         plan = dropin_plan(shape, batch, kind=kind, inverse=inverse, dtype=dtype, norm=norm, device=device,
                            compile=compile, modes=modes)
-        PLANS.add_alias(alias, plan)
+        PLANS.add_alias(name, plan)
     return plan
 
 
@@ -204,7 +201,7 @@ def plan_many(
     verify : bool, default False
         Run the plan once on seeded random input against float64 numpy.fft, keep the measured
         error (``plan.tree.measured_error``, stored in the wisdom entry, shown by explain()), and
-        raise PlanningError if it is over the bound (see :func:`trnplan.plan.verify.verify_plan`).
+        raise PlanningError if it is over the bound (see :func:`trnplan.plan.verify.verified_tree`).
 
     Returns
     -------
@@ -249,26 +246,41 @@ def plan_many_uncached(shape, batch: int = 1, **options) -> Plan:
     return _plan_many(shape, batch, **{**_PLAN_MANY_DEFAULTS, **options}, use_lru=False)
 
 
+#: the exact types a raw argument may have for its tuple to name a request: ``1 == 1.0 == True``
+#: (equal and hashed alike) must not let a refused ``batch=True`` or ``shape=(4.0,)`` answer
+_NAMEABLE_SHAPE = frozenset({int})
+
+
 def _plan_many(shape, batch, *, kind, inverse, dtype, precision, norm, device, cores, strategy, effort, tol,
                cache, compile, use_lru: bool, verify: bool = False, modes=None) -> Plan:
-    """plan_many's work; ``use_lru=False`` (precompile) always goes to the on-disk cache."""
-    config.check_environment()  # every TRNPLAN_* setting, before any work: a bad one is said now
-    problem = Problem.create(shape, batch, kind=kind, inverse=inverse, dtype=dtype, precision=precision,
-                             norm=norm, device=device, cores=cores, modes=modes)
-    check_supported(problem, effort)
-    check_tol(tol)
-    dev = resolve_device(problem, device)
-    spec = parse_strategy(strategy, solver_names()) if strategy is not None else None
+    """plan_many's work; ``use_lru=False`` (precompile) always goes to the on-disk cache.
+
+    The request the arguments make is looked up by the arguments themselves first (their name,
+    with their types, the ``TRNPLAN_*`` environment and the solver registry's generation), then
+    the plan by the request: an in-process hit validates nothing again."""
+    env = config.check_environment()  # every TRNPLAN_* setting, before any work: a bad one is said now
     cache = default_cache() if cache is DEFAULT_CACHE else cache
-    check_cache_and_compile(cache, compile)
-    wisdom_only = effort == "wisdom_only" or config.wisdom_only()
+    args = {"kind": kind, "inverse": inverse, "dtype": dtype, "precision": precision, "norm": norm, "device": device,
+            "cores": cores, "strategy": strategy, "effort": effort, "tol": tol, "cache": cache, "compile": compile,
+            "verify": verify, "modes": modes}
     if not use_lru:
-        return _build_plan(problem, spec, dev, tol, cache, compile, wisdom_only, verify, effort)
-    key = (problem.digest(), str(spec) if spec else None, str(dev), tol,
-           str(cache.path) if cache is not None else None, compile, wisdom_only, bool(verify), effort)
-    plan = PLANS.get(key)
-    if plan is None:  # built outside the lock; another thread's plan for the same key wins
-        plan = PLANS.add(key, _build_plan(problem, spec, dev, tol, cache, compile, wisdom_only, verify, effort))
+        return _build_plan(make_request(shape, batch, **args))
+    name = None
+    if (type(shape) is int or (type(shape) is tuple and set(map(type, shape)) <= _NAMEABLE_SHAPE)) and modes is None:
+        name = (shape, batch, type(batch), kind, inverse, type(inverse), dtype, precision, norm, device, cores,
+                type(cores), strategy, effort, tol, type(tol), cache, compile, verify, type(verify), env,
+                SOLVERS.generation)
+    try:
+        request = PLANS.names.get(name)
+    except TypeError:  # an unhashable argument (a list): no name
+        request, name = None, None
+    if request is None:
+        request = make_request(shape, batch, **args)
+        if name is not None and str(request.device) == str(device):  # "cuda" follows the current device: unnamed
+            PLANS.name(name, request)
+    plan = PLANS.get(request)
+    if plan is None:  # built outside the lock; another thread's plan for the same request wins
+        plan = PLANS.add(request, _build_plan(request))
     return plan
 
 
@@ -276,88 +288,36 @@ _PLAN_MANY_DEFAULTS = {k: p.default for k, p in inspect.signature(plan_many).par
                        if k not in ("shape", "batch")}
 
 
-def _build_plan(problem: Problem, spec: Spec | None, dev: torch.device, tol: float | None, cache,
-                compile: str, wisdom_only: bool, verify: bool = False, effort: str = "estimate") -> Plan:
-    backend = get_backend(problem.device)
-    if getattr(backend, "accelerator", False):
-        try:
-            got, runner, provenance = _provide_on_accelerator(backend, problem, spec, dev, tol, cache, compile,
-                                                              wisdom_only, effort)
-        except PlanningError as exc:
-            raise exc.with_traceback(None) from None
-        return _finish_plan(problem, spec, dev, tol, cache, compile, verify, effort, got, runner, provenance)
-    planned = problem
-    if problem.device == "neuron":  # a NEFF has a fixed batch: plan and compile the bucket (backends/neuron.py)
-        planned = neuron.bucketed(problem)
-        neuron.check_plannable(planned)  # cores this process sees, the 2 GB tensor limit: before any compile
+def _build_plan(request: PlanRequest) -> Plan:
+    """The one straight line of a plan: the device's backend has the pipeline provide it (look up →
+    trust → plan or measure → build; :meth:`Backend.build`), then verify (``verify=True``), store,
+    and the Plan, made once."""
     try:
-        got = provide(planned, spec, dev, tol, cache, compile, wisdom_only, effort)
+        got, runner, provenance = request.backend.build(request, provide, record_compiled=compiled.record)
+        tree = got.tree
+        if request.verify:  # before the record is stored: a plan over its bound is never stored
+            tree = _verify(request, got, runner, provenance)
+            commit(got, tree)
     except PlanningError as exc:  # re-raised here: the recursion's traceback says nothing the message doesn't
         raise exc.with_traceback(None) from None
-    runner, provenance = got.runner, got.provenance
-    too_big = neuron.largest_tensor_reason(planned, got.tree) if problem.device == "neuron" else None
-    if too_big is not None and runner is not None:  # the input passed; an intermediate does not (never loaded)
-        raise PlanningError(too_big)
-    if problem.device == "neuron":  # one NEFF copy per NeuronCore, or a build host's refusal; says where it runs
-        runner, provenance = neuron.place(problem, planned, got, cache)
-    return _finish_plan(problem, spec, dev, tol, cache, compile, verify, effort, got, runner, provenance)
+    return _plan(request, got, tree, runner, provenance)
 
 
-def _provide_on_accelerator(backend, problem, spec, dev, tol, cache, compile, wisdom_only, effort):
-    """(Provided, runner, Provenance) of an accelerator plan (:mod:`trnplan.backends.accel`).
-
-    Compiled (mode "dynamo"): planned and compiled for the batch's bucket, the compiled runner shared
-    by every plan of that bucket in the process (so a new batch size inside a bucket compiles
-    nothing), wrapped to pad and crop. The tree comes from :func:`provide` in eager mode (wisdom,
-    measurement and the module are the same; only the runner differs), so ``wisdom_only`` plans
-    from the cache and still compiles the graph in the process: on TorchNeuron a warm NEFF cache
-    makes that a re-trace without neuronx-cc (runtimes.md §2 Caching).
-    """
-    mode, reason = backend.resolve_compile(compile)
-    if backend.neuron_backed():  # the runtime's compile cache follows the plan cache (item 4)
-        accel.configure_compile_cache(cache.path if cache is not None else default_cache_dir())
-    if problem.device == "neuron":
-        accel.refuse_fallback()  # no silent CPU fallback on TorchNeuron (runtimes.md rule 3)
-    elif backend.neuron_backed():  # torch-neuronx 2.9 reads NEURON_CC_FLAGS at each compile
-        accel.require_auto_cast_none()
-    whole = mode in accel.WHOLE
-    planned = attrs.evolve(problem, batch=accel.bucket_batch(problem.batch)) if whole else problem
-    with accel.plan_route(mode):  # measured planning times each candidate by the plan's own route
-        got = provide(planned, spec, dev, tol, cache, "eager", wisdom_only, effort)
-    notes = {"runtime": backend.runtime(), "compile_cache": accel.cache_note(problem.device),
-             "bucket": accel.bucket_note(problem, planned, mode, backend.neuron_backed()), "compile_mode": mode, "compile_reason": reason}
-    if not whole:
-        return got, None, attrs.evolve(got.provenance, **notes)
-    too_big = neuron.largest_tensor_reason(planned, got.tree) if backend.neuron_backed() else None
-    if too_big is not None:  # before any compile (a neuronx-cc run of seconds to minutes)
-        raise PlanningError(too_big)
-    t0 = time.perf_counter()
-    runner, fresh = accel.compiled_runner(planned, got.tree, got.module, dev, backend, mode)
-    # the NEFFs its graphs added to the runtime's compile cache belong to this plan: export ships them
-    key = got.provenance.wisdom_key
-    compiled.record(cache, key, runner.unrecorded((str(cache.path) if cache is not None else "", key)))
-    if wisdom_only and fresh and any(c.neffs for c in runner.compiled):
-        raise WisdomMiss(f"effort='wisdom_only' (or TRNPLAN_WISDOM_ONLY=1) never compiles, and the graph of "
-                         f"{got.tree} for {planned.describe()} was not in the Neuron compile cache "
-                         f"({accel.cache_note(problem.device)}): neuronx-cc compiled it now. Precompile it into "
-                         f"that cache (trnplan precompile with the same cache directory) and ship the directory, or "
-                         f"import a `trnplan cache export` bundle, which carries the compiled graphs")
-    notes.update(compile_s=time.perf_counter() - t0, artifact="compiled in process",
-                 fallback=accel.fallback_note(problem.device))
-    if not fresh:
-        notes["compile_reason"] += "; this bucket's graph was already compiled in this process: shared"
-    return got, runner, attrs.evolve(got.provenance, **notes)
+def _verify(request: PlanRequest, got: Provided, runner, provenance) -> PlanNode:
+    """The tree with its measured error (:func:`trnplan.plan.verify.verified_tree`); a plan over its
+    bound raises, and stored wisdom that made it is forgotten."""
+    try:
+        return verified_tree(_plan(request, got, got.tree, runner, provenance))
+    except PlanningError:
+        reject(got)
+        raise
 
 
-def _finish_plan(problem, spec, dev, tol, cache, compile, verify, effort, got, runner, provenance) -> Plan:
-    plan = Plan(problem, got.tree, got.candidates, got.module, dev, provenance=provenance, runner=runner,
-                strategy=str(spec) if spec else None, tol=got.tol,
-                profile_name=get_backend(problem.device).profile.name,
-                replan=functools.partial(plan_many, tol=tol, cache=cache, compile=compile,
-                                         effort="estimate" if effort == "wisdom_only" else effort))
-    if verify:
-        verify_plan(plan, cache)
-    return plan
+def _plan(request: PlanRequest, got: Provided, tree, runner, provenance) -> Plan:
+    replan = functools.partial(plan_many, tol=request.tol, cache=request.cache, compile=request.compile,
+                               effort="estimate" if request.effort == "wisdom_only" else request.effort)
+    return Plan(request, tree, got.candidates, got.module, provenance=provenance, runner=runner, tol=got.tol,
+                profile_name=request.backend.profile.name, replan=replan)
 
 
 __all__ = ["DEFAULT_CACHE", "cached_plan", "clear_plan_cache", "dropin_plan", "plan_cache_info", "plan_many", "plan_many_uncached"]

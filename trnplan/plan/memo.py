@@ -1,16 +1,18 @@
-"""The process-wide in-process plan cache: ready Plans, bounded LRU, one per process.
+"""The process-wide in-process plan cache: ready Plans keyed by their request, bounded LRU.
 
 There is one such cache (DESIGN.md: "no global mutable state beyond the cache and the
-process-wide plan LRU"). ``plan_many`` keys it by the validated request (problem digest,
-strategy, device, tol, cache directory, compile mode, ...). Front ends that call it per
-transform (trnplan.fft, trnplan.stft) add an *alias*: a key of their raw arguments that skips
-validating the request again. plan_many's own hit costs 48–71 µs here (Problem validation and
-digest), a third of a 64 × 1024 complex64 transform on this CPU; an alias hit is a dict lookup
-(trnplan.fft's whole per-call work measured ~5 µs). An alias answers only while the cache holds
-the same plan under the key it names, so :meth:`PlanMemo.clear` and eviction reach it too.
+process-wide plan LRU"), and one key: the :class:`~trnplan.plan.request.PlanRequest` a plan was
+made for (FFTW's problem + flags). Entries are made outside the lock and re-checked after, as
+pocketfft's plan cache does: two threads that build the same plan keep the first.
 
-Entries are made outside the lock and re-checked after, as pocketfft's plan cache does: two
-threads that build the same plan keep the first.
+Making a request validates every argument (a Problem, its digest, the backend): 50–70 trnplan
+calls. So the raw arguments a request was made from are *names* of it (:attr:`PlanMemo.names`):
+``plan_many`` with arguments it has seen, in the same environment, goes from its arguments to the
+request by one dictionary read and to the plan by a second (an in-process hit is 5 trnplan calls;
+tools/count_calls.py). The front ends that call per transform (trnplan.fft's direct path, the
+drop-in's ``cached_plan``) name requests by their own arguments the same way. A name answers only
+while the cache holds a plan under the request it names, so :meth:`PlanMemo.clear` and eviction
+reach it too; a name never holds a plan.
 
 The planner's memo (``Planner._memo``) is not a third cache: it lives for one planning request
 (the sub-problems one search shares), and is dropped with its planner.
@@ -23,61 +25,62 @@ from collections import OrderedDict
 
 from trnplan.core import config, state
 
-#: aliases kept at most (the oldest inserted goes first; the cache itself ranks plans by use)
-MAX_ALIASES = 256
+#: names kept at most (the oldest inserted goes first; the cache itself ranks plans by use)
+MAX_NAMES = 1024
 
 
 class PlanMemo:
-    """A bounded LRU of ready plans (capacity ``TRNPLAN_PLAN_LRU_SIZE``, re-read on each insert)."""
+    """A bounded LRU of ready plans (capacity ``TRNPLAN_PLAN_LRU_SIZE``, re-read on each insert),
+    keyed by :class:`~trnplan.plan.request.PlanRequest`, and the names of those requests."""
 
     def __init__(self):
         self._plans: OrderedDict = OrderedDict()
-        self._aliases: dict = {}  # alias -> (plan, key)
+        #: raw arguments (a hashable tuple that identifies them, types included) -> the request
+        #: they make; read without the lock (a dict read is atomic), written under it
+        self.names: dict = {}
         self._lock = threading.Lock()
 
-    def get(self, key):
-        """The plan under ``key`` (now the most recently used), or None; counts the hit on the plan."""
+    def get(self, request):
+        """The plan of ``request`` (now the most recently used), or None; counts the hit on the plan."""
         with self._lock:
-            plan = self._plans.get(key)
+            plan = self._plans.get(request)
             if plan is not None:
-                self._plans.move_to_end(key)
+                self._plans.move_to_end(request)
                 plan.cache_hits += 1
             return plan
 
-    def add(self, key, plan):
-        """Keep ``plan`` under ``key`` and return it, or return the plan another thread kept first."""
+    def add(self, request, plan):
+        """Keep ``plan`` for ``request`` and return it, or return the plan another thread kept first."""
         with self._lock:
-            existing = self._plans.get(key)
+            existing = self._plans.get(request)
             if existing is not None:
                 existing.cache_hits += 1
                 return existing
-            self._plans[key] = plan
+            self._plans[request] = plan
             while len(self._plans) > config.plan_lru_size():
                 self._plans.popitem(last=False)
             return plan
 
-    def by_alias(self, alias):
-        """The plan an alias names, if the cache still holds it under the same key; else None."""
-        hit = self._aliases.get(alias)
-        if hit is None:
-            return None
-        plan, key = hit
-        return plan if self._plans.get(key) is plan else None
-
-    def add_alias(self, alias, plan) -> None:
-        """Let ``alias`` answer for ``plan`` while the cache holds it (no-op if it does not)."""
+    def name(self, name, request) -> None:
+        """Let the raw arguments ``name`` stand for ``request`` (bounded: the oldest name goes first)."""
         with self._lock:
-            key = next((k for k, v in self._plans.items() if v is plan), None)
-            if key is None:
-                return
-            if len(self._aliases) >= MAX_ALIASES:
-                del self._aliases[next(iter(self._aliases))]
-            self._aliases[alias] = (plan, key)
+            if len(self.names) >= MAX_NAMES:
+                del self.names[next(iter(self.names))]
+            self.names[name] = request
+
+    def by_alias(self, name):
+        """The plan of the request ``name`` stands for, if the cache holds one; else None (no hit counted)."""
+        request = self.names.get(name)
+        return self._plans.get(request) if request is not None else None
+
+    def add_alias(self, name, plan) -> None:
+        """Let ``name`` stand for ``plan``'s request (:meth:`name`)."""
+        self.name(name, plan.request)
 
     def clear(self) -> None:
         with self._lock:
             self._plans.clear()
-            self._aliases.clear()
+            self.names.clear()
 
     def info(self) -> dict:
         with self._lock:

@@ -102,12 +102,14 @@ class Plan:
         The lowered transform on split ``(re, im)`` tensors of shape ``(batch, n)``.
     """
 
-    def __init__(self, problem: Problem, tree: PlanNode, candidates, module: PlanModule,
-                 device: torch.device, *, provenance, runner=None, strategy: str | None, tol: float,
-                 profile_name: str, replan=None):
-        self.problem, self.tree, self.candidates = problem, tree, tuple(candidates)
+    def __init__(self, request, tree: PlanNode, candidates, module: PlanModule, *, provenance, runner=None,
+                 tol: float, profile_name: str, replan=None):
+        problem, device = request.problem, request.device
+        #: the :class:`~trnplan.plan.request.PlanRequest` this plan was made for
+        self.request = request
+        self.problem, self._tree, self.candidates = problem, tree, tuple(candidates)
         self.module, self.device = module, device
-        self.provenance, self.strategy, self.tol = provenance, strategy, tol
+        self.provenance, self.strategy, self.tol = provenance, request.strategy, tol
         self.profile_name = profile_name
         # a compiled artifact runs the whole transform (norm included); the eager module stays
         # for the pair form's autograd, which an AOT/NEFF artifact does not carry
@@ -125,7 +127,7 @@ class Plan:
         # on an accelerator split and packed by arithmetic (torch.complex has no lowering on torch-xla:
         # aten::complex.out in executed_fallback_ops(), and its dynamo bridge has no kernel for the
         # view ops); on a NeuronCore not at all (execute_split only)
-        self._boundary = get_backend(problem.device).boundary(device)
+        self._boundary = request.backend.boundary(device)
         # pack on the host: a view where the tree's output is one interleaved buffer (a GEMM leaf's),
         # else torch.complex
         self._pack = pack if self._boundary.views else pack_arith
@@ -138,6 +140,11 @@ class Plan:
         #: plans the adjoint the same way (plan_many with this plan's cache, compile, tol and effort),
         #: given by plan_many, which this module cannot import (plan_many imports Plan)
         self._replan = replan
+
+    @property
+    def tree(self) -> PlanNode:
+        """How: the planner's decision (with its measured error once verified); fixed at construction."""
+        return self._tree
 
     # ------------------------------------------------------------------ running
     @overload

@@ -34,7 +34,7 @@ import warnings
 import attrs
 import torch
 
-from trnplan.backends import artifacts, get_backend
+from trnplan.backends import artifacts
 from trnplan.backends.artifacts import problem_inputs
 from trnplan.backends.base import PrecisionProbe
 from trnplan.cache.fingerprint import diff, fingerprint, fingerprint_digest
@@ -94,12 +94,16 @@ class Provenance:
 
 @attrs.frozen
 class Provided:
+    """What :func:`provide` made: the tree, its module and runner, where they came from, the bound,
+    and what :func:`commit` stores (done by provide itself unless the request verifies first)."""
+
     tree: PlanNode
     candidates: tuple
     module: torch.nn.Module
     runner: object | None
     provenance: Provenance
     tol: float
+    pending: tuple = attrs.field(default=(), eq=False, repr=False)  # (context, decision, entries, planning_ms)
 
 
 def variant_digest(spec, tol, effort: str = "estimate", exportable: bool = False) -> str:
@@ -115,12 +119,12 @@ USABLE_EFFORTS = {"patient": ("patient",), "measure": ("patient", "measure"),
                   "estimate": ("patient", "measure", "estimate"), "wisdom_only": ("patient", "measure", "estimate")}
 
 
-def wisdom_keys(problem, fpd: str, spec, tol: float, effort: str, exportable: bool) -> list[str]:
+def wisdom_keys(digest: str, fpd: str, spec, tol: float, effort: str, exportable: bool) -> list[str]:
     """The wisdom keys a request may be answered from, best first (a plan is stored under its own
     effort's key). An exportable plan (torch ops only) also serves an eager request, not the reverse.
     """
     exports = (True,) if exportable else (False, True)
-    return [f"wisdom:{problem.digest()}:{fpd}:{variant_digest(spec, tol, e, x)}"
+    return [f"wisdom:{digest}:{fpd}:{variant_digest(spec, tol, e, x)}"
             for e in USABLE_EFFORTS[effort] for x in exports]
 
 
@@ -229,8 +233,10 @@ def _unreachable(problem, spec, planner, backend, probe) -> str:
 # ---------------------------------------------------------------------- the pipeline
 @attrs.frozen
 class _Request:
-    """Step 0: what is asked, resolved once — backend, fingerprint, probe, compile mode, planner, keys."""
+    """Step 0: the request (:class:`~trnplan.plan.request.PlanRequest`) resolved for one build —
+    fingerprint, probe, compile mode, the calibrated planner, the wisdom keys."""
 
+    request: object  # the PlanRequest
     problem: object
     spec: Spec | None
     device: torch.device
@@ -250,15 +256,20 @@ class _Request:
     store_key: str  # where a new plan is stored
 
     @property
+    def digest(self) -> str:
+        return self.request.digest
+
+    @property
     def tol(self) -> float:
         """The resolved bound: tol=None and an explicit default tol are the same plan."""
         return self.planner.tol(self.problem)
 
 
-def _request(problem, spec, device, tol, cache, compile, wisdom_only, effort, assumed=None) -> _Request:
-    """``assumed``: (probe, origin) to plan with instead of the device's probe (see _probe_can_wait)."""
-    backend = get_backend(problem.device)
-    fp = fingerprint(problem.device, device)
+def _request(request, fp: dict, assumed=None) -> _Request:
+    """Step 0 for ``request`` on fingerprint ``fp``. ``assumed``: (probe, origin) to plan with instead
+    of the device's probe (see _probe_can_wait)."""
+    problem, spec, device, cache, effort = request.problem, request.spec, request.device, request.cache, request.effort
+    backend = request.backend
     fpd = fingerprint_digest(fp)
     if effort in ("measure", "patient"):
         refused = backend.measure_unavailable_reason()
@@ -266,8 +277,8 @@ def _request(problem, spec, device, tol, cache, compile, wisdom_only, effort, as
             raise PlanningError(f"effort={effort!r} times the candidates where the plan runs, and {refused}: plan "
                                 f"{problem.describe()} with effort='estimate' here, or measure where it runs")
     probe, probe_origin = assumed if assumed is not None else precision_probe(backend, device, cache, fpd)
-    mode, mode_reason = backend.resolve_compile(compile)
-    if wisdom_only and mode in backend.jit_modes:
+    mode, mode_reason = backend.resolve_compile(request.compile)
+    if request.wisdom_only and mode in backend.jit_modes:
         raise WisdomMiss(
             f"effort='wisdom_only' (or TRNPLAN_WISDOM_ONLY=1) never compiles, and compile={mode!r} compiles in "
             f"the running process (nothing of it is kept in the plan cache): use compile='aot' (precompiled into "
@@ -276,15 +287,17 @@ def _request(problem, spec, device, tol, cache, compile, wisdom_only, effort, as
     profile, calibration = learn.calibrated_profile(backend.profile, cache, fpd, device)
     profile = leafcost.fitted_profile(profile, cache, fpd)  # the leaves fitted here at these threads, if any
     # an artifact holds torch ops only: host-library leaves are not candidates for it
-    planner = Planner(backend, tol=tol, probe=probe, device=device, profile=profile, exportable=mode != "eager")
+    planner = Planner(backend, tol=request.tol, probe=probe, device=device, profile=profile,
+                      exportable=mode != "eager")
     if problem.precision == "auto" and spec is not None and spec.name != "precision":
         spec = Spec(name="precision", children=(spec,))  # auto with a forced strategy: choose its mode
     bound = planner.tol(problem)
-    keys = wisdom_keys(problem, fpd, spec, bound, "wisdom_only" if wisdom_only else effort, planner.exportable)
-    store_key = f"wisdom:{problem.digest()}:{fpd}:{variant_digest(spec, bound, effort, planner.exportable)}"
-    return _Request(problem, spec, device, cache, effort, wisdom_only, backend, fp, fpd, planner, mode, mode_reason,
-                    probe.describe(), probe_origin, calibration.describe() if calibration is not None else "",
-                    tuple(keys), store_key)
+    keys = wisdom_keys(request.digest, fpd, spec, bound, "wisdom_only" if request.wisdom_only else effort,
+                       planner.exportable)
+    store_key = f"wisdom:{request.digest}:{fpd}:{variant_digest(spec, bound, effort, planner.exportable)}"
+    return _Request(request, problem, spec, device, cache, effort, request.wisdom_only, backend, fp, fpd, planner,
+                    mode, mode_reason, probe.describe(), probe_origin,
+                    calibration.describe() if calibration is not None else "", tuple(keys), store_key)
 
 
 @attrs.frozen
@@ -358,7 +371,7 @@ def _miss_note(req: _Request) -> tuple[str | None, bool]:
     if req.cache is None:
         return None, False
     req.cache.count("wisdom_misses")
-    stored = req.cache.wisdom_for_problem(req.problem.digest())
+    stored = req.cache.wisdom_for_problem(req.digest)
     others = [r for r in stored if r.get("fingerprint") != req.fp]
     variants = [r for r in stored if r.get("fingerprint") == req.fp]
     if others:
@@ -381,17 +394,17 @@ def _refuse_miss(req: _Request, tol, note: str | None) -> WisdomMiss:
         where = f"the plan cache at {cache.path}"
     return WisdomMiss(
         f"effort='wisdom_only' (or TRNPLAN_WISDOM_ONLY=1): no stored plan for {problem.describe()} "
-        f"[digest {problem.digest()}, strategy {str(req.spec) if req.spec else 'none'}, tol {tol}] in {where}"
+        f"[digest {req.digest}, strategy {str(req.spec) if req.spec else 'none'}, tol {tol}] in {where}"
         + (f"; {note}" if note else "; no entry for this problem under any fingerprint")
         + ". Precompile it (trnplan precompile MANIFEST --cache-dir DIR) or plan with effort='estimate'"
     )
 
 
-def _plan_or_measure(req: _Request, tol) -> _Decision:
+def _plan_or_measure(req: _Request) -> _Decision:
     """Step 3: plan now (the model's pick, or the fastest measured), after explaining the miss."""
     note, other_fingerprint = _miss_note(req)
     if req.wisdom_only:
-        raise _refuse_miss(req, tol, note)
+        raise _refuse_miss(req, req.request.tol, note)
     if other_fingerprint:
         _warn(f"plan cache {req.cache.path}: {note}; re-planning")
     problem, planner = req.problem, req.planner
@@ -404,7 +417,7 @@ def _plan_or_measure(req: _Request, tol) -> _Decision:
     measurement, prebuilt = None, {}
     with hostlib.fftw_rigor(req.effort):  # FFTW_MEASURE only in measured planning
         if req.effort in ("measure", "patient"):
-            tree, measurement, samples = _measure(problem, req.spec, req.device, planner, req.effort, tree, prebuilt)
+            tree, measurement, samples = _measure(req, tree, prebuilt)
             candidates = ranked_candidates(candidates, measurement)
             learn.record(req.cache, req.fpd, req.device, samples, req.backend.profile)
         module = planner.lower_plan(tree, problem, req.device)
@@ -442,14 +455,16 @@ def _build(req: _Request, decision: _Decision) -> tuple[object, dict, dict]:
     return runner, entries, facts
 
 
-def _store(req: _Request, decision: _Decision, entries: dict, planning_ms: float) -> str | None:
-    """Step 6: store a new record (first writer wins) or the record's new entries; the wisdom key."""
+def _store(req: _Request, decision: _Decision, entries: dict, planning_ms: float, retree: bool = False) -> None:
+    """Step 6: store a new record (first writer wins), or the stored record's new artifact entries and
+    (``retree``: verified) tree, in one write."""
     cache, record = req.cache, decision.record
-    if cache is None or (record is not None and entries == record.get("artifacts", {})):
-        return decision.key if record is not None else None
+    if cache is None or (record is not None and entries == record.get("artifacts", {}) and not retree):
+        return
     if record is not None:
-        cache.update_wisdom(decision.key, {**record, "artifacts": entries})
-        return decision.key
+        cache.update_wisdom(decision.key, {**record, "artifacts": entries,
+                                           **({"tree": decision.tree.to_dict()} if retree else {})})
+        return
     new = _new_record(req, decision, entries, planning_ms)
     if decision.measurement is not None:  # measured here and now: no spot check of it in this process
         _RECHECKED.add((str(cache.path), decision.key))
@@ -460,7 +475,22 @@ def _store(req: _Request, decision: _Decision, entries: dict, planning_ms: float
     else:  # it answered from another variant's key (an exportable plan for an eager request)
         cache.forget(decision.stale[0])
         cache.add_wisdom(decision.key, new)
-    return decision.key
+
+
+def commit(got: Provided, tree: PlanNode | None = None) -> None:
+    """Store what :func:`provide` decided (step 6), with ``tree`` in place of its tree: the same tree
+    with its measured error, once ``verify=True`` has measured it (verify before store)."""
+    req, decision, entries, planning_ms = got.pending
+    retree = tree is not None and tree is not decision.tree
+    _store(req, attrs.evolve(decision, tree=tree) if retree else decision, entries, planning_ms, retree)
+
+
+def reject(got: Provided) -> None:
+    """A provided plan failed verification: nothing of it is stored, and the stored wisdom that
+    answered (if any) is forgotten, so it is not replayed either."""
+    req, decision, _, _ = got.pending
+    if req.cache is not None and decision.record is not None:
+        req.cache.forget(decision.key)
 
 
 def _new_record(req: _Request, decision: _Decision, entries: dict, planning_ms: float) -> dict:
@@ -479,41 +509,48 @@ def _new_record(req: _Request, decision: _Decision, entries: dict, planning_ms: 
     return new
 
 
-def provide(problem, spec, device: torch.device, tol, cache: PlanCache | None, compile: str,
-            wisdom_only: bool, effort: str = "estimate") -> Provided:
-    """The plan of ``problem`` through the plan cache: look up -> trust -> plan or measure (lowering
-    the tree) -> build the artifact -> store, as the module docstring describes. On a terminal, a
-    step that takes over a second shows a progress line (:class:`~trnplan.core.progress.Progress`)."""
+def provide(request) -> Provided:
+    """The plan of ``request`` (a :class:`~trnplan.plan.request.PlanRequest`) through the plan cache:
+    look up -> trust -> plan or measure (lowering the tree) -> build the artifact -> store, as the
+    module docstring describes. A request that verifies is stored by :func:`commit` once verified.
+    On a terminal, a step that takes over a second shows a progress line
+    (:class:`~trnplan.core.progress.Progress`)."""
+    problem = request.problem
     with Progress(f"trnplan: planning {problem.kind}:{'x'.join(map(str, problem.shape))}@{problem.batch}"):
-        return _provide(problem, spec, device, tol, cache, compile, wisdom_only, effort)
+        got = _provide(request)
+        if not request.verify:
+            commit(got)
+    return got
 
 
-def _provide(problem, spec, device, tol, cache, compile, wisdom_only, effort) -> Provided:
-    req = _request(problem, spec, device, tol, cache, compile, wisdom_only, effort,
-                   assumed=_assumed_probe(problem, device, cache, effort))
+def _provide(request) -> Provided:
+    fp = fingerprint(request.problem.device, request.device, request.backend)  # once per build
+    req = _request(request, fp, assumed=_assumed_probe(request, fp))
     tentative = _tentative_tree(req) if req.probe_origin == "assumed" else None
     if req.probe_origin == "assumed" and (tentative is None or req.planner.host_fallback_reason(tentative) is None):
         # a NeuronCore plan wins under the assumed probe: plan with the real one (it runs now)
-        req = _request(problem, spec, device, tol, cache, compile, wisdom_only, effort)
+        req = _request(request, fp)
     t0 = time.perf_counter()
     record, key = _look_up(req)
     decision = _trust(req, record, key) if record is not None else None
     stale = _recheck(req, decision) if decision is not None else None
     if stale is not None:
-        req, decision = _remeasure(req, tol, decision, stale)
+        req, decision = _remeasure(req, decision, stale)
     elif decision is None:
-        decision = _plan_or_measure(req, tol)
+        decision = _plan_or_measure(req)
     planning_ms = (time.perf_counter() - t0) * 1e3
     runner, entries, facts = _build(req, decision)
-    wisdom_key = _store(req, decision, entries, planning_ms)
+    cache = req.cache
     provenance = Provenance(
         origin=decision.origin, planning_ms=planning_ms, searches=decision.searches,
-        cache_path=str(cache.path) if cache is not None else None, wisdom_key=wisdom_key, fingerprint=req.fp,
+        cache_path=str(cache.path) if cache is not None else None,
+        wisdom_key=decision.key if cache is not None else None, fingerprint=req.fp,
         fingerprint_note=decision.fingerprint_note, effort=decision.effort, measurement=decision.measurement,
         replaced=decision.replaced,
         calibration=req.calibration, probe=req.probe, probe_origin=req.probe_origin, **facts)
-    _log_decision(problem, decision, provenance)
-    return Provided(decision.tree, decision.candidates, decision.module, runner, provenance, req.tol)
+    _log_decision(req.problem, decision, provenance)
+    return Provided(decision.tree, decision.candidates, decision.module, runner, provenance, req.tol,
+                    pending=(req, decision, entries, planning_ms))
 
 
 def _log_decision(problem, decision, provenance: Provenance) -> None:
@@ -529,17 +566,17 @@ def _log_decision(problem, decision, provenance: Provenance) -> None:
         _LOG.debug("%s: %s", problem.describe(), decision.measurement.rule)
 
 
-def _assumed_probe(problem, device, cache, effort):
+def _assumed_probe(request, fp: dict):
     """(probe, "assumed") where the device's probe may wait until a device plan wins, else None.
 
     The Neuron probe is a compile. For the precisions whose device plans the assumed probe favours
     (``backend.probe_can_wait``), a host fallback that wins under it wins under any probe result,
     so it is planned first under the assumption and the probe runs only if a NeuronCore plan wins.
     """
-    backend = get_backend(problem.device)
-    if effort != "estimate" or not backend.probe_can_wait(problem) or backend.has_probe(device):
+    backend, device, cache = request.backend, request.device, request.cache
+    if request.effort != "estimate" or not backend.probe_can_wait(request.problem) or backend.has_probe(device):
         return None
-    fpd = fingerprint_digest(fingerprint(problem.device, device))
+    fpd = fingerprint_digest(fp)
     if cache is not None and cache.get_record(f"probe:{fpd}:{device}", PrecisionProbe.from_dict) is not None:
         return None
     return backend.assumed_probe("the host fallback runs this plan, so nothing was compiled to probe"), "assumed"
@@ -582,7 +619,7 @@ def _recheck(req: _Request, decision: _Decision) -> str | None:
         return (f"measured wisdom {decision.key!r} ({m.effort}, {_age(m)}) was taken on a machine too busy to "
                 f"measure (noise {m.busy:.0%}); the default was kept")
     try:
-        checked = recheck(req.planner, req.problem, req.device, m, _plan_maker(req.problem, req.device, req.planner))
+        checked = recheck(req.planner, req.problem, req.device, m, _plan_maker(req))
     except Exception:  # noqa: BLE001 - a check that cannot run (a tree no longer built here) leaves the record
         return None
     if checked is None:
@@ -594,14 +631,14 @@ def _recheck(req: _Request, decision: _Decision) -> str | None:
             f"measures {ratio:.2f}× the default {m.default_tree} (noise {noise:.1%})")
 
 
-def _remeasure(req: _Request, tol, decision: _Decision, stale: str) -> tuple[_Request, _Decision]:
+def _remeasure(req: _Request, decision: _Decision, stale: str) -> tuple[_Request, _Decision]:
     """Re-measure a stale measured record at its own effort (an "estimate" request it answered
     must not put an estimate under a measured key), to be stored over it: (request, decision)."""
     effort = decision.measurement.effort
     _warn(f"plan cache {req.cache.path}: {stale}; re-measuring (effort {effort!r}) and replacing the record")
-    key = f"wisdom:{req.problem.digest()}:{req.fpd}:{variant_digest(req.spec, req.tol, effort, req.planner.exportable)}"
+    key = f"wisdom:{req.digest}:{req.fpd}:{variant_digest(req.spec, req.tol, effort, req.planner.exportable)}"
     again = attrs.evolve(req, effort=effort, store_key=key)
-    fresh = _plan_or_measure(again, tol)
+    fresh = _plan_or_measure(again)
     return again, attrs.evolve(fresh, replaced=stale, stale=(decision.key, decision.record))
 
 
@@ -613,9 +650,11 @@ def _age(m: Measurement) -> str:
     return f"measured {hours:.1f} h ago" if hours < 48 else f"measured {hours / 24:.0f} days ago"
 
 
-def _plan_maker(problem, device, planner, prebuilt=None):
+def _plan_maker(req: _Request, prebuilt=None):
     """``make_plan(tree, module)`` for measured planning: a Plan that runs ``tree`` as execute does."""
+    problem, device, planner = req.problem, req.device, req.planner
     backend = planner.backend
+    request = req.request
 
     def make_plan(tree, module):
         # a host-fallback candidate runs eagerly on the host, where its plan would run
@@ -623,18 +662,18 @@ def _plan_maker(problem, device, planner, prebuilt=None):
             tree, module, problem, device)
         if built is not None and prebuilt is not None:
             prebuilt[str(tree)] = built
-        return Plan(problem, tree, (), module, device, provenance=Provenance(), strategy=None, runner=runner,
-                    tol=planner.tol(problem), profile_name=planner.profile.name)
+        return Plan(request, tree, (), module, provenance=Provenance(), runner=runner, tol=planner.tol(problem),
+                    profile_name=planner.profile.name)
 
     return make_plan
 
 
-def _measure(problem, spec, device, planner, effort, estimate_node, prebuilt=None):
+def _measure(req: _Request, estimate_node, prebuilt=None):
     """Time the candidates (trnplan.planner.measure) the way Plan.execute runs them: where a plan
     runs an artifact on a device the eager module does not reach (Neuron), each candidate is built
     and timed there (``backend.measure_runner``) and its bytes kept in ``prebuilt`` for the winner."""
-    make_plan = _plan_maker(problem, device, planner, prebuilt)
-    return measure(planner, problem, spec, device, effort, estimate_node, make_plan)
+    return measure(req.planner, req.problem, req.spec, req.device, req.effort, estimate_node,
+                   _plan_maker(req, prebuilt))
 
 
 def _jit(req: _Request, decision: _Decision, facts: dict):
@@ -697,8 +736,8 @@ def _remember_failed_load_check(cache, fpd: str, mode: str, why: str | None) -> 
 
 def _artifact(req: _Request, decision: _Decision, entry: dict | None, facts: dict):
     """(runner, record entry) for the artifact of the tree; (None, None) if it cannot be had."""
-    problem, tree, mode, cache = req.problem, decision.tree, req.mode, req.cache
-    akey = "artifact:" + hashlib.sha256((problem.digest() + tree.digest()).encode()).hexdigest()[:16]
+    tree, mode, cache = decision.tree, req.mode, req.cache
+    akey = "artifact:" + hashlib.sha256((req.digest + tree.digest()).encode()).hexdigest()[:16]
     akey += f":{req.fpd}:{mode}"
     facts["artifact_key"] = akey
     if cache is not None:
@@ -814,4 +853,4 @@ def _load_check(req: _Request, tree, data: bytes, built: bool, akey: str, facts:
     return False
 
 
-__all__ = ["Provenance", "Provided", "provide"]
+__all__ = ["Provenance", "Provided", "commit", "provide", "reject"]

@@ -1,4 +1,4 @@
-"""Validation at the plan layer's two doors: plan_many's arguments, and execute()'s inputs.
+"""Validation of execute()'s inputs (plan_many's arguments are validated by :func:`trnplan.plan.request.make_request`).
 
 Every error names what was expected, what came, and the fix (the house rule).
 """
@@ -8,67 +8,6 @@ from __future__ import annotations
 import math
 
 import torch
-
-from trnplan.backends import accel, get_backend, neuron_runtime
-from trnplan.backends.cuda import CORES_ON_CUDA
-from trnplan.cache import PlanCache
-from trnplan.core.errors import BackendUnavailable, PlanningError
-from trnplan.core.problem import EFFORTS, Problem
-
-#: the artifact kinds plan_many's ``compile`` takes
-COMPILE_MODES = ("auto", "eager", "aot", "inductor", "neuron", "dynamo", "lazy")
-
-
-# ---------------------------------------------------------------------- plan_many's arguments
-def check_supported(problem: Problem, effort: str) -> None:
-    """The precision on this backend, cores on CUDA, the effort's name."""
-    unsupported = get_backend(problem.device).precision_unsupported_reason(problem.precision)
-    if unsupported is not None:
-        raise PlanningError(unsupported)
-    if problem.cores != 1 and problem.device == "cuda":
-        raise PlanningError(CORES_ON_CUDA)
-    backend = get_backend(problem.device)
-    if problem.cores != 1 and getattr(backend, "accelerator", False):
-        raise PlanningError(backend.shard_executor_reason())
-    if effort not in EFFORTS:
-        raise ValueError(f"effort must be one of {', '.join(map(repr, EFFORTS))}; got {effort!r}")
-
-
-def resolve_device(problem: Problem, device) -> torch.device:
-    """The torch.device the plan runs on (the backend must be available here)."""
-    backend = get_backend(problem.device)
-    reason = backend.unavailable_reason()
-    if reason is not None:
-        if problem.device == "neuron" and neuron_runtime.INSTALL_BOTH not in reason:
-            # neither runtime: say what was found and how to install each
-            reason = f"{reason}. Found: {neuron_runtime.detect().reason}. To {neuron_runtime.INSTALL_BOTH}"
-        raise BackendUnavailable(reason)
-    if getattr(backend, "accelerator", False):
-        return accel.resolve_device(problem.device, device)
-    if problem.device == "neuron":
-        return torch.device("cpu")  # a traced Neuron model takes and returns host tensors
-    dev = torch.device(device)
-    if dev.type == "cpu":
-        return torch.device("cpu")  # torch has one CPU device: "cpu:0" tensors report "cpu"
-    if dev.type == "cuda":
-        index = torch.cuda.current_device() if dev.index is None else dev.index
-        if index >= torch.cuda.device_count():
-            raise ValueError(f"device {str(device)!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
-        dev = torch.device("cuda", index)
-    return dev
-
-
-def check_tol(tol) -> None:
-    if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float)) or not tol > 0):
-        raise ValueError(f"tol must be a positive float (a relative L2 error bound), got {tol!r}")
-
-
-def check_cache_and_compile(cache, compile: str) -> None:
-    if cache is not None and not isinstance(cache, PlanCache):
-        raise TypeError(f"cache must be a trnplan.cache.PlanCache or None, got {type(cache).__name__}")
-    if compile not in COMPILE_MODES:
-        raise ValueError(f"compile must be 'auto', 'eager', 'aot', 'inductor', 'neuron', 'dynamo' or 'lazy'; got "
-                         f"{compile!r}")
 
 
 # ---------------------------------------------------------------------- execute()'s inputs
@@ -151,5 +90,4 @@ def check_layout(p, device, t: torch.Tensor, name: str) -> None:
                          f".to('{device}') or plan with device='{t.device}'")
 
 
-__all__ = ["check_cache_and_compile", "check_layout", "check_pair", "check_supported", "check_tensor", "check_tol",
-           "dtype_name", "resolve_device", "wanted"]
+__all__ = ["check_layout", "check_pair", "check_tensor", "dtype_name", "wanted"]

@@ -1,8 +1,8 @@
 """Verification: run a plan once on seeded random input against a float64 numpy reference.
 
 ``plan_many(..., verify=True)`` (and, later, efforts "measure" and "patient") call
-:func:`verify_plan`: the measured relative L2 error is kept on the plan's tree
-(``plan.tree.measured_error``), stored in its wisdom entry, shown by ``explain()`` as
+:func:`verified_tree`, before the plan is stored: the measured relative L2 error is kept on the
+plan's tree (``plan.tree.measured_error``), stored in its wisdom entry, shown by ``explain()`` as
 "measured 1.3e-7 vs fp64 (seeded random input)", and a plan whose measured error exceeds its
 bound raises instead of being returned. This is the certificate the accuracy model's prediction
 is checked against on the device that runs the plan, where the model's constants (fitted on
@@ -18,22 +18,23 @@ import attrs
 
 from trnplan.core.accuracy import measure_error
 from trnplan.core.errors import PlanningError
+from trnplan.core.node import PlanNode
 
 
-def verify_plan(plan, cache=None) -> float:
-    """Measure ``plan``'s error, keep it on ``plan.tree`` and in its wisdom entry, check the bound.
+def verified_tree(plan) -> PlanNode:
+    """``plan.tree`` with the error measured on ``plan`` (``measured_error``), if within its bound.
+
+    The build pipeline calls this before the plan is stored or returned (verify before store): the
+    Plan it returns, and the wisdom record it stores, carry the verified tree; nothing is rewritten.
 
     Raises
     ------
     PlanningError
-        The measured error is over the plan's bound (``plan.tol``); the wisdom entry is removed,
-        so the plan is not replayed from the cache either.
+        The measured error is over the plan's bound (``plan.tol``); the caller stores nothing and
+        forgets the stored wisdom that made it, so the plan is not replayed from the cache either.
     """
     err = measure_error(plan)
-    key = plan.provenance.wisdom_key
     if not err <= plan.tol:  # also catches NaN
-        if cache is not None and key:
-            cache.forget(key)
         raise PlanningError(
             f"verification failed: {plan.tree} measured {err:.2e} vs fp64 (seeded random input), over the bound "
             f"{plan.tol:.1e} (predicted {plan.tree.error:.1e}) for {plan.problem.describe()}. The accuracy model "
@@ -41,14 +42,8 @@ def verify_plan(plan, cache=None) -> float:
             f"smaller tol), and report it")
     if err > plan.tree.error:
         warnings.warn(f"{plan.tree}: measured {err:.2e} is above its predicted bound {plan.tree.error:.2e} "
-                      f"(but within tol {plan.tol:.1e})", RuntimeWarning, stacklevel=4)
-    plan.tree = attrs.evolve(plan.tree, measured_error=err)
-    if cache is not None and key:
-        record = cache.get_wisdom(key)
-        if record is not None:
-            record = {**record, "tree": {**record["tree"], "measured_error": err}}
-            cache.update_wisdom(key, record)
-    return err
+                      f"(but within tol {plan.tol:.1e})", RuntimeWarning, stacklevel=6)
+    return attrs.evolve(plan.tree, measured_error=err)
 
 
 def describe_measured(error: float | None) -> str | None:
@@ -58,4 +53,4 @@ def describe_measured(error: float | None) -> str | None:
     return f"measured {error:.1e} vs fp64 (seeded random input)"
 
 
-__all__ = ["describe_measured", "verify_plan"]
+__all__ = ["describe_measured", "verified_tree"]

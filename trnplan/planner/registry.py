@@ -45,6 +45,10 @@ class Registry:
     def __init__(self, solvers):
         self._solvers: tuple = ()
         self._lock = threading.Lock()
+        #: bumped by every register/unregister: what was derived from the registry (its digest, a
+        #: request named in the plan cache) is re-derived when it changes
+        self.generation = 0
+        self._derived: tuple = (None, None, None)  # (solvers, cost model version, (names, digest))
         for solver in solvers:
             self.register(solver)
 
@@ -71,7 +75,16 @@ class Registry:
         return next((s for s in self._solvers if s.name == name), default)
 
     def names(self) -> tuple[str, ...]:
-        return tuple(s.name for s in self._solvers)
+        return self._facts()[0]
+
+    def _facts(self) -> tuple:
+        """(names, digest) of the solvers as they are now, derived once per change."""
+        solvers, version, facts = self._derived
+        if solvers is not self._solvers or version != COST_MODEL_VERSION:
+            solvers = self._solvers
+            facts = (tuple(s.name for s in solvers), _digest(solvers))
+            self._derived = (solvers, COST_MODEL_VERSION, facts)
+        return facts
 
     def snapshot(self) -> tuple:
         """The solvers as they are now, as a tuple (what a :class:`Planner` searches)."""
@@ -91,16 +104,18 @@ class Registry:
             if solver.name in self:
                 raise ValueError(f"a solver named {solver.name!r} is already registered; unregister it first")
             self._solvers = (*self._solvers, solver)
+            self.generation += 1
 
     def unregister(self, name: str) -> None:
         """Remove the solver called ``name`` (KeyError if there is none)."""
         with self._lock:
             self[name]  # KeyError naming the registered ones
             self._solvers = tuple(s for s in self._solvers if s.name != name)
+            self.generation += 1
 
     def digest(self) -> str:
         """Hash of the solver names and versions, in order: part of every wisdom fingerprint."""
-        return _digest(self._solvers)
+        return self._facts()[1]
 
 
 def _digest(solvers) -> str:
