@@ -620,6 +620,7 @@ class AccelBackend(Backend):
 
     profile = ACCEL_PROFILE
     accelerator = True
+    traffic_is_price = True
     artifact_modes = ()
     jit_modes = (DYNAMO, LAZY)
 

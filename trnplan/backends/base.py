@@ -172,6 +172,14 @@ class Backend:
     #: build_artifact takes ``workdir=``: a directory under the plan cache where the compiler's logs
     #: are kept (Neuron's compiler_workdir)
     keeps_compiler_logs: bool = False
+    #: plans run compiled whole, so the traffic counted on the lowered graph is their price
+    #: (explain() shows it beside the model's figure); on the host and CUDA ops run one by one
+    traffic_is_price: bool = False
+    #: the host FFT libraries (pyFFTW, mkl_fft, scipy) are leaves here (explain() lists them)
+    host_libraries: bool = False
+    #: the multicore solver's shards run in this process (explain() shows them); False where the
+    #: backend maps the batch onto its cores itself (a bucket line says how)
+    process_shards: bool = True
 
     def unavailable_reason(self) -> str | None:
         """``None`` if this backend can run on this machine, else why not and what to do."""
@@ -189,6 +197,10 @@ class Backend:
     def device_for(self, device) -> torch.device:
         """:meth:`resolve_device`'s device, once the backend is known available: as given."""
         return torch.device(device)
+
+    def device_argument(self, device: torch.device):
+        """The ``device=`` that plans again for ``device`` (a resolved device; the adjoint, unpickling)."""
+        return device
 
     # ------------------------------------------------------------------ building a plan
     def build(self, request, provide, record_compiled=None):

@@ -40,6 +40,7 @@ CPU_PROFILE = CostProfile(
 class CPUBackend(Backend):
     kind = "cpu"
     profile = CPU_PROFILE
+    host_libraries = True
 
     def has_native_fft(self, precision: str) -> bool:
         return precision in ("fp32", "fp64")

@@ -318,6 +318,8 @@ class NeuronBackend(Backend):
     profile = NEURON_PROFILE
     host_link_gbs = HOST_LINK_GBS
     keeps_compiler_logs = True
+    traffic_is_price = True
+    process_shards = False  # one NEFF copy per NeuronCore: the bucket line says how the batch maps onto them
     #: fp64 is host-only (no FP64 on a NeuronCore), tf32 is CUDA's
     precisions = ("fp32", "bf16", "bf16x3", "bf16x6")
 
@@ -336,6 +338,9 @@ class NeuronBackend(Backend):
 
     def device_for(self, device) -> torch.device:
         return torch.device("cpu")  # a traced Neuron model takes and returns host tensors
+
+    def device_argument(self, device: torch.device):
+        return "neuron"  # the plan's device is the host, where its tensors live; the NEFFs run on NeuronCores
 
     def build(self, request, provide, record_compiled=None):
         """A NEFF has a fixed batch: the plan is made and compiled for the batch's bucket

@@ -424,10 +424,24 @@ def privateuse1_name() -> str | None:
     return None if name == "privateuseone" else name
 
 
+#: device kinds added in this process by :func:`trnplan.backends.register_backend` (a new device's backend)
+_REGISTERED_KINDS: tuple[str, ...] = ()
+
+
+def register_device_kind(kind: str, present: bool = True) -> None:
+    """Accept (``present``) or stop accepting a device kind beyond :data:`DEVICE_KINDS`: the seam
+    :func:`trnplan.backends.register_backend` uses, since this layer cannot import the backends."""
+    global _REGISTERED_KINDS
+    others = tuple(k for k in _REGISTERED_KINDS if k != kind)
+    _REGISTERED_KINDS = (*others, kind) if present else others
+
+
 def device_kinds() -> tuple[str, ...]:
-    """Every device kind trnplan plans for in this process: :data:`DEVICE_KINDS` and the PrivateUse1 name."""
+    """Every device kind trnplan plans for in this process: :data:`DEVICE_KINDS`, the registered
+    backends' kinds and the PrivateUse1 name."""
     extra = privateuse1_name()
-    return DEVICE_KINDS + ((extra,) if extra and extra not in DEVICE_KINDS else ())
+    kinds = DEVICE_KINDS + tuple(k for k in _REGISTERED_KINDS if k not in DEVICE_KINDS)
+    return kinds + ((extra,) if extra and extra not in kinds else ())
 
 
 def device_kind(device) -> str:

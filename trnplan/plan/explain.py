@@ -42,7 +42,7 @@ def render_short(plan) -> str:
     if tree.measured_us is not None:
         timing += f"; measured {format_time(tree.measured_us)} per call (median, effort {pv.effort})"
     lines += _wrap("time", timing)
-    if p.device not in ("cpu", "cuda"):  # the accelerator routes: the traffic is the price
+    if plan.request.backend.traffic_is_price:  # the accelerator routes: the traffic is the price
         lines += _wrap("traffic", _counted_line(plan))
     error = f"relative L2 ≤ {tree.error:.1e} predicted (bound {plan.tol:.0e})"
     if tree.measured_error is not None:
@@ -169,7 +169,7 @@ def _runs(plan) -> str:
 
 
 def _header(plan) -> list[str]:
-    p, tree, pv = plan.problem, plan.tree, plan.provenance
+    p, tree, pv, backend = plan.problem, plan.tree, plan.provenance, plan.request.backend
 
     def optional(label: str, text, when) -> list[str]:
         return [f"  {label:<10} {text}"] if when else []
@@ -185,20 +185,20 @@ def _header(plan) -> list[str]:
         f"  tree       {tree}",
         (f"  predicted  {format_time(tree.time_us)}, {format_si(tree.flops)} flop, {format_si(tree.bytes)}B moved, "
          f"{tree.launches:.0f} ops; relative L2 error ≤ {tree.error:.1e} (bound {plan.tol:.0e})"),
-        *optional("traffic", _counted_line(plan), p.device not in ("cpu", "cuda")),
+        *optional("traffic", _counted_line(plan), backend.traffic_is_price),
         *optional("measured", f"{format_time(tree.measured_us or 0.0)} per call (median, effort {pv.effort})",
                   tree.measured_us is not None),
         *optional("accuracy", describe_measured(tree.measured_error), tree.measured_error is not None),
         *optional("probe", f"{pv.probe}; {pv.probe_origin}", pv.probe),
         f"  scale      {p.scale:.6g} (norm={p.norm!r})",
-        *optional("cores", _cores_line(plan) if p.cores > 1 else "", p.cores > 1 and p.device != "neuron"),
+        *optional("cores", _cores_line(plan) if p.cores > 1 else "", p.cores > 1 and backend.process_shards),
         *optional("runs on", pv.runs_on, pv.runs_on),
         *optional("bucket", pv.bucket, pv.bucket),
         *optional("runtime", pv.runtime, pv.runtime),
         *optional("jit cache", pv.compile_cache, pv.compile_cache),
         *optional("fallback", pv.fallback, pv.fallback),
         f"  cost model {plan.profile_name!r} profile, {pv.calibration or 'not calibrated (effort measure calibrates it)'}",
-        *optional("libraries", _libraries() if p.device == "cpu" else "", p.device == "cpu"),
+        *optional("libraries", _libraries() if backend.host_libraries else "", backend.host_libraries),
         *optional("estimate", _margin_line(plan), _margin_line(plan)),
     ]
 

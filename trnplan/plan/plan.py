@@ -386,7 +386,7 @@ class Plan:
                 # its adjoint is the device's own FFT too, planned the same way
                 adjoint["strategy"] = self.strategy
             try:
-                self._adjoint = self._replan(**adjoint, device="neuron" if p.device == "neuron" else self.device)
+                self._adjoint = self._replan(**adjoint, device=self.request.backend.device_argument(self.device))
             except WisdomMiss as exc:
                 raise WisdomMiss(
                     f"the backward pass (autograd) of the plan for {p.describe()} runs its adjoint plan, which "
@@ -484,7 +484,7 @@ class Plan:
             str(cache.path) if cache is not None else None)
         request = {"shape": p.shape, "batch": p.batch, "kind": p.kind, "inverse": p.inverse, "dtype": p.dtype,
                    "precision": p.precision, "norm": p.norm, "cores": p.cores, "strategy": self.strategy,
-                   "device": "neuron" if p.device == "neuron" else str(self.device), "tol": made["tol"],
+                   "device": str(self.request.backend.device_argument(self.device)), "tol": made["tol"],
                    "compile": made["compile"], "cache": where}
         if p.modes:
             request["modes"] = p.modes
