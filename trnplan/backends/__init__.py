@@ -7,6 +7,7 @@ from trnplan.backends.base import Backend
 from trnplan.backends.cpu import CPUBackend
 from trnplan.backends.cuda import CUDABackend
 from trnplan.backends.neuron import NeuronBackend
+from trnplan.core import state
 from trnplan.core.problem import DEVICE_KINDS, register_device_kind
 
 #: one backend per device kind, one line each (the accelerator kinds are made per name by
@@ -54,6 +55,15 @@ def get_backend(kind: str) -> Backend:
         return accel.backend_for(kind)
     raise ValueError(f"unknown device kind {kind!r}; known: cpu, cuda, neuron, xla, meta and a PrivateUse1 backend's "
                      f"name")
+
+
+def _reset() -> None:
+    """A fresh process: only the built-in backends."""
+    for kind in [k for k in _BACKENDS if k not in _BUILT_IN]:
+        unregister_backend(kind)
+
+
+state.register("backends.registered", _reset)
 
 
 __all__ = ["Backend", "CPUBackend", "CUDABackend", "NeuronBackend", "get_backend", "register_backend",

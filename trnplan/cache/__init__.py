@@ -60,6 +60,7 @@ def _reset() -> None:
     with _lock:
         _override = _UNSET
         _instances.clear()
+        _by_environment.clear()
 
 
 state.register("cache.default", _reset)

@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 import torch
 
+from trnplan.core import state
 from trnplan.core.errors import PlanningError
 
 #: the real-to-real kinds (FFTW's REDFT00/10/01/11 and RODFT00/10/01/11): DCT and DST types I–IV,
@@ -434,6 +435,14 @@ def register_device_kind(kind: str, present: bool = True) -> None:
     global _REGISTERED_KINDS
     others = tuple(k for k in _REGISTERED_KINDS if k != kind)
     _REGISTERED_KINDS = (*others, kind) if present else others
+
+
+def _reset_device_kinds() -> None:
+    global _REGISTERED_KINDS
+    _REGISTERED_KINDS = ()
+
+
+state.register("core.problem.device_kinds", _reset_device_kinds)
 
 
 def device_kinds() -> tuple[str, ...]:

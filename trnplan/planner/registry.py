@@ -173,6 +173,8 @@ _BUILTIN = SOLVERS.snapshot()
 def _reset() -> None:
     with SOLVERS._lock:
         SOLVERS._solvers = _BUILTIN
+        SOLVERS._derived = (None, None, None)
+        SOLVERS.generation += 1  # a request named under another registry is made again
 
 
 state.register("planner.solvers", _reset)
