@@ -627,24 +627,3 @@ def test_a_new_shapes_backward_is_cheap_too(dropin_plans):
     assert max(plan.tree.error, adjoint.tree.error) <= DEFAULT_TOL["fp32"]
     bound = combine(plan.tree.error, adjoint.tree.error)  # two transforms: the model's errors add in quadrature
     assert np.linalg.norm(x.grad.numpy() - want) / np.linalg.norm(want) <= bound
-
-
-def test_repeated_1d_calls_go_straight_to_the_plan():
-    """A seen fft/ifft/rfft call with the same arguments skips the argument handling (an alias in
-    the plan cache) and gives the same result; clearing the plan cache reaches the shortcut too."""
-    from trnplan.plan.memo import PLANS
-
-    x = torch.randn(4, 96, dtype=torch.complex64)
-    first = tfft.fft(x, norm="ortho")
-    key = ("direct", "fft", x.shape, x.dtype, x.device, None, -1, "ortho")
-    plan = PLANS.by_alias(key)
-    assert plan is not None and plan.problem.norm == "ortho" and plan.problem.shape == (96,)
-    assert torch.equal(tfft.fft(x, norm="ortho"), first)
-    ref = np.fft.fft(x.numpy().astype(np.complex128), norm="ortho")
-    assert np.linalg.norm(first.numpy() - ref) / np.linalg.norm(ref) <= DEFAULT_TOL["fp32"]
-    tfft.fft(x, n=64)  # cropped: the full path, no shortcut for it
-    assert PLANS.by_alias(("direct", "fft", x.shape, x.dtype, x.device, 64, -1, None)) is None
-    tfft.fft(x.real)  # promoted: no shortcut
-    assert PLANS.by_alias(("direct", "fft", x.shape, torch.float32, x.device, None, -1, None)) is None
-    trnplan.clear_plan_cache()
-    assert PLANS.by_alias(key) is None

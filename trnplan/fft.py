@@ -279,8 +279,9 @@ def _in_meta(kind: str, shape: tuple, dtype: torch.dtype):
     return tuple(shape), (REAL_OF[cdtype] if kind == "r2c" or kind in R2R_KINDS else cdtype)
 
 
-def _run_plan(x: torch.Tensor, kind: str, shape: tuple, inverse: bool, norm: str) -> torch.Tensor:
-    """Fetch the plan for ``x`` (transform over its trailing ``len(shape)`` dims) and run it."""
+def _run_plan(x: torch.Tensor, kind: str, shape: tuple, inverse: bool, norm: str, remember=None) -> torch.Tensor:
+    """Fetch the plan for ``x`` (transform over its trailing ``len(shape)`` dims) and run it; once it
+    ran, ``remember`` (a :func:`_direct_key`, or None) names it for the next call's shortcut."""
     lead = x.shape[: x.ndim - len(shape)]
     batch = math.prod(lead)
     if batch == 0:  # no transform to run (torch.fft raises here on the CPU); keep the graph connected
@@ -291,7 +292,11 @@ def _run_plan(x: torch.Tensor, kind: str, shape: tuple, inverse: bool, norm: str
         return y
     cdtype = x.dtype if x.is_complex() else COMPLEX_OF[x.dtype]
     kind, modes = _split_kind(kind)
-    return cached_plan(kind, shape, batch, cdtype, norm, inverse, x.device, modes=modes).execute(x)
+    plan = cached_plan(kind, shape, batch, cdtype, norm, inverse, x.device, modes=modes)
+    y = plan.execute(x)
+    if remember is not None:
+        PLANS.add_alias(remember, plan)
+    return y
 
 
 # Under torch.compile the plan runs as an opaque custom operator: Dynamo cannot trace planning
@@ -342,11 +347,14 @@ def _execute_grad(ctx, g):
 _execute_op.register_autograd(_execute_grad, setup_context=_execute_setup)
 
 
-def _transform(x: torch.Tensor, kind: str, inverse: bool, dims, shape, norm: str) -> torch.Tensor:
+def _transform(x: torch.Tensor, kind: str, inverse: bool, dims, shape, norm: str, remember=None) -> torch.Tensor:
     """Run one plan over ``dims`` of ``x`` (already promoted and resized to the plan's input).
 
     ``shape`` is the logical transform shape, in the order of ``dims``; for r2c/c2r the last of
-    ``dims`` is the real (halved) axis.
+    ``dims`` is the real (halved) axis. ``remember``: the caller's :func:`_direct_key` where ``x``
+    is the user's tensor as given and the call's result is the plan's (no ``out=``, no conjugate);
+    where ``dims`` are also the trailing dims, the call was exactly ``plan.execute(x)``, and the
+    same arguments go straight to the plan next time (:func:`_call`).
     """
     k, ndim = len(dims), x.ndim
     tail = list(range(ndim - k, ndim))
@@ -355,7 +363,7 @@ def _transform(x: torch.Tensor, kind: str, inverse: bool, dims, shape, norm: str
     if torch.compiler.is_compiling():
         y = _execute_op(xm, kind, list(shape), inverse, norm)
     else:  # eager: Plan.execute's own autograd Function (which also supports double backward)
-        y = _run_plan(xm, kind, tuple(shape), inverse, norm)
+        y = _run_plan(xm, kind, tuple(shape), inverse, norm, None if moved else remember)
     return y.movedim(tail, dims) if moved else y
 
 
@@ -373,35 +381,39 @@ def _c2c(name, x, s, dim, norm, out, inverse, nd):
     if not dims:  # fftn over no dimensions (a 0-d tensor, or dim=()) is the promoted input itself
         return _finish(name, x.clone(), out)
     x = _resize(x, dims, shape)
-    y = _finish(name, _transform(x, "c2c", inverse, dims, shape, norm), out)
-    if not nd and out is None and x is given and d == x.ndim - 1:
-        _remember_direct(name, given, s, dim, raw_norm, "c2c", inverse, norm)
-    return y
+    remember = _direct_key(name, given, s, dim, raw_norm) if out is None and x is given else None
+    return _finish(name, _transform(x, "c2c", inverse, dims, shape, norm, remember), out)
 
 
-#: the 1-D transforms whose repeated calls may skip the argument handling (:func:`_remember_direct`)
-_DIRECT = ("fft", "ifft", "rfft")
+# ---------------------------------------------------------------------------- the shortcut
+#: the transforms whose repeated calls may go straight to their plan (:func:`_call`): those whose
+#: result is the plan's own (hfft/ihfft conjugate around it)
+_DIRECT = frozenset(("fft", "ifft", "rfft", "irfft", "fft2", "ifft2", "rfft2", "irfft2",
+                     "fftn", "ifftn", "rfftn", "irfftn"))
+#: fft2's (and the other 2-D functions') default ``dim``: the object itself, so that it needs no check
+_DIMS_2 = (-2, -1)
 
 
-def _remember_direct(name, x, s, dim, raw_norm, kind, inverse, norm) -> None:
-    """After a 1-D call that was exactly ``plan.execute(x)`` (the last dim, no padding or cropping,
-    no promotion, no ``out=``; the caller checks), let the same arguments go straight to the plan
-    next time.
+def _plain(v) -> bool:
+    """``n``/``s``/``dim`` as a key may stand for itself: None, an int, or a tuple of ints, exactly.
 
-    torch.fft's argument handling (dims, ``n``, promotion, norm, ``out=``) is Python on every
-    call: ~6-9 µs over torch.fft per call through it (bench/dropin.py, busy machine). The shortcut
-    is an alias in the in-process plan cache, so clearing or evicting the plan reaches it too.
+    Exactly, because ``1.0``, ``True`` and ``np.float64(1)`` equal ``1`` as dict keys, and the full
+    path refuses them (TypeError) where a key of ``1`` would have answered; a list is unhashable.
     """
-    batch = math.prod(x.shape[:-1])  # the caller checked: the last dim, transformed at its own length
-    if batch == 0 or torch.compiler.is_compiling():
-        return
-    try:
-        key = ("direct", name, x.shape, x.dtype, x.device, s, dim, raw_norm)
-        hash(key)
-    except TypeError:  # a list for n or dim: no shortcut
-        return
-    cdtype = x.dtype if x.is_complex() else COMPLEX_OF[x.dtype]
-    PLANS.add_alias(key, cached_plan(kind, (x.shape[-1],), batch, cdtype, norm, inverse, x.device))
+    if v is None or v is _DIMS_2 or type(v) is int:
+        return True
+    return type(v) in (tuple, torch.Size) and all(type(e) is int for e in v)
+
+
+def _direct_key(name: str, x, s, dim, norm):
+    """The shortcut's key of a call, or None where its arguments take no shortcut: the transform,
+    the input's signature ``(shape, dtype, device)`` (what :attr:`Plan.direct_calls` is keyed by),
+    and the raw ``n``/``s``, ``dim`` and ``norm``. (The common cases are tested inline: each
+    function call costs ~0.1 µs of the 2 µs the whole shortcut may take.)"""
+    if (isinstance(x, torch.Tensor) and (s is None or type(s) is int or _plain(s))
+            and (type(dim) is int or dim is _DIMS_2 or _plain(dim)) and (norm is None or type(norm) is str)):
+        return ("direct", name, (x.shape, x.dtype, x.device), s, dim, norm)
+    return None
 
 
 def _r2c(name, x, s, dim, norm, out, nd, conj):
@@ -419,17 +431,17 @@ def _r2c(name, x, s, dim, norm, out, nd, conj):
         _check_points(shape)
     given = x
     x = _resize(_real_input(name, x), dims, shape)
-    y = _transform(x, "r2c", False, dims, shape, _MIRROR[norm] if conj else norm)
+    remember = _direct_key(name, given, s, dim, raw_norm) if out is None and x is given and not conj else None
+    y = _transform(x, "r2c", False, dims, shape, _MIRROR[norm] if conj else norm, remember)
     if conj:  # torch returns ihfft as a lazy conjugate view and ihfftn materialised; so do we
         y = torch.conj_physical(y) if nd else y.conj()
-    elif not nd and out is None and x is given and dims[0] == x.ndim - 1:
-        _remember_direct(name, given, s, dim, raw_norm, "r2c", False, norm)
     return _finish(name, y, out)
 
 
 def _c2r(name, x, s, dim, norm, out, nd, conj):
     """irfft/irfftn, and hfft/hfftn (``conj``: irfft(conj(x)) with the norm mirrored)."""
     _check_input(name, x)
+    raw_norm, given = norm, x
     norm = _norm(name, norm)
     if nd:
         dims, shape = _dims_nd(name, x, s, dim)
@@ -446,7 +458,8 @@ def _c2r(name, x, s, dim, norm, out, nd, conj):
     if conj:
         x = x.conj()
     x = _resize(x, dims, [*shape[:-1], last // 2 + 1])
-    y = _transform(x, "c2r", True, dims, shape, _MIRROR[norm] if conj else norm)
+    remember = _direct_key(name, given, s, dim, raw_norm) if out is None and x is given else None
+    y = _transform(x, "c2r", True, dims, shape, _MIRROR[norm] if conj else norm, remember)
     return _finish(name, y, out)
 
 
@@ -743,7 +756,7 @@ def _impl(name: str):
     base = name.removesuffix("2").removesuffix("n") if name[-1] in "2n" else name
     family, kw = _FAMILY[base]
     nd = base != name
-    default_dim = (-2, -1) if name.endswith("2") else (None if nd else -1)
+    default_dim = _DIMS_2 if name.endswith("2") else (None if nd else -1)
 
     # the dispatcher leaves out trailing arguments that equal the schema's defaults
     def run(input, s=None, dim=default_dim, norm=None, out=None):
@@ -756,16 +769,19 @@ _IMPLS = {name: _impl(name) for name in (*_FAMILY, *(b + "2" for b in _FAMILY), 
 
 
 def _call(name: str, input, s, dim, norm, out):
-    if torch.jit.is_tracing():  # record one trnplan::fft_<name> node; its kernel runs untraced
+    if torch.compiler.is_compiling():  # the full path emits the trnplan::execute operator
+        return _IMPLS[name](input, s, dim, norm, out)
+    # torch.jit.is_tracing() less its is_scripting() test (this Python never runs under TorchScript,
+    # which calls the operator): 0.1-0.2 µs of the shortcut's budget; under torch.compile the line
+    # above returned first, so Dynamo never meets this call
+    if torch._C._is_tracing():  # record one trnplan::fft_<name> node; its kernel runs untraced
         return _finish(name, getattr(torch.ops.trnplan, f"fft_{name}")(input, s, dim, norm), out)
-    # (is_compiling first: under torch.compile the full path emits the trnplan::execute operator)
-    if out is None and name in _DIRECT and not torch.compiler.is_compiling() and isinstance(input, torch.Tensor):
-        try:
-            plan = PLANS.by_alias(("direct", name, input.shape, input.dtype, input.device, s, dim, norm))
-        except TypeError:  # a list for n or dim: unhashable, the full path
-            plan = None
-        if plan is not None:
-            return plan.execute(input)  # the call that the full path made for these arguments before
+    if out is None and name in _DIRECT:
+        key = _direct_key(name, input, s, dim, norm)
+        plan = PLANS.by_alias(key) if key is not None else None
+        if plan is not None:  # the full path ended in plan.execute(input) for these arguments before
+            call = None if input.requires_grad else plan.direct_calls.get(key[2])
+            return plan.execute(input) if call is None else call(input)  # (execute's own fast path, inlined)
     return _IMPLS[name](input, s, dim, norm, out)
 
 
@@ -920,12 +936,12 @@ def ihfft(input: torch.Tensor, n: int | None = None, dim: int = -1, norm: str | 
 
 
 # ---------------------------------------------------------------------------- N-D transforms
-def fft2(input: torch.Tensor, s: Sequence[int] | None = None, dim: Sequence[int] = (-2, -1),
+def fft2(input: torch.Tensor, s: Sequence[int] | None = None, dim: Sequence[int] = _DIMS_2,
         norm: str | None = None, *, out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("fft2", input, s, dim, norm, out)
 
 
-def ifft2(input: torch.Tensor, s: Sequence[int] | None = None, dim: Sequence[int] = (-2, -1),
+def ifft2(input: torch.Tensor, s: Sequence[int] | None = None, dim: Sequence[int] = _DIMS_2,
         norm: str | None = None, *, out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("ifft2", input, s, dim, norm, out)
 
@@ -940,12 +956,12 @@ def ifftn(input: torch.Tensor, s: Sequence[int] | None = None, dim: int | Sequen
     return _call("ifftn", input, s, dim, norm, out)
 
 
-def rfft2(input: torch.Tensor, s: Sequence[int] | None = None, dim: Sequence[int] = (-2, -1),
+def rfft2(input: torch.Tensor, s: Sequence[int] | None = None, dim: Sequence[int] = _DIMS_2,
         norm: str | None = None, *, out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("rfft2", input, s, dim, norm, out)
 
 
-def irfft2(input: torch.Tensor, s: Sequence[int] | None = None, dim: Sequence[int] = (-2, -1),
+def irfft2(input: torch.Tensor, s: Sequence[int] | None = None, dim: Sequence[int] = _DIMS_2,
         norm: str | None = None, *, out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("irfft2", input, s, dim, norm, out)
 
@@ -960,12 +976,12 @@ def irfftn(input: torch.Tensor, s: Sequence[int] | None = None, dim: int | Seque
     return _call("irfftn", input, s, dim, norm, out)
 
 
-def hfft2(input: torch.Tensor, s: Sequence[int] | None = None, dim: Sequence[int] = (-2, -1),
+def hfft2(input: torch.Tensor, s: Sequence[int] | None = None, dim: Sequence[int] = _DIMS_2,
         norm: str | None = None, *, out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("hfft2", input, s, dim, norm, out)
 
 
-def ihfft2(input: torch.Tensor, s: Sequence[int] | None = None, dim: Sequence[int] = (-2, -1),
+def ihfft2(input: torch.Tensor, s: Sequence[int] | None = None, dim: Sequence[int] = _DIMS_2,
         norm: str | None = None, *, out: torch.Tensor | None = None) -> torch.Tensor:
     return _call("ihfft2", input, s, dim, norm, out)
 
