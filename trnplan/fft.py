@@ -411,7 +411,8 @@ def _direct_key(name: str, x, s, dim, norm):
     and the raw ``n``/``s``, ``dim`` and ``norm``. (The common cases are tested inline: each
     function call costs ~0.1 µs of the 2 µs the whole shortcut may take.)"""
     if (isinstance(x, torch.Tensor) and (s is None or type(s) is int or _plain(s))
-            and (type(dim) is int or dim is _DIMS_2 or _plain(dim)) and (norm is None or type(norm) is str)):
+            and (type(dim) is int or dim is _DIMS_2 or dim is None or _plain(dim))
+            and (norm is None or type(norm) is str)):
         return ("direct", name, (x.shape, x.dtype, x.device), s, dim, norm)
     return None
 
