@@ -7,7 +7,9 @@
   ``(1, 256)``, batched ``(64, 256)`` and ``(16, 4096)``, 2-D ``(64, 64)`` and ``(8, 64, 64)``
   (the 2-D functions on inputs of two or more dimensions); the two calls alternate, round-robin,
   and each row gives the medians of ``--rounds`` samples (each as many calls as take about
-  ``--sample-us``) and their difference, and the difference of the least-disturbed samples.
+  ``--sample-us``) and their difference, the difference of the least-disturbed samples, and the
+  median difference of single calls made back to back ("paired": the figure a busy machine moves
+  least).
 
     python bench/dropin.py [--new 200] [--rounds 301] [--sample-us 100] [--json out.json]
     python bench/dropin.py --quick              # 20 new lengths, 61 rounds
@@ -64,6 +66,35 @@ def cases() -> list[tuple]:
             if not (name.endswith("2") and len(shape) < 2)]
 
 
+def _samples(fns: dict, x, rounds: int, n_in: int) -> dict:
+    """Per-call µs of each function: ``rounds`` samples of ``n_in`` calls, the functions in turn."""
+    samples = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(n_in):
+                fn(x)
+            samples[k].append((time.perf_counter() - t0) / n_in * 1e6)
+    return samples
+
+
+def _paired(fa, fb, x, pairs: int) -> float:
+    """Median over ``pairs`` single calls of ``fb(x)`` minus ``fa(x)`` made back to back (in turn
+    first), in µs: a stall hits one pair of thousands, not a whole sample, so this is the figure
+    least moved by a busy machine (the clock's own cost is on both sides)."""
+    clock, diffs = time.perf_counter_ns, []
+    for i in range(pairs):
+        first, second = (fb, fa) if i % 2 else (fa, fb)
+        t0 = clock()
+        first(x)
+        t1 = clock()
+        second(x)
+        t2 = clock()
+        ta, tb = (t2 - t1, t1 - t0) if i % 2 else (t1 - t0, t2 - t1)
+        diffs.append(tb - ta)
+    return statistics.median(diffs) / 1e3
+
+
 def _per_call(rounds: int, inner: int, sample_us: float) -> list[dict]:
     import trnplan
 
@@ -77,23 +108,19 @@ def _per_call(rounds: int, inner: int, sample_us: float) -> list[dict]:
         t0 = time.perf_counter()
         for _ in range(10):
             fns["torch.fft"](x)
+        call_us = max((time.perf_counter() - t0) / 10 * 1e6, 0.1)
         # short samples: on a busy machine the scheduler takes the CPU away for 4-12 ms every ~2 ms of
         # calls (measured here: 17-22 such stalls in 5000 calls of 2-4 µs); a sample of 200 calls of
         # 4 µs held one about half the time and its median was 3x the call's cost; one of ~100 µs
         # rarely does, and the median over many rounds leaves those out
-        n_in = max(1, min(inner, round(sample_us / max((time.perf_counter() - t0) / 10 * 1e6, 0.1))))
-        samples = {k: [] for k in fns}
-        for _ in range(rounds):
-            for k, fn in fns.items():
-                t0 = time.perf_counter()
-                for _ in range(n_in):
-                    fn(x)
-                samples[k].append((time.perf_counter() - t0) / n_in * 1e6)
+        samples = _samples(fns, x, rounds, max(1, min(inner, round(sample_us / call_us))))
         med = {k: statistics.median(v) for k, v in samples.items()}
         low = {k: min(v) for k, v in samples.items()}  # the least disturbed sample: robust on a busy machine
+        pairs = max(100, min(20 * rounds, round(rounds * sample_us * 2 / call_us)))
         rows.append({"call": f"{name} {tuple(shape)} {str(dtype).removeprefix('torch.')}", **med,
                      "extra_us": med["trnplan.fft"] - med["torch.fft"],
-                     "min_extra_us": low["trnplan.fft"] - low["torch.fft"]})
+                     "min_extra_us": low["trnplan.fft"] - low["torch.fft"],
+                     "paired_extra_us": _paired(fns["torch.fft"], fns["trnplan.fft"], x, pairs)})
     return rows
 
 
@@ -118,11 +145,11 @@ def main() -> int:
           f"{new['records']} records left on disk")
     rows = _per_call(args.rounds, args.inner, args.sample_us)
     print(f"\n| call (torch {torch.__version__}, {torch.get_num_threads()} threads) | torch.fft | trnplan.fft | "
-          f"extra (medians) | extra (minima) |")
-    print("|---|---|---|---|---|")
+          f"extra (medians) | extra (minima) | extra (paired calls) |")
+    print("|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['call']} | {r['torch.fft']:.2f} µs | {r['trnplan.fft']:.2f} µs | {r['extra_us']:+.2f} µs | "
-              f"{r['min_extra_us']:+.2f} µs |")
+              f"{r['min_extra_us']:+.2f} µs | {r['paired_extra_us']:+.2f} µs |")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"new_shapes": new, "per_call": rows}, f, indent=1)
