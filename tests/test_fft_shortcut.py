@@ -6,7 +6,7 @@ and the next call with the same key goes straight to the plan's ready callable. 
 function that may take the shortcut is called twice: the second call must not reach the full path
 (it is made to raise), and both results must lie within the engine's bar
 (``trnplan.core.accuracy.DEFAULT_TOL``) of the float64 reference
-(``trnplan.core.accuracy.reference``, numpy.fft in complex128). Then each field of the key —
+(``trnplan.core.accuracy.reference``, numpy.fft in complex128, through tests/support.py). Then each field of the key —
 the function, the input's shape, dtype and device, ``n``/``s`` (value and type), ``dim`` and
 ``norm`` — is changed alone after a seen call: the answer must be the changed call's, as the full
 path gives it. Leaving any field out of the key fails one of these tests.
@@ -14,14 +14,12 @@ path gives it. Leaving any field out of the key fails one of these tests.
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
+from support import BAR, reference, rel_l2
 
 import trnplan
 from trnplan import fft as tfft
-from trnplan.core.accuracy import DEFAULT_TOL, reference
-from trnplan.core.problem import Problem
 from trnplan.plan.memo import PLANS
 
 C64, C128, F32, F64 = torch.complex64, torch.complex128, torch.float32, torch.float64
@@ -59,22 +57,15 @@ def _rand(shape, dtype, seed=0) -> torch.Tensor:
     return torch.randn(shape, dtype=dtype, generator=g)
 
 
-def _want(name: str, x: torch.Tensor, shape: tuple, norm) -> np.ndarray:
+def _want(name: str, x: torch.Tensor, shape: tuple, norm):
     """The float64 reference of ``name`` over ``x``'s trailing ``len(shape)`` dims."""
     kind, inverse = KIND[_base(name)]
-    problem = Problem.create(shape, 1, kind=kind, inverse=inverse, dtype=C128, norm=norm or "backward")
-    xd = x.detach().numpy().astype(np.complex128 if x.is_complex() else np.float64)
-    return reference(problem, xd)
+    return reference(x, inverse, norm, kind=kind, shape=shape)
 
 
-def _bar(y: torch.Tensor) -> float:
-    return DEFAULT_TOL["fp64" if y.dtype in (F64, C128) else "fp32"]
-
-
-def _close(y: torch.Tensor, want: np.ndarray) -> None:
+def _close(y: torch.Tensor, want) -> None:
     assert tuple(y.shape) == want.shape
-    got = y.detach().resolve_conj().numpy()
-    assert np.linalg.norm(got - want) / np.linalg.norm(want) <= _bar(y)
+    assert rel_l2(y, want) <= BAR["fp64" if y.dtype in (F64, C128) else "fp32"]
 
 
 @pytest.fixture
@@ -114,8 +105,7 @@ def test_the_shortcut_keeps_autograd(no_full_path):
     y = tfft.fft2(x)
     assert y.requires_grad
     torch.real((y * w.conj()).sum()).backward()  # L = Re<w, F x>: dL/dx̄ = Fᴴ w, the unscaled inverse
-    adjoint = Problem.create((16, 12), 4, kind="c2c", inverse=True, dtype=C128, norm="forward")
-    _close(x.grad, reference(adjoint, w.numpy().astype(np.complex128)))
+    _close(x.grad, reference(w, True, "forward", shape=(16, 12)))
 
 
 def test_out_and_promotion_take_the_full_path(no_full_path):
