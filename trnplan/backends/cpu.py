@@ -13,14 +13,24 @@ from trnplan.kernels import hostlib
 #: - launch: a lone tiny op costs 1.9 µs, but inside a plan module each modeled launch brings a
 #:   view, select or transpose with it (≈2 ATen calls, counted with torch.profiler) and each
 #:   ATen call costs 3–5 µs here (a bare view: 2.7 µs), so 8 µs per modeled launch;
-#: - sgemm 43–129 GFLOP/s (49 on the skinny shapes the solvers use), dgemm 13–54 (22);
+#: - GEMM: the first measurement (sgemm 43–129 GFLOP/s, 49 on the skinny shapes, dgemm 13–54, 22)
+#:   priced a GEMM ~3× above what it takes. Re-measured 2026-11-27 (issue 30; busy machine, torch
+#:   1 thread) on the solvers' own shapes (bench/calibrate.py's SKINNY: rows × n @ n × 2m, the
+#:   truncated solver's pruned passes and dft-gemm's products): round-robin medians sgemm 109–182
+#:   GFLOP/s (median 165; one core's AVX-512 peak is ~190), dgemm 35–83 (median ~75, two shapes
+#:   stalled); a later `OMP_NUM_THREADS=1 python bench/calibrate.py` on a busier box gave sgemm
+#:   62–168 (median 134), dgemm 6–76. At 2 threads the fastest calls reached 206–353 GFLOP/s but
+#:   medians stalled 10–40× whenever another process held a core. Taken: 150 and 60, about the
+#:   one-thread medians (a GEMM tree is not priced below what it does on a loaded box). At 50 the
+#:   truncated solver's pruned GEMMs were predicted 3.1× their measured time (808 µs vs 258 at
+#:   512 × 1024 keeping 16 bins) and ranked behind the library where they ran 0.4–0.8× its time;
 #: - torch.fft: 1×65536 in 267 µs and 128×1024 in 207 µs, i.e. 35–60 nominal GFLOP/s in
 #:   complex64 (about 2.3× less in complex128), plus ~8 µs per call;
 #: - elementwise ops on the L2-resident arrays FFTs use move 20–36 GB/s.
 CPU_PROFILE = CostProfile(
     name="cpu",
     launch_us=8.0,
-    gemm_gflops={"float32": 50.0, "float64": 22.0},
+    gemm_gflops={"float32": 150.0, "float64": 60.0},
     fft_gflops={"float32": 40.0, "float64": 17.0},
     fft_launch_us=8.0,
     bandwidth_gbs=20.0,

@@ -40,8 +40,9 @@ import attrs
 
 #: bump when the model prices the same work differently (part of the registry digest, so stored
 #: wisdom planned under the old prices is planned again). 2: true traffic in ``bytes``, transposes
-#: and unfused elementwise traffic priced by the profile, one launch per compiled graph, tile rules
-COST_MODEL_VERSION = 2
+#: and unfused elementwise traffic priced by the profile, one launch per compiled graph, tile rules;
+#: 3: the CPU profile's GEMM rates re-measured (3× faster: trnplan.backends.cpu)
+COST_MODEL_VERSION = 3
 
 
 @attrs.frozen

@@ -36,6 +36,10 @@ WITHIN_MARGIN = "within the model's error"
 #: CUDA). What a user of torch.fft would otherwise call; measured planning always times it and
 #: only a candidate measured faster beyond the noise replaces it
 DEFAULT_STRATEGIES = ("(native)", "(real method=lib)", "(nd method=lib)")
+#: the same for a truncated transform (modes=): the library's whole transform, then the kept
+#: frequencies cut out (c2r: zero-filled in first) — rfftn + slice + zero-fill + irfftn, what an FNO
+#: layer written with torch.fft does (issue 30: the estimate is never slower than that call)
+TRUNCATED_DEFAULTS = ("(truncated method=full (real method=lib))", "(truncated method=full (nd method=lib))")
 
 
 @attrs.frozen
@@ -87,8 +91,10 @@ class Planner:
         self._host: Planner | None = None  # on_host()
         #: DEFAULT_STRATEGIES parsed once for this planner's solvers (default_node runs every root search)
         names = tuple(s.name for s in self.solvers)
-        self._default_specs = tuple(parse_strategy(text, names) for text in DEFAULT_STRATEGIES
-                                    if text.strip("()").split()[0] in names)
+        self._default_specs, self._truncated_specs = (
+            tuple(parse_strategy(text, names) for text in texts
+                  if all(node.split()[0] in names for node in text.replace(")", "").split("(")[1:]))
+            for texts in (DEFAULT_STRATEGIES, TRUNCATED_DEFAULTS))
 
     def at_root(self, problem) -> bool:
         """Whether ``problem`` is the plan's own problem (or, for precision='auto', a mode of it),
@@ -235,9 +241,10 @@ class Planner:
 
     def default_node(self, problem) -> PlanNode | None:
         """The device's own FFT for ``problem`` as a tree (:data:`DEFAULT_STRATEGIES`: torch.fft
-        on the CPU, cuFFT on CUDA), within the bound; None where the backend has none that
-        applies (Neuron, xla, a precision the library lacks) or it is over the bound."""
-        for spec in self._default_specs:
+        on the CPU, cuFFT on CUDA; for a truncated problem :data:`TRUNCATED_DEFAULTS`, that FFT then
+        the cut), within the bound; None where the backend has none that applies (Neuron, xla, a
+        precision the library lacks) or it is over the bound."""
+        for spec in self._truncated_specs if problem.modes else self._default_specs:
             try:
                 return self.plan(problem, spec)
             except PlanningError:

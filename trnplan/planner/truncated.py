@@ -32,10 +32,10 @@ import numpy as np
 import torch
 
 from trnplan.core.accuracy import UNIT_ROUNDOFF, combine, gemm_error
-from trnplan.core.cost import Work, copy, gemm_work, transpose
+from trnplan.core.cost import SHORT_RUN, Work, add_terms, copy, gemm_work, transpose, work_terms
 from trnplan.core.errors import PlanningError
 from trnplan.kernels.gemm import Gemm
-from trnplan.planner.solver import Solver, WholeShape, best_variant, itemsize
+from trnplan.planner.solver import Solver, WholeShape, best_variant, itemsize, library_io
 
 METHODS = ("gemm", "full")
 #: the longest axis method=gemm takes: its matrices are n × 2m per axis, and its error grows as
@@ -128,19 +128,27 @@ class PrunedRowColumn(torch.nn.Module):
 
 
 class TruncateFull(torch.nn.Module):
-    """method=full: the whole r2c then the kept spectrum cut out; c2r: zero-filled in, then the whole c2r."""
+    """method=full: the whole r2c then the kept spectrum cut out; c2r: zero-filled in, then the whole c2r.
+
+    Where the child is a library call (torch.fft's rfft/rfftn/irfftn), the plan's root calls it on
+    the user's complex tensor (:meth:`library_call`): the cut and the fill are done in complex
+    and nothing is split into ``(re, im)`` — the call an FNO layer makes with torch.fft, planned.
+    """
 
     def __init__(self, shape: tuple, modes: tuple, inverse: bool, child):
         super().__init__()
         self.shape, self.modes, self.inverse, self.child = tuple(shape), tuple(modes), inverse, child
         self.full = (*shape[:-1], shape[-1] // 2 + 1)
         self.kept = (*(2 * m for m in modes[:-1]), modes[-1])
+        if hasattr(child, "library_call"):
+            self.library_call = self._library_call
 
     def _cut(self, t):
+        t = t[..., : self.modes[-1]]  # a view: the non-last axes' cuts below copy only the kept bins
         for axis, m in enumerate(self.modes[:-1]):
             dim = axis + 1
             t = torch.cat([t.narrow(dim, 0, m), t.narrow(dim, t.shape[dim] - m, m)], dim)
-        return t[..., : self.modes[-1]]
+        return t
 
     def _fill(self, t):
         t = torch.nn.functional.pad(t, (0, self.full[-1] - self.modes[-1]))
@@ -151,6 +159,14 @@ class TruncateFull(torch.nn.Module):
             t = torch.cat([low, zeros, high], dim)
         return t
 
+    def _library_call(self, norm: str | None = None):
+        """The child's library function with ``norm`` on the user's tensor ``(batch, *in_shape)``,
+        the cut after it (r2c) or the zero-fill before it (c2r), in complex."""
+        call = self.child.library_call(norm)
+        if self.inverse:
+            return lambda z: call(self._fill(z))
+        return lambda x: self._cut(call(x)).contiguous()  # 1-D: the cut is a view of the whole spectrum
+
     def forward(self, *inputs):
         M = inputs[0].shape[0]
         if not self.inverse:
@@ -158,6 +174,26 @@ class TruncateFull(torch.nn.Module):
             return tuple(self._cut(t.reshape(M, *self.full)).reshape(M, -1) for t in (re, im))
         re, im = (self._fill(t.reshape(M, *self.kept)).reshape(M, -1) for t in inputs)
         return self.child(re, im)
+
+
+#: the pruned passes move (n × inner) blocks, ``inner`` the kept length of the later axes (12–16
+#: values in the FNO shapes; whole rows where the axis is already last): measured 2026-11-27 (torch
+#: 1 thread, busy machine) at 2.3–2.5× a contiguous copy of the same data — (128, 128, 16) moving
+#: axis 1 last 122 µs vs 48 µs, (8, 64, 64, 12) axis 2: 226 vs 100 µs — the long-run price
+#: (cost.LONG_RUN_PENALTY 2), not the short-run one (10, measured on large square transposes) that
+#: a run under cost.SHORT_RUN would get; blocks narrower than this keep the short-run price
+BLOCK_RUN = 8
+
+
+def _gather(rows: int, width: int, inner: int, size: int) -> Work:
+    """A pass's operand gathered: its re and im planes (rows × width/2 each) moved so that the
+    pass's axis is last (a transposing copy of (axis × inner) blocks; none where inner is 1, the
+    axis already last) and concatenated into one rows × width matrix (a contiguous copy)."""
+    elements = rows * width
+    work = copy(elements, size)
+    if inner > 1:
+        work += transpose(elements, size, run=SHORT_RUN if inner >= BLOCK_RUN else 1, launches=2)
+    return work
 
 
 def modes_word(modes) -> str:
@@ -168,8 +204,10 @@ def modes_word(modes) -> str:
 class Truncated(WholeShape, Solver):
     name = "truncated"
     # 2: the fitted method=gemm error model (the √n bound kept it out of every fp32 plan at n ≥ 1024),
-    # and the precision modes' GEMM cost and error (gemm_work, gemm_error)
-    version = 2
+    # and the precision modes' GEMM cost and error (gemm_work, gemm_error); 3: method=gemm's passes
+    # priced as they run (gathers per pass, blocks at the long-run price), method=full over a library
+    # leaf at the root calls it on the user's tensor, and the root's default is that tree (margin rule)
+    version = 3
     composite = True
     truncates = True
     takes_factors = True
@@ -214,34 +252,53 @@ class Truncated(WholeShape, Solver):
         b, size = problem.batch, itemsize(problem)
         kept = math.prod(problem.kept_shape)
         if method == "full":
-            whole = attrs.evolve(problem, modes=(), norm="forward" if problem.inverse else "backward")
-            child = planner.plan(whole, spec.child(0) if spec is not None else None)
-            full = math.prod(whole.out_shape if not problem.inverse else whole.in_shape)
-            work = copy(2 * (kept + (full if problem.inverse else 0)) * b, size, launches=2 * problem.rank)
-            return self.node(problem, planner, work, child.error, params=params, children=(child,))
+            return self._plan_full(problem, planner, spec, params, kept)
         work, errors = self._pruned_work(problem, planner, b, size)
         return self.node(problem, planner, work, combine(*errors), params=params)
 
+    def _plan_full(self, problem, planner, spec, params, kept):
+        whole = attrs.evolve(problem, modes=(), norm="forward" if problem.inverse else "backward")
+        child = planner.plan(whole, spec.child(0) if spec is not None else None)
+        b, size = problem.batch, itemsize(problem)
+        full = math.prod(whole.out_shape if not problem.inverse else whole.in_shape)
+        solver = planner.solver(child.solver)
+        if not (planner.at_root(problem) and solver is not None and solver.runs_on_user_tensor(child)):
+            work = copy(2 * (kept + (full if problem.inverse else 0)) * b, size, launches=2 * problem.rank)
+            return self.node(problem, planner, work, child.error, params=params, children=(child,))
+        # at the root a library child runs on the user's complex tensor (TruncateFull.library_call):
+        # the cut copies the kept bins, the fill writes the whole spectrum once; the child's packing
+        # of split input (library_io, priced in it) is not made
+        work = copy(2 * (kept + (full if problem.inverse else 0)) * b, size, launches=problem.rank)
+        node = self.node(problem, planner, work, child.error, params=params, children=(child,), direct=True)
+        unpacked = library_io(whole, planner)
+        dtype = str(problem.real_dtype).removeprefix("torch.")
+        return attrs.evolve(node, time_us=node.time_us - planner.profile.time_us(unpacked, dtype),
+                            terms=add_terms(node.terms, {k: -v for k, v in work_terms(unpacked, dtype).items()}))
+
     @staticmethod
     def _pruned_work(problem, planner, b, size):
-        """GEMM flops per pass on the data as it is at that pass (pruned passes shrink it)."""
+        """The work of method=gemm, pass by pass on the data as it is at that pass (pruned passes
+        shrink it); the inverse runs the same passes on the same row counts, in reverse."""
         u = UNIT_ROUNDOFF[problem.precision]
         a, slope, per_axis = ERROR_GEMM["fp64" if problem.precision == "fp64" else "fp32"]
-        shape, modes = problem.shape, problem.modes
+        shape, modes, last = problem.shape, problem.modes, len(problem.shape) - 1
         cur = list(shape)
-        order = [len(shape) - 1, *range(len(shape) - 2, -1, -1)]
         work = Work()
-        for axis in order:
+        for axis in [last, *range(last - 1, -1, -1)]:
             n = shape[axis]
             rows = math.prod(cur) // cur[axis] * b
-            out = modes[axis] if axis == len(shape) - 1 else 2 * modes[axis]
-            real = 1 if axis == len(shape) - 1 else 2  # the real pass reads one array, the others two
-            work += Work(launches=1, bytes=(rows * (real * n + 2 * out) + real * n * 2 * out) * size)
-            work += gemm_work(problem.precision, planner.profile, 2.0 * rows * real * n * 2 * out, rows * real * n,
-                              size, shape=(rows, real * n, 2 * out))
-            if axis != len(shape) - 1:
-                work += transpose(4 * rows * max(n, out), size, run=1, launches=4)
-            cur[axis] = out
+            kept = modes[axis] if axis == last else 2 * modes[axis]
+            real = 1 if axis == last else 2  # the real pass reads one plane (r2c) or writes one (c2r)
+            full_side, kept_side = real * n, 2 * kept
+            if axis != last or problem.inverse:  # its planes gathered into one [re | im] operand
+                work += _gather(rows, kept_side if problem.inverse else full_side, math.prod(cur[axis + 1:]), size)
+            # the GEMM's operands (data, matrix, result) beside its flops, as every GEMM solver counts them
+            work += Work(launches=1, bytes=(rows * (full_side + kept_side) + full_side * kept_side) * size)
+            work += gemm_work(problem.precision, planner.profile, 2.0 * rows * full_side * kept_side,
+                              rows * full_side, size, shape=(rows, full_side, kept_side))
+            cur[axis] = kept
+        if not problem.inverse and len(shape) > 1:  # the kept planes, moved back, copied out
+            work += _gather(b * math.prod(cur) // 2, 2, cur[-1], size)
         longest = math.log2(max(max(shape), 2))
         errors = [u * (a + slope * longest) * (1.0 + per_axis * (len(shape) - 1)),
                   gemm_error(problem.precision, len(shape), planner.probe, problem.n * b)]  # the mode's GEMM stages
