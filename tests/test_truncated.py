@@ -200,3 +200,68 @@ def test_the_gemm_price_ranks_the_methods_as_measured(profile_threads, shape, mo
                       profile=attrs.evolve(CPU_PROFILE, sigma=0.0))
     node = planner.plan(Problem.create(shape, 2048, kind=kind, modes=modes))
     assert (node.solver, node.param("method")) == ("truncated", method)
+
+
+# ------------------------------------------------------------------ the lowest modes only on non-last axes (low=)
+LOW_CASES = [((30, 24), (5, 7), (0,)), ((16, 12, 10), (3, 4, 6), (1,)), ((16, 12, 10), (16, 12, 6), (0, 1))]
+
+
+@pytest.mark.parametrize("shape,modes,low", LOW_CASES, ids=lambda v: "x".join(map(str, v)))
+@pytest.mark.parametrize("method", ["gemm", "full"])
+def test_low_axes_forced_methods_match_numpy(shape, modes, low, method):
+    for kind in ("r2c", "c2r"):
+        for dtype in (torch.complex64, torch.complex128):
+            plan = trnplan.plan_many(shape, batch=3, kind=kind, modes=modes, low=low, dtype=dtype,
+                                     strategy=f"(truncated method={method})")
+            kept = tuple(m if a in low or a == len(shape) - 1 else 2 * m for a, m in enumerate(modes))
+            assert (plan.problem.out_shape if kind == "r2c" else plan.problem.in_shape) == kept
+            err = measure_error(plan)
+            bar = DEFAULT_TOL["fp64" if dtype == torch.complex128 else "fp32"]
+            assert err <= bar and err <= plan.tree.error, (kind, dtype, err, plan.tree.error)
+
+
+def test_low_axes_through_the_functions_against_numpy_by_hand():
+    x = torch.randn(2, 20, 3, 18, dtype=torch.float64)
+    y = tfft.rfftn_truncated(x, modes=(4, 5), dim=(1, 3), low=(1,))  # dim 1 keeps frequencies 0..3 only
+    full = np.fft.rfftn(x.numpy(), axes=(1, 3))
+    assert y.shape == (2, 4, 3, 5) and rel_l2(y, full[:, :4, :, :5]) <= DEFAULT_TOL["fp64"]
+    fill = np.zeros((2, 20, 3, 10), complex)
+    fill[:, :4, :, :5] = y.numpy()
+    z = tfft.irfftn_truncated(y, s=(20, 18), dim=(1, 3), low=True)  # modes read from the sizes: (4, 5)
+    assert rel_l2(z, np.fft.irfftn(fill, s=(20, 18), axes=(1, 3))) <= DEFAULT_TOL["fp64"]
+    x3 = torch.randn(2, 8, 12, 10)
+    y3 = tfft.rfftn_truncated(x3, modes=(3, 2, 4), low=(-2,))  # the middle axis low, the first FNO
+    f3 = np.fft.rfftn(x3.double().numpy(), axes=(1, 2, 3))
+    ref = np.concatenate([f3[:, :3], f3[:, -3:]], axis=1)[:, :, :2, :4]
+    assert y3.shape == (2, 6, 2, 4) and rel_l2(y3, ref) <= DEFAULT_TOL["fp32"]
+    xg = torch.randn(2, 12, 10, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: tfft.rfftn_truncated(t, (3, 4), low=True), (xg,))
+    yg = torch.randn(2, 3, 4, dtype=torch.complex128, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: tfft.irfftn_truncated(t, s=(12, 10), low=True), (yg,))
+
+
+def test_low_axes_refusals_say_which():
+    with pytest.raises(ValueError, match="pass modes= too"):
+        Problem.create((16, 16), kind="r2c", low=(0,))
+    with pytest.raises(ValueError, match="distinct non-last axes"):
+        Problem.create((16, 16), kind="r2c", modes=(4, 4), low=(1,))
+    with pytest.raises(ValueError, match=r"modes\[0\]=17 keeps the lowest 17 frequencies of an axis of length 16"):
+        Problem.create((16, 16), kind="r2c", modes=(17, 4), low=(0,))
+    with pytest.raises(RuntimeError, match="other than the last"):
+        tfft.rfftn_truncated(torch.randn(2, 16, 16), modes=(4, 4), low=(-1,))
+    with pytest.raises(PlanningError, match="keeps the lowest modes only on axes 1 but the problem on 0"):
+        trnplan.plan_many((16, 12, 10), kind="r2c", modes=(3, 4, 6), low=(0,), strategy="(truncated low=1)")
+    fno = Problem.create((16, 16), kind="r2c", modes=(4, 4))
+    assert "low" not in fno.to_dict() and fno.digest() != Problem.create((16, 16), kind="r2c", modes=(4, 4),
+                                                                          low=(0,)).digest()
+
+
+def test_low_axes_wisdom_and_pickle(tmp_path):
+    cache = trnplan.PlanCache(tmp_path / "c")
+    first = trnplan.plan_many((32, 24), batch=3, kind="c2r", modes=(5, 7), low=(0,), cache=cache)
+    assert "low=0" in str(first.tree)
+    trnplan.clear_plan_cache()
+    again = trnplan.plan_many((32, 24), batch=3, kind="c2r", modes=(5, 7), low=(0,), cache=cache)
+    assert again.provenance.origin == "wisdom hit" and str(again.tree) == str(first.tree)
+    restored = pickle.loads(pickle.dumps(again))
+    assert restored.problem == again.problem and str(restored.tree) == str(again.tree)

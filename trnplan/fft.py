@@ -248,21 +248,31 @@ def _finish(name: str, y: torch.Tensor, out):
 
 # ---------------------------------------------------------------------------- the engine call
 def _split_kind(kind: str):
-    """``"r2c@16x8"`` (a truncated transform, as the operators carry it) → ``("r2c", (16, 8))``."""
-    base, _, modes = kind.partition("@")
-    return base, (tuple(int(m) for m in modes.split("x")) if modes else None)
+    """``"r2c@16x8"`` (a truncated transform, as the operators carry it) → ``("r2c", (16, 8), None)``;
+    an axis keeping the lowest modes only is marked ``L``: ``"r2c@16Lx8"`` → ``("r2c", (16, 8), (0,))``."""
+    base, _, word = kind.partition("@")
+    if not word:
+        return base, None, None
+    parts = word.split("x")
+    low = tuple(i for i, part in enumerate(parts) if part.endswith("L"))
+    return base, tuple(int(part.removesuffix("L")) for part in parts), low or None
 
 
-def _kept(shape, modes) -> tuple:
-    return (*(2 * m for m in modes[:-1]), modes[-1])
+def _kind_word(kind: str, modes, low) -> str:
+    """The inverse of :func:`_split_kind`."""
+    return f"{kind}@" + "x".join(f"{m}L" if i in (low or ()) else str(m) for i, m in enumerate(modes))
+
+
+def _kept(shape, modes, low=None) -> tuple:
+    return tuple(m if i == len(modes) - 1 or i in (low or ()) else 2 * m for i, m in enumerate(modes))
 
 
 def _out_meta(kind: str, shape: tuple, dtype: torch.dtype):
     """(trailing output shape, output dtype) of a plan of ``kind`` over ``shape`` on ``dtype`` input."""
     cdtype = dtype if dtype.is_complex else COMPLEX_OF[dtype]
-    kind, modes = _split_kind(kind)
+    kind, modes, low = _split_kind(kind)
     if modes:
-        return (_kept(shape, modes), cdtype) if kind == "r2c" else (tuple(shape), REAL_OF[cdtype])
+        return (_kept(shape, modes, low), cdtype) if kind == "r2c" else (tuple(shape), REAL_OF[cdtype])
     if kind == "r2c":
         return (*shape[:-1], shape[-1] // 2 + 1), cdtype
     return tuple(shape), (REAL_OF[cdtype] if kind == "c2r" or kind in R2R_KINDS else cdtype)
@@ -271,9 +281,9 @@ def _out_meta(kind: str, shape: tuple, dtype: torch.dtype):
 def _in_meta(kind: str, shape: tuple, dtype: torch.dtype):
     """(trailing input shape, input dtype) of a plan whose *output* has ``dtype`` (for backward)."""
     cdtype = dtype if dtype.is_complex else COMPLEX_OF[dtype]
-    kind, modes = _split_kind(kind)
+    kind, modes, low = _split_kind(kind)
     if modes:
-        return (_kept(shape, modes), cdtype) if kind == "c2r" else (tuple(shape), REAL_OF[cdtype])
+        return (_kept(shape, modes, low), cdtype) if kind == "c2r" else (tuple(shape), REAL_OF[cdtype])
     if kind == "c2r":
         return (*shape[:-1], shape[-1] // 2 + 1), cdtype
     return tuple(shape), (REAL_OF[cdtype] if kind == "r2c" or kind in R2R_KINDS else cdtype)
@@ -291,8 +301,8 @@ def _run_plan(x: torch.Tensor, kind: str, shape: tuple, inverse: bool, norm: str
             y = y + (x.real if x.is_complex() else x).sum() * 0
         return y
     cdtype = x.dtype if x.is_complex() else COMPLEX_OF[x.dtype]
-    kind, modes = _split_kind(kind)
-    plan = cached_plan(kind, shape, batch, cdtype, norm, inverse, x.device, modes=modes)
+    kind, modes, low = _split_kind(kind)
+    plan = cached_plan(kind, shape, batch, cdtype, norm, inverse, x.device, modes=modes, low=low)
     y = plan.execute(x)
     if remember is not None:
         PLANS.add_alias(remember, plan)
@@ -326,8 +336,8 @@ def _execute_backward_op(g: torch.Tensor, kind: str, shape: list[int], inverse: 
     if batch == 0:
         return torch.zeros((*lead, *tail), dtype=dtype, device=g.device)
     cdtype = g.dtype if g.is_complex() else COMPLEX_OF[g.dtype]
-    kind, modes = _split_kind(kind)
-    return cached_plan(kind, shape, batch, cdtype, norm, inverse, g.device, modes=modes).backward(g)
+    kind, modes, low = _split_kind(kind)
+    return cached_plan(kind, shape, batch, cdtype, norm, inverse, g.device, modes=modes, low=low).backward(g)
 
 
 @_execute_backward_op.register_fake
@@ -618,13 +628,28 @@ def _truncated_dims(name, x, modes, s, dim, inverse):
     return dims, shape, modes
 
 
+def _low_axes(name, low, dims, ndim) -> tuple:
+    """The axes (indices into ``dims``) of ``low=``: True for every non-last one, or a sequence of dims."""
+    if low is None or low is False:
+        return ()
+    if low is True:
+        return tuple(range(len(dims) - 1))
+    wanted = [_wrap_dim(d, ndim) for d in _int_seq(name, "low", low)]
+    if any(d not in dims[:-1] for d in wanted):
+        raise RuntimeError(f"{name}(): low={tuple(low)} must name dimensions of dim={tuple(dims)} other than the last "
+                           f"(the last always keeps its lowest modes[-1] bins)")
+    return tuple(sorted({dims.index(d) for d in wanted}))
+
+
 def rfftn_truncated(input: torch.Tensor, modes: int | Sequence[int], s: Sequence[int] | None = None,
-                    dim: int | Sequence[int] | None = None, norm: str | None = None) -> torch.Tensor:
+                    dim: int | Sequence[int] | None = None, norm: str | None = None, *,
+                    low: bool | Sequence[int] | None = None) -> torch.Tensor:
     """Compute an N-D real FFT that keeps only the low frequencies (a pruned rfftn; the FNO's forward step).
 
     Returns what ``rfftn(input, s, dim, norm)`` would, cut to the kept frequencies: the lowest
     ``modes[-1]`` bins of the last of ``dim`` and the lowest and highest ``modes[i]`` frequencies
-    of every other (the Fourier neural operator's layout: ``2·modes[i]`` rows, low then high). One
+    of every other (the Fourier neural operator's layout: ``2·modes[i]`` rows, low then high), or
+    only the lowest ``modes[i]`` (``m`` rows) on the dimensions named by ``low``. One
     cached truncated plan (``kind="r2c"``, ``modes=``): kept-column GEMMs per axis, or the whole
     transform then cut, the planner choosing by cost.
 
@@ -640,11 +665,14 @@ def rfftn_truncated(input: torch.Tensor, modes: int | Sequence[int], s: Sequence
         The dimensions, default the last ``len(modes)``.
     norm : {"backward", "ortho", "forward"}, optional
         torch.fft's norm of the whole transform.
+    low : bool or sequence of int, optional
+        Dimensions of ``dim`` (not its last) that keep only their lowest ``modes[i]`` frequencies
+        0 … m−1; True: every one but the last. Default: none (the FNO pattern everywhere).
 
     Returns
     -------
     torch.Tensor
-        Complex, ``dim`` resized to ``(2·modes[0], …, modes[-1])``.
+        Complex, ``dim`` resized to ``(2·modes[0], …, modes[-1])`` (``modes[i]`` on the ``low`` ones).
 
     Raises
     ------
@@ -664,12 +692,14 @@ def rfftn_truncated(input: torch.Tensor, modes: int | Sequence[int], s: Sequence
     _check_input("rfftn_truncated", input)
     norm = _norm("rfftn_truncated", norm)
     dims, shape, modes = _truncated_dims("rfftn_truncated", input, modes, s, dim, inverse=False)
+    axes = _low_axes("rfftn_truncated", low, dims, input.ndim)
     x = _resize(_real_input("rfftn_truncated", input), dims, shape)
-    return _transform(x, f"r2c@{'x'.join(map(str, modes))}", False, dims, shape, norm)
+    return _transform(x, _kind_word("r2c", modes, axes), False, dims, shape, norm)
 
 
 def irfftn_truncated(input: torch.Tensor, s: Sequence[int], modes: int | Sequence[int] | None = None,
-                     dim: int | Sequence[int] | None = None, norm: str | None = None) -> torch.Tensor:
+                     dim: int | Sequence[int] | None = None, norm: str | None = None, *,
+                     low: bool | Sequence[int] | None = None) -> torch.Tensor:
     """Compute the inverse of :func:`rfftn_truncated`: irfftn of a spectrum of which only the low frequencies are given.
 
     ``input`` holds the kept frequencies in :func:`rfftn_truncated`'s layout; every other bin is
@@ -683,11 +713,14 @@ def irfftn_truncated(input: torch.Tensor, s: Sequence[int], modes: int | Sequenc
     s : sequence of int
         The real output's lengths along ``dim`` (required).
     modes : int or sequence of int, optional
-        Default: read from ``input``'s sizes (halved on all but the last).
+        Default: read from ``input``'s sizes (halved on all but the last and the ``low`` ones).
     dim : int or sequence of int, optional
         Default the last ``len(s)``.
     norm : {"backward", "ortho", "forward"}, optional
         torch.fft's norm of the whole inverse transform.
+    low : bool or sequence of int, optional
+        As :func:`rfftn_truncated`'s: the dimensions whose input holds only the lowest ``modes[i]``
+        frequencies.
 
     Returns
     -------
@@ -716,16 +749,19 @@ def irfftn_truncated(input: torch.Tensor, s: Sequence[int], modes: int | Sequenc
     k = len(_int_seq("irfftn_truncated", "s", s))
     if dim is None:
         dim = list(range(-k, 0))
+    wrapped = [_wrap_dim(d, input.ndim) for d in _int_seq("irfftn_truncated", "dim", dim)]
+    axes = _low_axes("irfftn_truncated", low, wrapped, input.ndim)
     if modes is None:
-        sizes = [input.shape[_wrap_dim(d, input.ndim)] for d in _int_seq("irfftn_truncated", "dim", dim)]
-        modes = [*(n // 2 for n in sizes[:-1]), sizes[-1]]
+        sizes = [input.shape[d] for d in wrapped]
+        modes = [n if i in axes else n // 2 for i, n in enumerate(sizes[:-1])] + sizes[-1:]
     dims, shape, modes = _truncated_dims("irfftn_truncated", input, modes, s, dim, inverse=True)
-    want = _kept(shape, modes)
+    want = _kept(shape, modes, axes)
     if [input.shape[d] for d in dims] != list(want):
         raise ValueError(f"irfftn_truncated(): input has sizes {[input.shape[d] for d in dims]} along dim {dims}, "
-                         f"but modes={tuple(modes)} keeps {list(want)} (2·m on all but the last, m on the last)")
+                         f"but modes={tuple(modes)} keeps {list(want)} (2·m on all but the last and the low ones, "
+                         f"m on those)")
     x = _promote("irfftn_truncated", input, require_complex=True)
-    return _transform(x, f"c2r@{'x'.join(map(str, modes))}", True, dims, shape, norm)
+    return _transform(x, _kind_word("c2r", modes, axes), True, dims, shape, norm)
 
 
 # ---------------------------------------------------------------------------- torch operators

@@ -156,9 +156,9 @@ def reference(problem, x: np.ndarray) -> np.ndarray:
 
 def kept_index(problem) -> tuple:
     """The numpy index of a truncated problem's kept spectrum in the full half spectrum (batch axis
-    first): the lowest and highest ``m`` rows of every axis but the last, the lowest ``m`` bins of it."""
-    rows = [np.r_[0:m, n - m:n] for m, n in zip(problem.modes[:-1], problem.shape[:-1])]
-    return (Ellipsis, *np.ix_(*rows, np.arange(problem.modes[-1])))
+    first): the lowest and highest ``m`` rows of every axis but the last (the lowest only on the
+    axes in ``problem.low``), the lowest ``m`` bins of it (``Problem.kept_rows``)."""
+    return (Ellipsis, *np.ix_(*(np.asarray(problem.kept_rows(axis)) for axis in range(problem.rank))))
 
 
 def seeded_input(problem, seed: int = SEED) -> np.ndarray:

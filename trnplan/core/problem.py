@@ -163,6 +163,9 @@ class Problem:
     cores: int = attrs.field(default=1, validator=_positive_int("cores"))
     #: a truncated (pruned) real transform: the frequencies kept per axis, () for all of them
     modes: tuple = attrs.field(default=(), converter=tuple)
+    #: of a truncated transform's non-last axes, those that keep only the lowest ``modes[axis]``
+    #: frequencies (0 … m−1) instead of the FNO's lowest and highest ``m``; sorted axis indices
+    low: tuple = attrs.field(default=(), converter=tuple)
 
     def __attrs_post_init__(self):
         if self.kind == "r2c" and self.inverse:
@@ -173,6 +176,8 @@ class Problem:
                              "pass inverse=True, or use kind='r2c' for the forward real transform")
         if self.modes:
             self._check_modes()
+        elif self.low:
+            raise ValueError(f"low= names axes of a truncated transform; pass modes= too (got low={self.low!r})")
         if self.kind == "dct1" and min(self.shape) < 2:
             raise ValueError(f"kind='dct1' (DCT-I) is not defined for a length below 2, got shape {self.shape}; "
                              f"its logical length is 2(n−1) (scipy.fft.dct type=1 refuses it too)")
@@ -195,8 +200,15 @@ class Problem:
         if self.modes[-1] > self.shape[-1] // 2 + 1:
             raise ValueError(f"modes[-1]={self.modes[-1]} keeps more than the {self.shape[-1] // 2 + 1} bins of the "
                              f"last (real) axis of length {self.shape[-1]}")
+        if (any(isinstance(a, bool) or not isinstance(a, int) for a in self.low) or list(self.low) != sorted(set(self.low))
+                or any(not 0 <= a < self.rank - 1 for a in self.low)):
+            raise ValueError(f"low must list distinct non-last axes (0 … {self.rank - 2}) in increasing order, got "
+                             f"{self.low!r}: the last axis always keeps its lowest modes[-1] bins")
         for axis, (m, n) in enumerate(zip(self.modes[:-1], self.shape[:-1])):
-            if 2 * m > n:
+            if axis in self.low and m > n:
+                raise ValueError(f"modes[{axis}]={m} keeps the lowest {m} frequencies of an axis of length {n}; "
+                                 f"use modes[{axis}] ≤ {n}")
+            if 2 * m > n and axis not in self.low:
                 raise ValueError(f"modes[{axis}]={m} keeps the lowest and highest {m} frequencies (the FNO pattern) "
                                  f"of an axis of length {n}: 2·{m} > {n}; use modes[{axis}] ≤ {n // 2}")
 
@@ -215,6 +227,7 @@ class Problem:
         device="cpu",
         cores: int = 1,
         modes=None,
+        low=None,
     ) -> Problem:
         """Normalise user-facing arguments and build a validated Problem.
 
@@ -262,6 +275,7 @@ class Problem:
             device=device_kind(device),
             cores=cores,
             modes=() if modes is None else ((modes,) if isinstance(modes, int) else tuple(modes)),
+            low=() if low is None else tuple(low),
         )
 
     # ------------------------------------------------------------------ derived facts
@@ -298,9 +312,17 @@ class Problem:
     @property
     def kept_shape(self) -> tuple:
         """The spectrum a truncated transform keeps: ``2·m`` rows (the lowest and highest ``m``
-        frequencies, the Fourier neural operator's pattern) on every axis but the last, the lowest
-        ``m`` bins on the last (real) axis."""
-        return (*(2 * m for m in self.modes[:-1]), self.modes[-1])
+        frequencies, the Fourier neural operator's pattern) on every axis but the last (``m`` rows,
+        the lowest, on the axes in :attr:`low`), the lowest ``m`` bins on the last (real) axis."""
+        return tuple(m if axis in self.low or axis == self.rank - 1 else 2 * m for axis, m in enumerate(self.modes))
+
+    def kept_rows(self, axis: int) -> tuple:
+        """The frequencies a truncated transform keeps along ``axis``, in the order it returns them:
+        0 … m−1, then n−m … n−1 on an FNO axis (low, then high)."""
+        m, n = self.modes[axis], self.shape[axis]
+        if axis in self.low or axis == self.rank - 1:
+            return tuple(range(m))
+        return (*range(m), *range(n - m, n))
 
     @property
     def real_input(self) -> bool:
@@ -353,7 +375,7 @@ class Problem:
         """
         return attrs.evolve(
             self, shape=(n,), batch=batch, kind=kind, inverse=inverse, norm="forward" if inverse else "backward",
-            modes=()
+            modes=(), low=()
         )
 
     def data_bytes(self) -> int:
@@ -364,9 +386,11 @@ class Problem:
         return self.batch * (points_in + points_out) * item
 
     def to_dict(self) -> dict[str, Any]:
-        out = {**attrs.asdict(self), "shape": list(self.shape), "modes": list(self.modes)}
+        out = {**attrs.asdict(self), "shape": list(self.shape), "modes": list(self.modes), "low": list(self.low)}
         if not self.modes:  # every untruncated problem keeps the digest it had before modes existed
             del out["modes"]
+        if not self.low:  # and every FNO-pattern one the digest it had before low existed
+            del out["low"]
         return out
 
     def digest(self) -> str:
@@ -379,6 +403,7 @@ class Problem:
         direction = "inverse" if self.inverse else "forward"
         cores = f", {self.cores} cores" if self.cores != 1 else ""
         cores += f", modes {self.modes} kept" if self.modes else ""
+        cores += f" (axes {self.low}: the lowest only)" if self.low else ""
         return (
             f"{self.kind} {direction} {self.shape} × batch {self.batch}, {self.dtype} "
             f"{self.precision}, norm {self.norm}, {self.device}{cores}"

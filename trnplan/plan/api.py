@@ -47,18 +47,18 @@ def plan_cache_info() -> dict:
 
 
 def cached_plan(kind: str, shape: tuple, batch: int, dtype, norm: str, inverse: bool, device,
-                compile: str = "auto", modes=None) -> Plan:
+                compile: str = "auto", modes=None, low=None) -> Plan:
     """plan_many for front ends that ask per call (trnplan.fft, trnplan.stft, trnplan.install's
     kernels): their raw arguments name the request of the plan the drop-in made for them
     (:attr:`PlanMemo.names <trnplan.plan.memo.PlanMemo.names>`), so a repeated call skips
-    validating them. ``modes``: a truncated transform's kept frequencies.
+    validating them. ``modes``, ``low``: a truncated transform's kept frequencies.
 
     A shape seen for the first time is planned cheaply (:func:`dropin_plan`)."""
-    name = ("dropin", kind, shape, batch, dtype, norm, inverse, device, compile, modes)
+    name = ("dropin", kind, shape, batch, dtype, norm, inverse, device, compile, modes, low)
     plan = PLANS.by_alias(name)
     if plan is None:
         plan = dropin_plan(shape, batch, kind=kind, inverse=inverse, dtype=dtype, norm=norm, device=device,
-                           compile=compile, modes=modes)
+                           compile=compile, modes=modes, low=low)
         PLANS.add_alias(name, plan)
     return plan
 
@@ -110,6 +110,7 @@ def plan_many(
     compile: str = "auto",
     verify: bool = False,
     modes: int | Sequence[int] | None = None,
+    low: Sequence[int] | None = None,
 ) -> Plan:
     """Plan ``batch`` transforms of ``shape`` and return a ready :class:`Plan`.
 
@@ -198,6 +199,9 @@ def plan_many(
         returns only those, c2r reads only those (the rest taken as zero). The truncated solver
         plans it: kept-column GEMMs per axis, or the whole transform then cut, the cost model
         choosing.
+    low : sequence of int, optional
+        With ``modes``: the non-last axes (indices into ``shape``, increasing) that keep only their
+        lowest ``modes[axis]`` frequencies (0 … m−1, ``m`` rows) instead of the lowest and highest.
     verify : bool, default False
         Run the plan once on seeded random input against float64 numpy.fft, keep the measured
         error (``plan.tree.measured_error``, stored in the wisdom entry, shown by explain()), and
@@ -234,7 +238,7 @@ def plan_many(
     """
     return _plan_many(shape, batch, kind=kind, inverse=inverse, dtype=dtype, precision=precision, norm=norm,
                       device=device, cores=cores, strategy=strategy, effort=effort, tol=tol, cache=cache,
-                      compile=compile, use_lru=True, verify=verify, modes=modes)
+                      compile=compile, use_lru=True, verify=verify, modes=modes, low=low)
 
 
 def plan_many_uncached(shape, batch: int = 1, **options) -> Plan:
@@ -252,7 +256,7 @@ _NAMEABLE_SHAPE = frozenset({int})
 
 
 def _plan_many(shape, batch, *, kind, inverse, dtype, precision, norm, device, cores, strategy, effort, tol,
-               cache, compile, use_lru: bool, verify: bool = False, modes=None) -> Plan:
+               cache, compile, use_lru: bool, verify: bool = False, modes=None, low=None) -> Plan:
     """plan_many's work; ``use_lru=False`` (precompile) always goes to the on-disk cache.
 
     The request the arguments make is looked up by the arguments themselves first (their name,
@@ -262,7 +266,7 @@ def _plan_many(shape, batch, *, kind, inverse, dtype, precision, norm, device, c
     cache = default_cache() if cache is DEFAULT_CACHE else cache
     args = {"kind": kind, "inverse": inverse, "dtype": dtype, "precision": precision, "norm": norm, "device": device,
             "cores": cores, "strategy": strategy, "effort": effort, "tol": tol, "cache": cache, "compile": compile,
-            "verify": verify, "modes": modes}
+            "verify": verify, "modes": modes, "low": low}
     if not use_lru:
         return _build_plan(make_request(shape, batch, **args))
     name = None

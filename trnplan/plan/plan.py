@@ -110,6 +110,8 @@ def adjoint_arguments(problem: Problem) -> dict:
             "norm": {"backward": "forward", "forward": "backward", "ortho": "ortho"}[p.norm], "cores": p.cores}
     if p.modes:  # a truncated transform's adjoint keeps the same frequencies (zero-fill is the cut's adjoint)
         args["modes"] = p.modes
+    if p.low:
+        args["low"] = p.low
     return args
 
 
@@ -553,6 +555,8 @@ class Plan:
                    "compile": made["compile"], "cache": where}
         if p.modes:
             request["modes"] = p.modes
+        if p.low:
+            request["low"] = p.low
         tree = str(self.tree)
         host_wisdom = hostlib.export_wisdom() if "pyfftw" in tree else None
         return (_restore_plan, (self._replan.func, request, tree, host_wisdom))

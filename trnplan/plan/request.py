@@ -109,11 +109,11 @@ class PlanRequest:
 
 
 def make_request(shape, batch, *, kind, inverse, dtype, precision, norm, device, cores, strategy, effort, tol,
-                 cache, compile, verify: bool = False, modes=None) -> PlanRequest:
+                 cache, compile, verify: bool = False, modes=None, low=None) -> PlanRequest:
     """Validate plan_many's arguments into a :class:`PlanRequest` (``cache`` already resolved:
     a :class:`PlanCache` or None). Every refusal names the argument and the fix."""
     problem = Problem.create(shape, batch, kind=kind, inverse=inverse, dtype=dtype, precision=precision,
-                             norm=norm, device=device, cores=cores, modes=modes)
+                             norm=norm, device=device, cores=cores, modes=modes, low=low)
     backend = get_backend(problem.device)
     _check_supported(problem, backend, effort)
     _check_tol(tol)

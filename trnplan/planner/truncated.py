@@ -4,7 +4,8 @@ A Fourier neural operator layer (Li et al., "Fourier Neural Operator for Paramet
 2021) takes an rfftn, keeps the lowest ``m`` bins of the last axis and the lowest and highest ``m``
 frequencies of every other axis, multiplies them by its weights, and zero-fills the rest before the
 irfftn. A problem with ``modes`` (:attr:`trnplan.core.problem.Problem.kept_shape`) asks for exactly
-that: r2c returns only the kept spectrum, c2r reads only it (the rest taken as zero). FFTW and
+that: r2c returns only the kept spectrum, c2r reads only it (the rest taken as zero); the non-last
+axes in ``Problem.low`` keep only their lowest ``m`` frequencies (a node parameter ``low=``). FFTW and
 cuFFT have no pruned transform; this solver gives the planner two ways:
 
 ``method=full``
@@ -50,9 +51,14 @@ MAX_GEMM_N = 4096
 ERROR_GEMM = {"fp32": (4.0, 0.35, 0.1), "fp64": (8.0, 0.7, 0.2)}
 
 
-def kept_rows(n: int, m: int) -> np.ndarray:
-    """The frequencies a non-last axis keeps: 0..m−1 and n−m..n−1 (the FNO pattern)."""
-    return np.concatenate([np.arange(m), np.arange(n - m, n)])
+def kept_rows(n: int, m: int, low: bool = False) -> np.ndarray:
+    """The frequencies a non-last axis keeps: 0..m−1 and n−m..n−1 (the FNO pattern), or 0..m−1 (``low``)."""
+    return np.arange(m) if low else np.concatenate([np.arange(m), np.arange(n - m, n)])
+
+
+def kept_lengths(modes: tuple, low: tuple) -> tuple:
+    """The kept spectrum's shape (:attr:`trnplan.core.problem.Problem.kept_shape`)."""
+    return tuple(m if axis == len(modes) - 1 or axis in low else 2 * m for axis, m in enumerate(modes))
 
 
 def _dft_columns(n: int, ks: np.ndarray, sign: int) -> np.ndarray:
@@ -78,10 +84,10 @@ def _back(state, dim: int, last: int):
 class PrunedRowColumn(torch.nn.Module):
     """method=gemm: one kept-column GEMM per axis (r2c: last axis first; c2r: last axis last)."""
 
-    def __init__(self, shape: tuple, modes: tuple, inverse: bool, ctx):
+    def __init__(self, shape: tuple, modes: tuple, inverse: bool, ctx, low: tuple = ()):
         super().__init__()
         self.shape, self.modes, self.inverse = tuple(shape), tuple(modes), inverse
-        self.kept = (*(2 * m for m in modes[:-1]), modes[-1])
+        self.kept = kept_lengths(self.modes, tuple(low))
         n, m = shape[-1], modes[-1]
         f = _dft_columns(n, np.arange(m), 1 if inverse else -1)  # n × m
         if inverse:  # [Re X | Im X] (·, 2m) @ W (2m × n), the Hermitian weights in W's rows
@@ -98,7 +104,7 @@ class PrunedRowColumn(torch.nn.Module):
         self.real = Gemm(w, ctx, side="right")
         mats = []
         for axis in range(len(shape) - 1):
-            fa = _dft_columns(shape[axis], kept_rows(shape[axis], modes[axis]), 1 if inverse else -1)
+            fa = _dft_columns(shape[axis], kept_rows(shape[axis], modes[axis], axis in low), 1 if inverse else -1)
             mats.append(Gemm(complex_gemm_matrix(fa.T if inverse else fa), ctx, side="right"))
         self.axes = torch.nn.ModuleList(mats)
 
@@ -135,11 +141,12 @@ class TruncateFull(torch.nn.Module):
     and nothing is split into ``(re, im)`` — the call an FNO layer makes with torch.fft, planned.
     """
 
-    def __init__(self, shape: tuple, modes: tuple, inverse: bool, child):
+    def __init__(self, shape: tuple, modes: tuple, inverse: bool, child, low: tuple = ()):
         super().__init__()
         self.shape, self.modes, self.inverse, self.child = tuple(shape), tuple(modes), inverse, child
+        self.low = tuple(low)
         self.full = (*shape[:-1], shape[-1] // 2 + 1)
-        self.kept = (*(2 * m for m in modes[:-1]), modes[-1])
+        self.kept = kept_lengths(self.modes, self.low)
         if hasattr(child, "library_call"):
             self.library_call = self._library_call
 
@@ -147,16 +154,17 @@ class TruncateFull(torch.nn.Module):
         t = t[..., : self.modes[-1]]  # a view: the non-last axes' cuts below copy only the kept bins
         for axis, m in enumerate(self.modes[:-1]):
             dim = axis + 1
-            t = torch.cat([t.narrow(dim, 0, m), t.narrow(dim, t.shape[dim] - m, m)], dim)
+            low = t.narrow(dim, 0, m)
+            t = low.contiguous() if axis in self.low else torch.cat([low, t.narrow(dim, t.shape[dim] - m, m)], dim)
         return t
 
     def _fill(self, t):
         t = torch.nn.functional.pad(t, (0, self.full[-1] - self.modes[-1]))
         for axis, m in enumerate(self.modes[:-1]):
             dim, n = axis + 1, self.shape[axis]
-            low, high = t.narrow(dim, 0, m), t.narrow(dim, m, m)
-            zeros = torch.zeros_like(t.narrow(dim, 0, 1)).expand(*t.shape[:dim], n - 2 * m, *t.shape[dim + 1:])
-            t = torch.cat([low, zeros, high], dim)
+            kept = [t.narrow(dim, 0, m)] if axis in self.low else [t.narrow(dim, 0, m), t.narrow(dim, m, m)]
+            zeros = torch.zeros_like(t.narrow(dim, 0, 1)).expand(*t.shape[:dim], n - m * len(kept), *t.shape[dim + 1:])
+            t = torch.cat([kept[0], zeros, *kept[1:]], dim)
         return t
 
     def _library_call(self, norm: str | None = None):
@@ -213,18 +221,21 @@ class Truncated(WholeShape, Solver):
     takes_factors = True
     kinds = ("r2c", "c2r")
     ranks = "any"
-    options = ("method", "modes", "kind")
+    options = ("method", "modes", "kind", "low")
     word_options = ("method", "kind")  # modes= is an int (1-D) or a word like 16x8, checked here
 
     def why_not(self, problem, planner, forced):
         return None if problem.modes else "plans truncated transforms only (modes=...)"
 
     def why_not_spec(self, problem, spec):
-        modes = spec.option("modes")
-        others = attrs.evolve(spec, options=tuple(o for o in spec.options if o[0] != "modes"))
+        modes, low = spec.option("modes"), spec.option("low")
+        others = attrs.evolve(spec, options=tuple(o for o in spec.options if o[0] not in ("modes", "low")))
         reason = super().why_not_spec(problem, others)  # WholeShape: the factors and kind=
         if reason is None and modes is not None and str(modes) != modes_word(problem.modes):
             reason = f"the strategy's truncated node keeps modes {modes} but the problem keeps {modes_word(problem.modes)}"
+        if reason is None and low is not None and str(low) != modes_word(problem.low):
+            reason = (f"the strategy's truncated node keeps the lowest modes only on axes {low} but the problem on "
+                      f"{modes_word(problem.low) or 'none'}")
         method = spec.option("method")
         if reason is None and method is not None:
             reason = self._why_not_method(problem, method)
@@ -249,6 +260,8 @@ class Truncated(WholeShape, Solver):
     def _plan_method(self, problem, planner, spec, method):
         params = {"factors": problem.shape, "kind": problem.kind, "method": method,
                   "modes": modes_word(problem.modes)}
+        if problem.low:  # absent for the FNO pattern, so those trees print (and are stored) as before
+            params["low"] = modes_word(problem.low)
         b, size = problem.batch, itemsize(problem)
         kept = math.prod(problem.kept_shape)
         if method == "full":
@@ -257,7 +270,7 @@ class Truncated(WholeShape, Solver):
         return self.node(problem, planner, work, combine(*errors), params=params)
 
     def _plan_full(self, problem, planner, spec, params, kept):
-        whole = attrs.evolve(problem, modes=(), norm="forward" if problem.inverse else "backward")
+        whole = attrs.evolve(problem, modes=(), low=(), norm="forward" if problem.inverse else "backward")
         child = planner.plan(whole, spec.child(0) if spec is not None else None)
         b, size = problem.batch, itemsize(problem)
         full = math.prod(whole.out_shape if not problem.inverse else whole.in_shape)
@@ -287,7 +300,7 @@ class Truncated(WholeShape, Solver):
         for axis in [last, *range(last - 1, -1, -1)]:
             n = shape[axis]
             rows = math.prod(cur) // cur[axis] * b
-            kept = modes[axis] if axis == last else 2 * modes[axis]
+            kept = modes[axis] if axis == last or axis in problem.low else 2 * modes[axis]
             real = 1 if axis == last else 2  # the real pass reads one plane (r2c) or writes one (c2r)
             full_side, kept_side = real * n, 2 * kept
             if axis != last or problem.inverse:  # its planes gathered into one [re | im] operand
@@ -307,6 +320,7 @@ class Truncated(WholeShape, Solver):
     def build(self, node, ctx):
         shape = tuple(node.param("factors"))
         modes = tuple(int(m) for m in str(node.param("modes")).split("x"))
+        low = tuple(int(a) for a in str(node.param("low", "")).split("x") if a)
         if node.param("method") == "gemm":
-            return PrunedRowColumn(shape, modes, node.inverse, ctx)
-        return TruncateFull(shape, modes, node.inverse, ctx.build(node.children[0]))
+            return PrunedRowColumn(shape, modes, node.inverse, ctx, low)
+        return TruncateFull(shape, modes, node.inverse, ctx.build(node.children[0]), low)
