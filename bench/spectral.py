@@ -3,12 +3,14 @@
     python bench/spectral.py [--quick] [--markdown docs/benchmarks.md] [--json out.json] [--plot out.png]
 
 Truncated transforms (FNO shapes): batch × channels signals, the forward ``rfftn`` keeping the
-FNO's modes and the inverse reading only them, timed as one round trip (forward + inverse) and as
-its backward pass, against torch.fft: ``rfftn`` + slice + zero-fill + ``irfftn`` (what an FNO
-layer writes, the ``backend="torch"`` side of ``trnplan.nn.SpectralConv``):
+FNO's modes and the inverse reading only them, each timed alone (forward; inverse), as one round
+trip (forward + inverse) and with its backward pass, against torch.fft: ``rfftn`` + slice (forward),
+zero-fill + ``irfftn`` (inverse) — what an FNO layer writes, the ``backend="torch"`` side of
+``trnplan.nn.SpectralConv``:
 
-* ``trnplan``: ``trnplan.fft.rfftn_truncated`` → ``irfftn_truncated`` (the planner's pick of the
-  truncated solver's methods; the tree is printed);
+* ``trnplan``: ``trnplan.fft.rfftn_truncated`` → ``irfftn_truncated`` (the estimate's pick of the
+  truncated solver's methods; the trees are printed);
+* ``method=gemm``: the pruned GEMM plans, forced (``plan.execute``);
 * ``torch.fft``: rfftn, the kept block cut out, zero-filled back, irfftn.
 
 DCT/DST: ``trnplan.fft.dct``/``dctn`` (the r2r solver's pick) against ``scipy.fft.dct`` (pocketfft,
@@ -80,6 +82,25 @@ def torch_round_trip(x, grid, modes):
     return torch.fft.irfftn(yh, s=grid, dim=dims)
 
 
+def torch_forward(x, grid, modes):
+    """rfftn and the kept block cut out, with torch.fft."""
+    xh = torch.fft.rfftn(x, dim=tuple(range(-len(grid), 0)))[..., : modes[-1]]
+    for axis, m in enumerate(modes[:-1]):
+        d = x.ndim - len(grid) + axis
+        xh = torch.cat([xh.narrow(d, 0, m), xh.narrow(d, grid[axis] - m, m)], d)
+    return xh
+
+
+def torch_inverse(xh, grid, modes):
+    """The kept block zero-filled back and irfftn, with torch.fft."""
+    yh = torch.nn.functional.pad(xh, (0, grid[-1] // 2 + 1 - modes[-1]))
+    for axis, m in enumerate(modes[:-1]):
+        d = yh.ndim - len(grid) + axis
+        zeros = yh.new_zeros(*yh.shape[:d], grid[axis] - 2 * m, *yh.shape[d + 1:])
+        yh = torch.cat([yh.narrow(d, 0, m), zeros, yh.narrow(d, m, m)], d)
+    return torch.fft.irfftn(yh, s=grid, dim=tuple(range(-len(grid), 0)))
+
+
 def trnplan_round_trip(x, grid, modes):
     dims = tuple(range(-len(grid), 0))
     return tfft.irfftn_truncated(tfft.rfftn_truncated(x, modes, dim=dims), s=grid, modes=modes, dim=dims)
@@ -96,7 +117,15 @@ def truncated_row(label, grid, modes, batch, cell_seconds):
                                 strategy="(truncated method=gemm)") for k in ("r2c", "c2r")]
     err_pruned = rel(pruned[1].execute(pruned[0].execute(x)), ref)
     assert err_pruned <= 2 * BAR, (label, err_pruned)
+    dims = tuple(range(-len(grid), 0))
+    xh = torch_forward(x, grid, modes).contiguous()
     fns = {
+        "torch.fft fwd": lambda: torch_forward(x, grid, modes),
+        "trnplan fwd": lambda: tfft.rfftn_truncated(x, modes, dim=dims),
+        "method=gemm fwd": lambda: pruned[0].execute(x),
+        "torch.fft inv": lambda: torch_inverse(xh, grid, modes),
+        "trnplan inv": lambda: tfft.irfftn_truncated(xh, s=grid, modes=modes, dim=dims),
+        "method=gemm inv": lambda: pruned[1].execute(xh),
         "trnplan": lambda: trnplan_round_trip(x, grid, modes),
         "trnplan method=gemm": lambda: pruned[1].execute(pruned[0].execute(x)),
         "torch.fft": lambda: torch_round_trip(x, grid, modes),
@@ -182,7 +211,18 @@ def markdown(trunc, r2r, meta, convs=()) -> str:
     lines = [(f"*{meta['when']}, {meta['cpu']}, torch {meta['torch']} ({meta['threads']} threads), "
               f"{'quick form, ' if meta['quick'] else ''}**busy machine** (other sessions were running): medians "
               f"of round-robin cells in one process; ratios, not absolutes, carry over.*"), "",
-             ("| truncated round trip (fwd + inv) | batch | torch.fft (rfftn+cut+fill+irfftn) | trnplan (estimate's "
+             ("| truncated, one direction | batch | fwd: torch.fft rfftn+cut | fwd: trnplan (estimate) | ratio | "
+              "fwd: method=gemm | ratio | inv: torch.fft fill+irfftn | inv: trnplan (estimate) | ratio | "
+              "inv: method=gemm | ratio |"), "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in trunc:
+        u = r["us"]
+        cells = []
+        for d in ("fwd", "inv"):
+            base = u[f"torch.fft {d}"]
+            cells += [f"{base:.0f} µs", f"{u[f'trnplan {d}']:.0f} µs", f"{u[f'trnplan {d}'] / base:.2f}",
+                      f"{u[f'method=gemm {d}']:.0f} µs", f"{u[f'method=gemm {d}'] / base:.2f}"]
+        lines.append(f"| {r['row']} | {r['batch']} | " + " | ".join(cells) + " |")
+    lines += ["", ("| truncated round trip (fwd + inv) | batch | torch.fft (rfftn+cut+fill+irfftn) | trnplan (estimate's "
               "pick) | ratio | trnplan pruned GEMMs (method=gemm) | ratio | fwd+bwd torch.fft | fwd+bwd trnplan | "
               "ratio | trnplan's trees (estimate) |"), "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in trunc:
