@@ -513,8 +513,8 @@ def test_fftshift_ifftshift_against_numpy():
 
 R2R_FUNCTIONS = ("dct", "idct", "dst", "idst", "dctn", "idctn", "dstn", "idstn")
 #: trnplan's own: torch.fft has no truncated transforms
-TRUNCATED_FUNCTIONS = {"rfftn_truncated": ["input", "modes", "s", "dim", "norm"],
-                       "irfftn_truncated": ["input", "s", "modes", "dim", "norm"]}
+TRUNCATED_FUNCTIONS = {"rfftn_truncated": ["input", "modes", "s", "dim", "norm", "low"],
+                       "irfftn_truncated": ["input", "s", "modes", "dim", "norm", "low"]}
 
 
 def test_signatures_match_torch_fft():
@@ -535,7 +535,9 @@ def test_signatures_match_torch_fft():
             continue
         if name in TRUNCATED_FUNCTIONS:
             assert not hasattr(torch.fft, name)
-            assert list(inspect.signature(getattr(tfft, name)).parameters) == TRUNCATED_FUNCTIONS[name]
+            params = inspect.signature(getattr(tfft, name)).parameters
+            assert list(params) == TRUNCATED_FUNCTIONS[name]
+            assert params["low"].kind is inspect.Parameter.KEYWORD_ONLY, name
             continue
         torch_sig = getattr(torch.fft, name).__doc__.strip().splitlines()[0]
         torch_params = torch_sig[torch_sig.index("(") : torch_sig.rindex(")") + 1]
