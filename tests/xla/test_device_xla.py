@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 import torch
 import torch_xla
+from support import reference, rel_l2
 
 import trnplan
 from trnplan import xla_audit
@@ -28,11 +29,6 @@ from trnplan.core.errors import PlanningError
 pytestmark = pytest.mark.xla
 DEV = torch_xla.device()
 BATCH = 4
-
-
-def rel(got, ref) -> float:
-    got = got.detach().cpu().numpy() if isinstance(got, torch.Tensor) else got
-    return float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
 
 
 def host_complex(shape, seed=0) -> torch.Tensor:
@@ -71,15 +67,6 @@ def _id(c):
     return f"{c[1]}-{'inv' if c[2] else 'fwd'}-{c[0]}-{c[3]}-{c[4] or 'picked'}"
 
 
-def _reference(kind, inverse, shape, x):
-    axes = tuple(range(1, len(shape) + 1))
-    if kind == "r2c":
-        return np.fft.rfftn(x.double().numpy(), axes=axes)
-    if kind == "c2r":
-        return np.fft.irfftn(x.to(torch.complex128).numpy(), s=shape, axes=axes)
-    return (np.fft.ifftn if inverse else np.fft.fftn)(x.to(torch.complex128).numpy(), axes=axes)
-
-
 @pytest.mark.parametrize("case", CASES, ids=map(_id, CASES))
 def test_plan_on_xla(case):
     shape, kind, inverse, precision, strategy = case
@@ -95,13 +82,13 @@ def test_plan_on_xla(case):
                                           axes=tuple(range(1, len(shape_t) + 1)))).to(torch.complex64)
     else:
         x = host_complex((BATCH, *shape_t))
-    ref = _reference(kind, inverse, shape_t, x)
+    ref = reference(x, inverse, kind=kind, shape=shape_t)
     xd = x.to(DEV)
     torch_xla.sync()
     before = xla_audit._fallback_counts()
     y = plan.execute(xd)
     assert y.device == xd.device
-    err = rel(y, ref)
+    err = rel_l2(y, ref)
     fallback = sorted(op for op, n in xla_audit._fallback_counts().items() if n > before.get(op, 0))
     assert err <= DEFAULT_TOL[precision], f"{plan.tree}: rel L2 {err:.3g} over the {precision} bar"
     assert fallback == [], f"{plan.tree}: ran on the host: {fallback}"
@@ -148,7 +135,7 @@ def test_compile_counts_per_plan_and_bucket():
     assert (in_bucket_again.uncached, in_bucket_again.dynamo) == (0, 0)
     assert plan5.provenance.bucket.startswith("batch 5 runs in the compiled bucket 6")
     ref = np.fft.fft(x5[0].cpu().double().numpy() + 1j * x5[1].cpu().double().numpy())
-    assert rel(y5[0].double().numpy() + 1j * y5[1].double().numpy(), ref) <= DEFAULT_TOL["fp32"]
+    assert rel_l2(y5[0].double().numpy() + 1j * y5[1].double().numpy(), ref) <= DEFAULT_TOL["fp32"]
 
 
 def test_a_stream_of_batch_sizes_stays_under_the_recompile_limit():
@@ -161,7 +148,7 @@ def test_a_stream_of_batch_sizes_stays_under_the_recompile_limit():
         for b in range(1, 41):
             x = host_complex((b, 64), b)
             y = trnplan.fft.fft(x.to(DEV)).cpu()
-            assert rel(y, np.fft.fft(x.to(torch.complex128).numpy())) <= DEFAULT_TOL["fp32"]
+            assert rel_l2(y, np.fft.fft(x.to(torch.complex128).numpy())) <= DEFAULT_TOL["fp32"]
     buckets = {accel.bucket_batch(b) for b in range(1, 41)}
     assert stream.dynamo == len(buckets), (stream.dynamo, sorted(buckets))
     print(f"XLA-LANE stream 1..40: {stream.dynamo} plan graphs for buckets {sorted(buckets)}, "
@@ -172,7 +159,7 @@ def test_eager_is_selectable():
     plan = trnplan.plan_many(256, BATCH, device="xla", compile="eager", cache=None)
     assert plan.provenance.compile_mode == "eager" and plan._runner is None
     x = host_complex((BATCH, 256))
-    assert rel(plan.execute(x.to(DEV)), np.fft.fft(x.to(torch.complex128).numpy())) <= DEFAULT_TOL["fp32"]
+    assert rel_l2(plan.execute(x.to(DEV)), np.fft.fft(x.to(torch.complex128).numpy())) <= DEFAULT_TOL["fp32"]
     assert "bucket     none: eager" in plan.explain(full=True)
 
 
@@ -198,7 +185,7 @@ def test_fft_functions_keep_the_device():
     ]
     for y, ref in checks:
         assert y.device.type == "xla"
-        assert rel(y, ref) <= DEFAULT_TOL["fp32"]
+        assert rel_l2(y, ref) <= DEFAULT_TOL["fp32"]
 
 
 def test_stft_on_xla():
@@ -207,9 +194,9 @@ def test_stft_on_xla():
     spec = trnplan.stft(sig.to(DEV), 256, hop_length=64, window=window.to(DEV), return_complex=True)
     ref = torch.stft(sig, 256, hop_length=64, window=window, return_complex=True)
     assert spec.device.type == "xla"
-    assert rel(spec, ref.to(torch.complex128).numpy()) <= 10 * DEFAULT_TOL["fp32"]  # torch.stft is fp32 itself
+    assert rel_l2(spec, ref.to(torch.complex128).numpy()) <= 10 * DEFAULT_TOL["fp32"]  # torch.stft is fp32 itself
     back = trnplan.istft(spec, 256, hop_length=64, window=window.to(DEV), length=2000)
-    assert back.device.type == "xla" and rel(back, sig.double().numpy()) <= 10 * DEFAULT_TOL["fp32"]
+    assert back.device.type == "xla" and rel_l2(back, sig.double().numpy()) <= 10 * DEFAULT_TOL["fp32"]
 
 
 def test_float64_on_xla_is_refused_with_the_fix():
@@ -235,7 +222,7 @@ def test_gradients_on_xla_match_float64():
     xd, rd = x.to(DEV).requires_grad_(), r.to(DEV).requires_grad_()
     loss(trnplan.fft, xd, rd, w.to(DEV), v.to(DEV)).backward()
     assert xd.grad.device.type == "xla"
-    ex, er = rel(xd.grad, x64.grad.numpy()), rel(rd.grad, r64.grad.numpy())
+    ex, er = rel_l2(xd.grad, x64.grad.numpy()), rel_l2(rd.grad, r64.grad.numpy())
     print(f"XLA-LANE gradients vs float64: c2c {ex:.3g}, r2c {er:.3g}")
     assert ex <= DEFAULT_TOL["fp32"] and er <= 2 * DEFAULT_TOL["fp32"]  # r2c: the forward and the adjoint plan
 
@@ -280,7 +267,7 @@ def test_fno_spectral_layer_trains_on_xla():
         loss.backward()
         if step == 0:  # the first gradient against the same layer on the host with torch.fft
             (host(x) - y).square().mean().backward()
-            assert rel(model.wr.grad, host.wr.grad.double().numpy()) <= 1e-5
+            assert rel_l2(model.wr.grad, host.wr.grad.double().numpy()) <= 1e-5
         opt.step()
         torch_xla.sync()
         losses.append(loss.item())
@@ -297,7 +284,7 @@ def test_compiled_model_calling_trnplan_on_xla_has_no_graph_break():
     torch._dynamo.reset()
     compiled = torch.compile(model, backend="openxla", fullgraph=True, dynamic=False)
     got = compiled(x).cpu()
-    assert rel(got, expected.double().numpy()) <= DEFAULT_TOL["fp32"]
+    assert rel_l2(got, expected.double().numpy()) <= DEFAULT_TOL["fp32"]
 
 
 def test_precompile_then_wisdom_only(tmp_path):
@@ -314,4 +301,4 @@ def test_precompile_then_wisdom_only(tmp_path):
     plan = trnplan.plan_many(1024, 5, device="xla", cache=PlanCache(tmp_path), effort="wisdom_only")
     assert (plan.provenance.origin, plan.provenance.compile_mode) == ("wisdom hit", "dynamo")
     x = host_complex((5, 1024), 9)
-    assert rel(plan.execute(x.to(DEV)), np.fft.fft(x.to(torch.complex128).numpy())) <= DEFAULT_TOL["fp32"]
+    assert rel_l2(plan.execute(x.to(DEV)), np.fft.fft(x.to(torch.complex128).numpy())) <= DEFAULT_TOL["fp32"]

@@ -21,9 +21,11 @@ import numpy as np
 import pytest
 import torch
 import torch_xla
+from support import rel_l2
 
 import trnplan
 from trnplan import xla_audit
+from trnplan.core import accuracy
 from trnplan.core.accuracy import DEFAULT_TOL
 
 pytestmark = pytest.mark.xla
@@ -64,25 +66,13 @@ def _plan(case, batch=BATCH):
 
 
 def _reference(plan, inputs):
-    """numpy.fft in complex128 of the module's flat inputs, flat like the module's outputs."""
+    """The float64 reference (core.accuracy.reference) of the module's flat inputs, flat like its outputs."""
     p = plan.problem
-    b = p.batch
-    axes = tuple(range(1, p.rank + 1))
-    norm = p.norm
     if p.kind == "r2c":
-        x = inputs[0].double().numpy().reshape(b, *p.shape)
-        y = np.fft.rfftn(x, axes=axes, norm=norm)
-    elif p.kind == "c2r":
-        x = (inputs[0].double().numpy() + 1j * inputs[1].double().numpy()).reshape(b, *p.in_shape)
-        return np.fft.irfftn(x, s=p.shape, axes=axes, norm=norm).reshape(b, -1)
+        x = inputs[0].double().numpy().reshape(p.batch, *p.shape)
     else:
-        x = (inputs[0].double().numpy() + 1j * inputs[1].double().numpy()).reshape(b, *p.shape)
-        y = (np.fft.ifftn if p.inverse else np.fft.fftn)(x, axes=axes, norm=norm)
-    return y.reshape(b, -1)
-
-
-def _rel(got, ref) -> float:
-    return float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
+        x = (inputs[0].double().numpy() + 1j * inputs[1].double().numpy()).reshape(p.batch, *p.in_shape)
+    return accuracy.reference(p, x).reshape(p.batch, -1)
 
 
 def _c2r_input(plan, seed=0):
@@ -103,7 +93,7 @@ def test_tree_on_xla_matches_numpy_and_passes_the_audit(case):
     out = plan.module(*(t.to(torch_xla.device()) for t in inputs))  # already compiled by the audit's run
     got = out[0].cpu().double().numpy() if p.kind == "c2r" else (out[0].cpu().double().numpy()
                                                                  + 1j * out[1].cpu().double().numpy())
-    err = _rel(got, _reference(plan, inputs))
+    err = rel_l2(got, _reference(plan, inputs))
     assert err <= DEFAULT_TOL[p.precision], f"{plan.tree}: rel L2 {err:.3g} over the {p.precision} bar"
     assert report.fallback_ops == (), f"{plan.tree}: ran on the host: {report.fallback_ops}"
     assert report.findings == (), str(report)

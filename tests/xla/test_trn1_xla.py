@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 import torch_xla
+from support import rel_l2
 
 import trnplan
 from trnplan import xla_audit
@@ -23,10 +24,6 @@ from trnplan.core.errors import ComplexOnDevice
 
 pytestmark = pytest.mark.xla
 DEV = torch_xla.device()
-
-
-def _rel(got, ref) -> float:
-    return float(np.linalg.norm(got - ref) / np.linalg.norm(ref))
 
 
 def _split(plan, x: np.ndarray):
@@ -82,7 +79,7 @@ def test_execute_split_on_trn1_within_the_fp32_bar(trn1, shape, kind, strategy):
         x = g.standard_normal((4, *shape)) + 1j * g.standard_normal((4, *shape))
         ref = np.fft.fftn(x, axes=axes)
     before = xla_audit._fallback_counts()
-    err = _rel(_split(plan, x), ref)
+    err = rel_l2(_split(plan, x), ref)
     fallback = sorted(op for op, n in xla_audit._fallback_counts().items() if n > before.get(op, 0))
     assert err <= DEFAULT_TOL["fp32"], f"{plan.tree}: {err:.3g}"
     assert fallback == [], fallback
@@ -96,7 +93,7 @@ def test_autograd_through_execute_split_on_trn1(trn1):
     yr, yi = plan.execute_split((re, im))
     (yr.square() + yi.square()).sum().backward()  # gradient 2 n (re, im): Parseval
     got = re.grad.cpu().double().numpy() + 1j * im.grad.cpu().double().numpy()
-    assert _rel(got, 2 * 128 * (re_h.double().numpy() + 1j * im_h.double().numpy())) <= DEFAULT_TOL["fp32"]
+    assert rel_l2(got, 2 * 128 * (re_h.double().numpy() + 1j * im_h.double().numpy())) <= DEFAULT_TOL["fp32"]
 
 
 def test_batches_1_to_16_compile_at_most_one_graph_per_bucket(trn1):
@@ -107,7 +104,7 @@ def test_batches_1_to_16_compile_at_most_one_graph_per_bucket(trn1):
         for b in range(1, 17):
             plan = trnplan.plan_many(64, b, device="xla", cache=None)
             x = g.standard_normal((b, 64)) + 1j * g.standard_normal((b, 64))
-            assert _rel(_split(plan, x), np.fft.fft(x)) <= DEFAULT_TOL["fp32"]
+            assert rel_l2(_split(plan, x), np.fft.fft(x)) <= DEFAULT_TOL["fp32"]
     print(f"XLA-LANE trn1 batches 1..16: {count.uncached} XLA compiles for {len(buckets)} buckets "
           f"{sorted(buckets)} (lazy route)")
     assert count.uncached <= len(buckets), (count.uncached, sorted(buckets))
@@ -125,7 +122,7 @@ def test_measured_planning_times_candidates_through_the_lazy_split_route(trn1, k
     x = np.random.default_rng(3).standard_normal((4, 64))
     x = x if kind == "r2c" else x + 1j * np.random.default_rng(4).standard_normal((4, 64))
     ref = np.fft.rfft(x) if kind == "r2c" else np.fft.fft(x)
-    assert _rel(_split(plan, x), ref) <= DEFAULT_TOL["fp32"]
+    assert rel_l2(_split(plan, x), ref) <= DEFAULT_TOL["fp32"]
 
 
 def test_first_run_script_passes_on_the_trn1_stand_in(tmp_path):
