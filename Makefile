@@ -29,8 +29,8 @@ test: setup  ## the whole test suite in TEST_WORKERS processes, with trnplan/'s 
 test-fast: setup  ## for development: the suite without the tests marked slow, no coverage
 	$(BIN)/python -m pytest -q -m "not slow"
 
-lint: setup  ## ruff, the import-layer contract (pyproject.toml), no cycles, function length, the settings table, mypy of the public API
-	$(BIN)/ruff check trnplan
+lint: setup  ## ruff (trnplan, tests, bench, tools, examples), the import-layer contract (pyproject.toml), no cycles, function length, the settings table, mypy of the public API
+	$(BIN)/ruff check trnplan tests bench tools examples
 	PYTHONPATH=. $(BIN)/lint-imports
 	PYTHONPATH=. $(BIN)/python tools/check_code.py
 	PYTHONPATH=. $(BIN)/python tools/check_settings.py  # docs/user-guide.md's settings table is config.SETTING_DOCS

@@ -86,7 +86,7 @@ def main():
         rates = {}
         for m, k, n in ((1024, 1024, 1024), (64, 128, 65536), (4096, 16, 16)):
             a, b = torch.randn(m, k, dtype=dtype, device=dev), torch.randn(k, n, dtype=dtype, device=dev)
-            t = median_us(lambda: torch.mm(a, b), 10, sync=sync)
+            t = median_us(lambda a=a, b=b: torch.mm(a, b), 10, sync=sync)
             rates[f"{m}x{k}x{n}"] = round(2 * m * k * n / t / 1e3, 1)
         out[f"gemm_gflops_{name}"] = rates
         # the solvers' own GEMMs are skinny: rows × n @ n × 2m (the pruned DFT passes of the truncated
@@ -98,13 +98,13 @@ def main():
             skinny[f"{m}x{k}x{n}"] = round(2 * m * k * n / t / 1e3, 1)
         out[f"gemm_gflops_skinny_{name}"] = {**skinny, "median": statistics.median(skinny.values())}
         x = torch.randn(1 << 22, dtype=dtype, device=dev)
-        t = median_us(lambda: x * x, 20, sync=sync)
+        t = median_us(lambda x=x: x * x, 20, sync=sync)
         out[f"bandwidth_gbs_{name}"] = round(3 * x.numel() * x.element_size() / t / 1e3, 1)
         cdt = torch.complex64 if dtype == torch.float32 else torch.complex128
         ffts = {}
         for n, b in ((256, 4096), (4096, 256), (65536, 16), (65536, 1), (256, 1)):
             z = torch.randn(b, n, dtype=cdt, device=dev)
-            t = median_us(lambda: torch.fft.fft(z), 10, sync=sync)
+            t = median_us(lambda z=z: torch.fft.fft(z), 10, sync=sync)
             ffts[f"{b}x{n}"] = {"us": round(t, 1), "gflops": round(5 * n * math.log2(n) * b / t / 1e3, 1)}
         out[f"fft_{name}"] = ffts
     if dev.type == "cuda":  # the tensor-core rates the CUDA profile prices the bf16 and tf32 modes at
@@ -118,18 +118,18 @@ def main():
                         break
                     a = torch.randn(m, k, device=dev).to(torch.bfloat16)
                     b = torch.randn(k, n, device=dev).to(torch.bfloat16)
-                    t = median_us(lambda: torch.mm(a, b, out_dtype=torch.float32), 10, sync=sync)
+                    t = median_us(lambda a=a, b=b: torch.mm(a, b, out_dtype=torch.float32), 10, sync=sync)
                 else:
                     a, b = torch.randn(m, k, device=dev), torch.randn(k, n, device=dev)
                     with tf32_scope():
-                        t = median_us(lambda: torch.mm(a, b), 10, sync=sync)
+                        t = median_us(lambda a=a, b=b: torch.mm(a, b), 10, sync=sync)
                 rates[f"{m}x{k}x{n}"] = round(2 * m * k * n / t / 1e3, 1)
             out[f"gemm_gflops_{name}"] = rates
     ratios = {}
     for shape in ((256, 256), (1024, 1024), (64, 1024, 16)):
         x = torch.randn(*shape, device=dev)
-        plain = median_us(lambda: x.clone(), 20, sync=sync)
-        moved = median_us(lambda: x.transpose(-1, -2).contiguous(), 20, sync=sync)
+        plain = median_us(lambda x=x: x.clone(), 20, sync=sync)
+        moved = median_us(lambda x=x: x.transpose(-1, -2).contiguous(), 20, sync=sync)
         ratios["x".join(map(str, shape))] = round(moved / plain, 2)
     out["transpose_vs_copy"] = ratios
     print(json.dumps(out, indent=1))

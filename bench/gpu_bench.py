@@ -17,6 +17,7 @@ Nothing here asserts a time: the numbers go to docs/gpu.md and docs/benchmarks.m
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
 import statistics
@@ -28,7 +29,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, ".")
-import trnplan  # noqa: E402
+import trnplan
 
 MODES = ["fp32", "tf32", "bf16", "bf16x3", "bf16x6"]
 TOLS = [1e-2, 1e-5, 1e-6]
@@ -159,18 +160,11 @@ def markdown(rows, peak) -> str:
     return "\n".join(lines)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--quick", action="store_true", help="fewer repeats and sizes")
-    ap.add_argument("--aot", action="store_true", help="also time AOTInductor-compiled GEMM trees (slow to build)")
-    ap.add_argument("--inductor", action="store_true",
-                    help="also time torch.compile'd (compile='inductor') GEMM trees at n = 256 and 4096")
-    ap.add_argument("--dry-run-cpu", action="store_true", help="run the script's logic on the CPU at 1/256 size")
-    args = ap.parse_args()
+def _device_info(dry_run_cpu: bool):
+    """(info, HBM peak TB/s, log2 of the elements per row) of the GPU, or of the CPU dry run (sets DEVICE)."""
     global DEVICE
     scale = 24
-    if args.dry_run_cpu:
+    if dry_run_cpu:
         DEVICE, scale = "cpu", 16
         info = {"gpu": "none (CPU dry run)", "capability": "-", "torch": torch.__version__}
         peak = None
@@ -182,10 +176,21 @@ def main():
         info = {"gpu": props.name, "capability": f"{props.major}.{props.minor}", "sms": props.multi_processor_count,
                 "torch": torch.__version__, "cuda": torch.version.cuda}
     info.update(python=platform.python_version(), hbm_peak_tbs=peak, trnplan=trnplan.__version__)
-    try:
+    with contextlib.suppress(Exception):  # a driver query torch may not have: the table just leaves it out
         info["driver"] = torch._C._cuda_getDriverVersion()
-    except Exception:  # noqa: BLE001
-        pass
+    return info, peak, scale
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--quick", action="store_true", help="fewer repeats and sizes")
+    ap.add_argument("--aot", action="store_true", help="also time AOTInductor-compiled GEMM trees (slow to build)")
+    ap.add_argument("--inductor", action="store_true",
+                    help="also time torch.compile'd (compile='inductor') GEMM trees at n = 256 and 4096")
+    ap.add_argument("--dry-run-cpu", action="store_true", help="run the script's logic on the CPU at 1/256 size")
+    args = ap.parse_args()
+    info, peak, scale = _device_info(args.dry_run_cpu)
     print(json.dumps(info), flush=True)
     repeats = 5 if args.quick else 20
     sizes = [256, 4096] if args.quick else [64, 256, 1024, 4096, 16384, 65536]
@@ -232,8 +237,8 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "gpu_bench.json"), "w") as f:
         json.dump(result, f, indent=1)
-    md = [f"GPU: {info['gpu']} (sm {info['capability']}), torch {info['torch']}, CUDA {info.get('cuda')}, "
-          f"driver {info.get('driver')}, HBM peak {peak} TB/s", "", markdown(rows, peak)]
+    md = [(f"GPU: {info['gpu']} (sm {info['capability']}), torch {info['torch']}, CUDA {info.get('cuda')}, "
+          f"driver {info.get('driver')}, HBM peak {peak} TB/s"), "", markdown(rows, peak)]
     if stft:
         md += ["", "| STFT 64 × 16 000 samples, n_fft 512, hop 128 | time | error |", "|---|---|---|"]
         for label, c in stft.items():

@@ -74,7 +74,7 @@ def main() -> None:
             y = plan(x).cpu().numpy()
             errs[mode] = float(np.linalg.norm(y - ref) / np.linalg.norm(ref))
             plans[mode] = plan
-        us = timed_us({mode: (lambda p=p: p(x)) for mode, p in plans.items()}, args.device)
+        us = timed_us({mode: (lambda p=p, x=x: p(x)) for mode, p in plans.items()}, args.device)
         tree = str(plans["eager"].tree)
         rows.append(f"| {b}×{n} `{tree}` | {precision} | {us['eager']:.0f} µs ({errs['eager']:.1e}) | "
                     f"{us['inductor']:.0f} µs ({errs['inductor']:.1e}) | {us['eager'] / us['inductor']:.2f}× | "

@@ -123,13 +123,13 @@ def summarise(runs: list) -> list:
 
 def markdown(summary: list, meta: dict) -> str:
     lines = [BEGIN, "",
-             f"`python bench/measure_busy.py` ({meta['runs']} fresh-cache processes in a row, torch threads "
+             (f"`python bench/measure_busy.py` ({meta['runs']} fresh-cache processes in a row, torch threads "
              f"{meta['threads']}, background load {'on for half of each run' if meta['load'] else 'off'}; "
              f"{meta['when']}, load average before {meta['loadavg'][0]:.1f}). Ratio: the measured plan's time "
-             f"over the best library timed in the same process (goals: worst ≤ {GOAL_WORST}, median ≤ {GOAL_MEDIAN}).",
+             f"over the best library timed in the same process (goals: worst ≤ {GOAL_WORST}, median ≤ {GOAL_MEDIAN})."),
              "", "| row | worst | median | per run | best library | picks |", "|---|---|---|---|---|---|"]
     for s in summary:
-        picks = "; ".join(sorted(set(t or "—" for t in s["trees"])))
+        picks = "; ".join(sorted({t or "—" for t in s["trees"]}))
         ok = "" if s["worst"] <= GOAL_WORST and s["median"] <= GOAL_MEDIAN else " ✗"
         lines.append(f"| {s['label']} | {s['worst']:.2f}{ok} | {s['median']:.2f} | "
                      f"{', '.join(f'{r:.2f}' for r in s['ratios'])} | {', '.join(s['best'])} | {picks} |")

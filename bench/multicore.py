@@ -55,8 +55,9 @@ def run(cell_seconds: float) -> list:
             one = trnplan.plan_many(n, batch=b, cache=None)
             split = trnplan.plan_many(n, batch=b, cores=2, cache=None, strategy=f"(multicore {_leaf(one)})")
             pick = trnplan.plan_many(n, batch=b, cores=2, cache=None)
-            fns = {"torch.fft": lambda: torch.fft.fft(x), "cores=1": lambda: one.execute(x),
-                   "cores=2 split": lambda: split.execute(x), "cores=2 pick": lambda: pick.execute(x)}
+            fns = {"torch.fft": lambda x=x: torch.fft.fft(x), "cores=1": lambda one=one, x=x: one.execute(x),
+                   "cores=2 split": lambda split=split, x=x: split.execute(x),
+                   "cores=2 pick": lambda pick=pick, x=x: pick.execute(x)}
             errs = {k: _check(f, x, ref) for k, f in fns.items() if k != "torch.fft"}
             cells = time_cells(fns, cell_seconds, 5)
             med = {k: v["us"] for k, v in cells.items()}
@@ -71,8 +72,8 @@ def run(cell_seconds: float) -> list:
 
 
 def markdown(rows: list) -> str:
-    lines = ["| torch threads | row | torch.fft | cores=1 (its tree) | cores=2 split | speedup | efficiency | "
-             "cores=2 pick (its tree) |", "|---|---|---|---|---|---|---|---|"]
+    lines = [("| torch threads | row | torch.fft | cores=1 (its tree) | cores=2 split | speedup | efficiency | "
+             "cores=2 pick (its tree) |"), "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         m = r["median_us"]
         lines.append(f"| {r['threads']} | {r['batch']}×{r['n']} | {m['torch.fft']:.0f} | {m['cores=1']:.0f} "

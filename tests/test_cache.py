@@ -33,11 +33,18 @@ import diskcache
 import numpy as np
 import pytest
 import torch
+from support import BAR, random_complex, reference, rel_l2
 
 import trnplan
-from support import BAR, random_complex, reference, rel_l2
-from trnplan.cache import (CacheWarning, PlanCache, UntrustedCacheError, default_cache, fingerprint,
-                           fingerprint_digest, set_default_cache)
+from trnplan.cache import (
+    CacheWarning,
+    PlanCache,
+    UntrustedCacheError,
+    default_cache,
+    fingerprint,
+    fingerprint_digest,
+    set_default_cache,
+)
 from trnplan.core.errors import TrnplanError, WisdomMiss
 
 STATS_KEYS = {"wisdom_hits", "wisdom_misses", "artifact_hits", "compiles", "compile_seconds",

@@ -26,8 +26,8 @@ PLAN_OPTIONS = ["--batch", "--kind", "--inverse", "--precision", "--norm", "--de
                 "--explain", "--verify", "--repeats", "--seed", "--compile", "--cache-dir", "--no-cache",
                 "--wisdom-only", "--effort", "--dtype", "--cores"]
 VERIFY = re.compile(r"^verify:  relative L2 error (\S+) vs numpy\.fft complex128; bound (\S+); predicted ≤ (\S+) -> "
-                    r"(OK|OVER THE BOUND)$", re.M)
-EXECUTE = re.compile(r"^execute: median [0-9.]+ µs over (\d+) runs \(predicted [0-9.]+ µs\)$", re.M)
+                    r"(OK|OVER THE BOUND)$", re.MULTILINE)
+EXECUTE = re.compile(r"^execute: median [0-9.]+ µs over (\d+) runs \(predicted [0-9.]+ µs\)$", re.MULTILINE)
 
 
 def run_cli(capsys, *argv):
@@ -54,10 +54,10 @@ def test_plan_explain_verify(capsys):
     for section in ("plan tree (each line:", "candidates at the top level"):
         assert section in out
     for name in trnplan.solver_names():  # every solver's verdict is listed
-        assert re.search(rf"^  {re.escape(name)}\s", out, re.M), name
+        assert re.search(rf"^  {re.escape(name)}\s", out, re.MULTILINE), name
     m = EXECUTE.search(out)
     assert m and m.group(1) == "20"  # default repeats
-    rel, bound, predicted, verdict = verify_line(out)
+    rel, bound, _predicted, verdict = verify_line(out)
     assert bound == 5e-7 and verdict == "OK"
     assert 0 < rel <= 5e-7  # the engine's fp32 bar (u = 6e-8; an exact 0 would mean no comparison)
 
@@ -66,7 +66,7 @@ def test_plan_fp64_verify(capsys):
     code, out, err = run_cli(capsys, "plan", "1000", "--precision", "fp64", "--verify", "--repeats", "2")
     assert code == 0, err
     assert "plan: c2c forward (1000,) × batch 1, complex128 fp64, norm backward, cpu" in out
-    assert re.search(r"^tree: \(\S+ 1000", out, re.M)
+    assert re.search(r"^tree: \(\S+ 1000", out, re.MULTILINE)
     rel, bound, _, verdict = verify_line(out)
     assert bound == 1e-13 and verdict == "OK" and 0 < rel <= 1e-13
 
@@ -75,7 +75,7 @@ def test_plan_inverse_ortho_verify(capsys):
     code, out, err = run_cli(capsys, "plan", "1000", "--inverse", "--norm", "ortho", "--verify", "--repeats", "2")
     assert code == 0, err
     assert "c2c inverse (1000,) × batch 1, complex64 fp32, norm ortho, cpu" in out
-    assert re.search(r"^tree: \(\S+ 1000 .*inv", out, re.M)
+    assert re.search(r"^tree: \(\S+ 1000 .*inv", out, re.MULTILINE)
     rel, bound, _, verdict = verify_line(out)
     assert verdict == "OK" and 0 < rel <= bound == 5e-7
 
@@ -111,7 +111,7 @@ def test_plan_printed_tree_replays(capsys):
     """The tree the CLI prints, handed back as --strategy, gives the same tree."""
     code, out, _ = run_cli(capsys, "plan", "4097", "--strategy", "bluestein", "--repeats", "1")
     assert code == 0
-    tree = re.search(r"^tree: (.+)$", out, re.M).group(1)
+    tree = re.search(r"^tree: (.+)$", out, re.MULTILINE).group(1)
     assert tree.startswith("(bluestein 4097 m=")
     code, out, _ = run_cli(capsys, "plan", "4097", "--strategy", tree, "--verify", "--repeats", "1")
     assert code == 0
@@ -122,7 +122,7 @@ def test_plan_strategy_explain_says_forced(capsys):
     code, out, _ = run_cli(capsys, "plan", "256", "--strategy", "(four-step 256=16x16 (dft-gemm) (dft-gemm))",
                            "--explain", "--repeats", "1")
     assert code == 0
-    forced = re.search(r", strategy forced: (.+)$", out, re.M).group(1)
+    forced = re.search(r", strategy forced: (.+)$", out, re.MULTILINE).group(1)
     assert forced.startswith("(four-step 256=16x16 ")  # the parsed spec, normalised
     tree = "(four-step 256=16x16 (dft-gemm 16) (dft-gemm 16))"
     assert f"  tree       {tree}\n" in out
@@ -142,8 +142,8 @@ def test_plan_real_and_nd_verify(capsys, argv):
 # ---------------------------------------------------------------------------- errors → exit 2
 @pytest.mark.parametrize("argv,message", [
     (["plan", "97", "--strategy", "stockham"],
-     r"^error: strategy 'stockham' does not apply to the sub-problem n=97 .*stockham: n=97 is not a power of two\. "
-     r"Solvers that apply here: native, (scipy, )?(pyfftw, )?(mkl-fft, )?dft-gemm, bluestein$"),
+     (r"^error: strategy 'stockham' does not apply to the sub-problem n=97 .*stockham: n=97 is not a power of two\. "
+     r"Solvers that apply here: native, (scipy, )?(pyfftw, )?(mkl-fft, )?dft-gemm, bluestein$")),
     (["plan", "97", "--strategy", "(four-step 97=8x12)"],
      r"^error: strategy '\(four-step 97=8x12\)' does not apply .*four-step: n=97 is not composite"),
     (["plan", "256", "--strategy", "(stockham 256"], r"^error: strategy '\(stockham 256': unbalanced parentheses$"),
@@ -156,15 +156,15 @@ def test_plan_real_and_nd_verify(capsys, argv):
     (["plan", "64", "--device", "tpu"], r"^error: device must be one of 'cpu', 'cuda', 'neuron'"),
     (["plan", "64", "--tol", "-1"], r"^error: tol must be a positive float \(a relative L2 error bound\), got -1\.0$"),
     (["plan", "2", "--tol", "1e-30", "--verify"],
-     r"^error: tol=1\.0e-30 is out of reach for precision='fp32' at n=2: .*native: predicted error \S+ exceeds "
-     r"the bound 1e-30; "),
+     (r"^error: tol=1\.0e-30 is out of reach for precision='fp32' at n=2: .*native: predicted error \S+ exceeds "
+     r"the bound 1e-30; ")),
 ], ids=["not-applicable", "not-composite", "unbalanced", "unknown-solver", "batch-0", "repeats-0", "r2c-inverse",
         "neuron", "bad-device", "negative-tol", "tol-nothing-meets"])
 def test_plan_error_exits_2(capsys, argv, message):
     code, out, err = run_cli(capsys, *argv)
     assert code == 2
     assert out == ""
-    assert re.search(message, err.strip(), re.S), err
+    assert re.search(message, err.strip(), re.DOTALL), err
 
 
 def test_tol_below_any_prediction_is_a_planning_error_not_a_verify_failure(capsys):
@@ -275,7 +275,7 @@ def _env():
 @pytest.mark.slow
 def test_python_dash_m_trnplan(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "trnplan", "plan", "64", "--verify", "--repeats", "2"],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env=_env())
+                          check=False, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=_env())
     assert proc.returncode == 0, proc.stderr
     assert VERIFY.search(proc.stdout).group(4) == "OK"
 
@@ -288,7 +288,7 @@ def test_console_script(tmp_path):
     if script is None:
         pytest.skip("the trnplan console script is not installed next to this interpreter")
     proc = subprocess.run([str(script), "plan", "97", "--strategy", "stockham"],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env=_env())
+                          check=False, capture_output=True, text=True, timeout=120, cwd=tmp_path, env=_env())
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("error: strategy 'stockham' does not apply")
 
@@ -326,7 +326,7 @@ def test_plan_takes_dtype_and_cores(capsys):
                              "--strategy", "multicore", "--verify", "--repeats", "1", "--no-cache")
     assert code == 0, err
     assert "complex128 fp64" in out and "2 cores" in out and "(multicore 256 shards=2" in out
-    rel, bound, _, verdict = verify_line(out)
+    _rel, bound, _, verdict = verify_line(out)
     assert verdict == "OK" and bound == trnplan.core.accuracy.DEFAULT_TOL["fp64"]
 
 
@@ -337,7 +337,7 @@ def test_calibrate_fits_and_stores(capsys, tmp_path):
 
 
 def test_calibrate_refuses_bad_threads(capsys):
-    code, out, err = run_cli(capsys, "calibrate", "--threads", "two")
+    code, _out, err = run_cli(capsys, "calibrate", "--threads", "two")
     assert code == EXIT_USAGE and "--threads takes counts like 1,2" in err
 
 

@@ -8,9 +8,9 @@ import math
 import attrs
 import pytest
 import torch
+from support import BAR, random_complex, reference, rel_l2
 
 import trnplan
-from trnplan.core.spec import parse_strategy
 from trnplan import calibrate
 from trnplan.backends import get_backend
 from trnplan.backends.cpu import CPU_PROFILE
@@ -18,10 +18,9 @@ from trnplan.cache import CacheWarning, PlanCache
 from trnplan.cache.fingerprint import fingerprint, fingerprint_digest
 from trnplan.core.cost import LeafCost
 from trnplan.core.problem import Problem
+from trnplan.core.spec import parse_strategy
 from trnplan.planner import leafcost
 from trnplan.planner.planner import CHOSEN, WITHIN_MARGIN, Planner
-
-from support import BAR, random_complex, reference, rel_l2
 
 
 def _search(problem, profile):

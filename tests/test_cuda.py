@@ -15,11 +15,10 @@ import textwrap
 import numpy as np
 import pytest
 import torch
+from support import BAR, DTYPES, random_complex, reference, rel_l2
 
 import trnplan
 from trnplan.cache import PlanCache
-
-from support import BAR, DTYPES, random_complex, reference, rel_l2
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

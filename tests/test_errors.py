@@ -13,7 +13,6 @@ import torch
 import trnplan
 from trnplan import BackendUnavailable, NotSupportedYet, PlanningError, Problem, TrnplanError, plan_many
 from trnplan.core.problem import device_kind
-from trnplan.kernels import hostlib
 
 ALL_SOLVERS = ", ".join(trnplan.solver_names())
 
@@ -70,8 +69,8 @@ def test_bad_cores(cores):
     ({"precision": "fp16"},
      r"precision must be one of 'fp32', 'fp64', 'bf16', 'bf16x3', 'bf16x6', 'tf32', 'auto'; got 'fp16'"),
     ({"device": "tpu"},
-     r"device must be one of 'cpu', 'cuda', 'neuron', 'xla', 'meta' \(optionally with an index, e\.g\. 'cuda:1'; "
-     r"a PrivateUse1 accelerator by the name its backend registers\); got 'tpu': trnplan has no backend for 'tpu'"),
+     (r"device must be one of 'cpu', 'cuda', 'neuron', 'xla', 'meta' \(optionally with an index, e\.g\. 'cuda:1'; "
+     r"a PrivateUse1 accelerator by the name its backend registers\); got 'tpu': trnplan has no backend for 'tpu'")),
     ({"device": "tpu:0"}, r"device must be one of 'cpu', 'cuda', 'neuron', 'xla', 'meta' .*got 'tpu:0'"),
     ({"effort": "quick"}, r"effort must be one of 'estimate', 'measure', 'patient', 'wisdom_only'; got 'quick'"),
     ({"dtype": "float32"}, r"dtype must be one of 'complex64', 'complex128'; got 'float32'"),
@@ -257,13 +256,13 @@ def test_forced_solver_in_a_child_that_does_not_apply():
 
 @pytest.mark.parametrize("n,strategy,match", [
     (256, "(stockham 512)",
-     r"strategy '\(stockham 512\)' does not apply to the sub-problem n=256 .*stockham: strategy node \(stockham 512\) "
-     r"has length 512 but the sub-problem has n=256"),
+     (r"strategy '\(stockham 512\)' does not apply to the sub-problem n=256 .*stockham: strategy node \(stockham 512\) "
+     r"has length 512 but the sub-problem has n=256")),
     (256, "(stockham 64=8x4)",
      r"stockham: strategy node \(stockham 64=8x4\) has length 64 but the sub-problem has n=256"),
     (256, "(four-step 256=16x16 (stockham 8) _)",
-     r"strategy '\(stockham 8\)' does not apply to the sub-problem n=16 \(forward, batch 16, fp32\): stockham: "
-     r"strategy node \(stockham 8\) has length 8 but the sub-problem has n=16"),
+     (r"strategy '\(stockham 8\)' does not apply to the sub-problem n=16 \(forward, batch 16, fp32\): stockham: "
+     r"strategy node \(stockham 8\) has length 8 but the sub-problem has n=16")),
 ])
 def test_strategy_length_mismatch(n, strategy, match):
     with pytest.raises(PlanningError, match=match) as info:

@@ -109,7 +109,7 @@ def test_non_contiguous_and_conj_inputs(solver):
 @pytest.mark.parametrize("solver", list(LIBS))
 def test_gradient_matches_torch_fft(solver, kind):
     _need(solver)
-    shape, inverse = (6, 8), kind == "c2r"
+    shape = (6, 8)
     dtype = torch.float64 if kind == "r2c" else torch.complex128
     plan = trnplan.plan_many(shape, batch=2, kind=kind, strategy=solver, dtype=torch.complex128, norm="ortho")
     x0 = torch.from_numpy(_input(kind, shape, seed=5)[:2]).to(dtype)
@@ -153,7 +153,7 @@ def test_absent_library(solver, monkeypatch):
 def test_available_reports_versions():
     got = hostlib.available()
     assert set(got) == {"scipy", "pyfftw", "mkl_fft"}
-    for name, version in got.items():
+    for version in got.values():
         assert version is None or isinstance(version, str)
     scipy = pytest.importorskip("scipy")
     assert got["scipy"] == scipy.__version__

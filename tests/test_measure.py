@@ -18,21 +18,34 @@ import statistics
 import time
 import warnings
 
-import numpy as np
 import attrs
+import numpy as np
 import pytest
 import torch
+from support import BAR, random_complex, reference, rel_l2
 
 import trnplan
-from support import BAR, random_complex, reference, rel_l2
-from trnplan.core import config
 from trnplan.cache import PlanCache
 from trnplan.cache.store import CacheWarning
-from trnplan.planner import learn, registry
+from trnplan.core import config
 from trnplan.core.cost import Work
 from trnplan.core.problem import Problem
-from trnplan.planner.measure import (FASTEST, MIN_ROUNDS, NOT_TIMED_LIMIT, NOT_TIMED_TOP_K, OVER_BOUND_MEASURED, SLOWER,
-                                     Measurement, Timing, beats_default, decide, paired, round_robin, spread)
+from trnplan.planner import learn, registry
+from trnplan.planner.measure import (
+    FASTEST,
+    MIN_ROUNDS,
+    NOT_TIMED_LIMIT,
+    NOT_TIMED_TOP_K,
+    OVER_BOUND_MEASURED,
+    SLOWER,
+    Measurement,
+    Timing,
+    beats_default,
+    decide,
+    paired,
+    round_robin,
+    spread,
+)
 from trnplan.planner.native import Native
 from trnplan.planner.planner import CHOSEN
 from trnplan.planner.solver import Solver

@@ -9,15 +9,15 @@ import threading
 import numpy as np
 import pytest
 import torch
+from support import BAR, random_complex, rel_l2
 
 import trnplan
-from support import BAR, random_complex, rel_l2
-from trnplan.planner import registry
+from trnplan.core.accuracy import measure_error
 from trnplan.core.cost import Work
+from trnplan.planner import registry
 from trnplan.planner.multicore import shard_sizes
 from trnplan.planner.native import Native
 from trnplan.planner.solver import Solver
-from trnplan.core.accuracy import measure_error
 
 DT = {"fp32": torch.complex64, "fp64": torch.complex128}
 
@@ -116,8 +116,8 @@ def test_the_cost_model_does_not_split_small_work():
 
 def test_a_per_core_profile_splits_large_batches():
     from trnplan.backends.cpu import CPU_PROFILE, CPUBackend
-    from trnplan.planner import Planner
     from trnplan.core.problem import Problem
+    from trnplan.planner import Planner
 
     class PerCore(CPUBackend):  # a backend whose constants are per core (as a NeuronCore's)
         profile = CPU_PROFILE.__class__(**{**{a: getattr(CPU_PROFILE, a) for a in

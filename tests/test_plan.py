@@ -7,9 +7,9 @@ import threading
 import numpy as np
 import pytest
 import torch
+from support import BAR, random_complex, reference, rel_l2
 
 import trnplan
-from support import BAR, random_complex, reference, rel_l2
 from trnplan.core.node import PlanNode
 
 

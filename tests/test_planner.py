@@ -7,15 +7,14 @@ import sys
 
 import pytest
 import torch
+from support import BAR, random_complex, reference, rel_l2
 
 import trnplan
-from support import BAR, random_complex, reference, rel_l2
 from trnplan.backends import get_backend
-from trnplan.core.spec import parse_strategy
-from trnplan.planner import Planner, solver_names
-from trnplan.core.spec import Spec
-from trnplan.planner.stockham import default_radices
 from trnplan.core.problem import Problem
+from trnplan.core.spec import Spec, parse_strategy
+from trnplan.planner import Planner, solver_names
+from trnplan.planner.stockham import default_radices
 
 
 def test_registry_is_ordered_and_named():

@@ -11,14 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
-import trnplan
 from conftest import exported_bundle_meta
 from support import BAR, random_complex, reference, rel_l2
+
+import trnplan
 from trnplan.cache import CacheWarning, PlanCache
 from trnplan.cache.bundle import import_bundle
-from trnplan.precompile import ManifestError, load_manifest, precompile, summary_table
 from trnplan.cli import main
+from trnplan.precompile import ManifestError, load_manifest, precompile, summary_table
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -266,20 +266,20 @@ def test_real_read_only_mount(tmp_path):
     src = _precompiled(tmp_path)
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    if subprocess.run(["mount", "--bind", str(src), str(mnt)], capture_output=True).returncode != 0:
+    if subprocess.run(["mount", "--bind", str(src), str(mnt)], check=False, capture_output=True).returncode != 0:
         pytest.skip("cannot bind-mount here (not root, or no mount capability)")
     try:
-        if subprocess.run(["mount", "-o", "remount,bind,ro", str(mnt)], capture_output=True).returncode != 0:
+        if subprocess.run(["mount", "-o", "remount,bind,ro", str(mnt)], check=False, capture_output=True).returncode != 0:
             pytest.skip("cannot remount read-only here")
         code = ("import torch, trnplan\n"
                 "p = trnplan.plan_many(256, batch=4)\n"
                 "print(p.provenance.origin)\n")
         env = {"TRNPLAN_CACHE_DIR": str(mnt), "TRNPLAN_WISDOM_ONLY": "1", "PATH": ""}
-        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        out = subprocess.run([sys.executable, "-c", code], env=env, check=False, capture_output=True, text=True)
         assert out.returncode == 0, out.stderr
         assert out.stdout.strip() == "wisdom hit"
     finally:
-        subprocess.run(["umount", str(mnt)], capture_output=True)
+        subprocess.run(["umount", str(mnt)], check=False, capture_output=True)
 
 
 # ---------------------------------------------------------------- training under wisdom_only: the adjoint plans

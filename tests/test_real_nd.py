@@ -10,12 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from support import BAR, DTYPES, rel_l2
 
 import trnplan
 from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.errors import OverBoundError, PlanningError
-
-from support import BAR, DTYPES, rel_l2
 
 REAL_SIZES = [1, 2, 3, 4, 5, 8, 15, 16, 17, 64, 97, 100, 256, 1024, 4097]
 METHODS = ["half", "full", "gemm", "lib"]

@@ -7,14 +7,14 @@ import zipfile
 
 import pytest
 import torch
-
-import trnplan
 from conftest import exported_bundle_meta
 from support import BAR, random_complex, reference, rel_l2
+
+import trnplan
 from trnplan.cache import PlanCache
 from trnplan.cache.bundle import import_bundle
-from trnplan.precompile import precompile
 from trnplan.cli import main
+from trnplan.precompile import precompile
 
 
 def test_cpu_with_an_index_runs_on_cpu_tensors():

@@ -51,8 +51,24 @@ def _ours(value) -> bool:
     return type(value).__module__.startswith("trnplan") and hasattr(value, "__dict__")
 
 
+def _value_photo(name: str, value):
+    """A comparable copy of one module-level value, or None where it is not state (a class, a function)."""
+    if isinstance(value, CONTAINERS):
+        return _container(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return ("value", value)
+    if isinstance(value, threading.Event):
+        return ("event", value.is_set())
+    if isinstance(value, functools._lru_cache_wrapper):
+        return ("memo", value.cache_info().currsize) if value.__module__ == name else None
+    if isinstance(value, (type, types.ModuleType, types.FunctionType)):
+        return None
+    return ("id", id(value))  # rebinding a global (a sentinel, a lazily made object)
+
+
 def _photo() -> dict:
-    """(module, name[, attribute]) -> a comparable copy of everything a module keeps at module level."""
+    """(module, name[, attribute]) -> a comparable copy of everything a module keeps at module level,
+    and of the containers inside trnplan objects held there (the plan LRU, the solver registry)."""
     out = {}
     for name, module in list(sys.modules.items()):
         if not name.startswith("trnplan") or module is None:
@@ -61,20 +77,12 @@ def _photo() -> dict:
             key = (name, attr)
             if key in NOT_STATE or attr.startswith("__"):
                 continue
-            if isinstance(value, CONTAINERS):
-                out[key] = _container(value)
-            elif value is None or isinstance(value, (bool, int, float, str)):
-                out[key] = copy.copy(value)
-            elif isinstance(value, threading.Event):
-                out[key] = value.is_set()
-            elif isinstance(value, functools._lru_cache_wrapper) and value.__module__ == name:
-                out[key] = value.cache_info().currsize
-            elif not isinstance(value, (type, types.ModuleType, types.FunctionType)):
-                out[key] = ("id", id(value))  # rebinding a global (a sentinel, a lazily made object)
-                if _ours(value):
-                    for field, inner in vars(value).items():
-                        if isinstance(inner, (*CONTAINERS, tuple)):
-                            out[(*key, field)] = _container(inner)
+            photo = _value_photo(name, value)
+            if photo is not None:
+                out[key] = photo
+            if photo is not None and photo[0] == "id" and _ours(value):
+                out.update({(*key, field): _container(inner) for field, inner in vars(value).items()
+                            if isinstance(inner, (*CONTAINERS, tuple))})
     return out
 
 
