@@ -94,7 +94,7 @@ def main():
         skinny = {}
         for m, k, n in SKINNY:
             a, b = torch.randn(m, k, dtype=dtype, device=dev), torch.randn(k, n, dtype=dtype, device=dev)
-            t = median_us(lambda: torch.mm(a, b), 10, sync=sync)
+            t = median_us(lambda a=a, b=b: torch.mm(a, b), 10, sync=sync)
             skinny[f"{m}x{k}x{n}"] = round(2 * m * k * n / t / 1e3, 1)
         out[f"gemm_gflops_skinny_{name}"] = {**skinny, "median": statistics.median(skinny.values())}
         x = torch.randn(1 << 22, dtype=dtype, device=dev)
