@@ -16,7 +16,9 @@ Every node of that graph is read as one of three kinds:
   XLA's loop fusion and neuronx-cc's engine pipelining do with them;
 * every other op (``mm``, ``bmm``, ``cat``, ``clone``, ``constant_pad_nd``, ``index_select``,
   ``sum`` …) is **not fused**: it reads each tensor input (a view as the view's size, an
-  ``expand`` as its source's size) and writes its output.
+  ``expand`` too: a batched GEMM whose matrix is broadcast over the batch reads it once per
+  batch item — XLA:CPU materializes the broadcast, tests/xla/test_traffic_xla.py; whether
+  neuronx-cc reuses the stationary matrix instead is unmeasured) and writes its output.
 
 The count is what the graph asks to move between device memory and the engines if every
 non-fused op makes one pass through HBM: an upper bound where the compiler keeps intermediates
@@ -67,6 +69,11 @@ class Traffic:
 
     ops: tuple = ()  # OpTraffic, in graph order
     graphs: int = 1  # graphs the capture produced (1 for every plan: fullgraph=True)
+    #: beyond ``bytes``: what a compiler that materializes views adds (XLA:CPU does,
+    #: tests/xla/test_traffic_xla.py): each broadcast operand of a non-fused op written before the
+    #: op reads it, and each output that is a strided view, or one of several views of one buffer,
+    #: copied into a buffer of its own (read and written)
+    materialized: int = 0
 
     @property
     def bytes(self) -> int:
@@ -150,7 +157,7 @@ def _kind(node) -> str:
 
 
 def _read_size(node) -> int:
-    """Bytes a consumer reads from ``node``: an ``expand`` (a broadcast) reads its source once."""
+    """Bytes a fused elementwise region reads from ``node``: an ``expand`` (a broadcast) its source, once."""
     if node.op == "call_function" and _name(node.target) in ("expand", "expand_as"):
         return _read_size(node.args[0])
     return _nbytes(node.meta.get("val"))
@@ -163,21 +170,49 @@ def _through_views(node):
     return node
 
 
+def _broadcast(node) -> bool:
+    """Whether ``node`` (through its views) is an ``expand`` of a smaller tensor."""
+    while _kind(node) == "view":
+        if node.op == "call_function" and _name(node.target) in ("expand", "expand_as"):
+            return True
+        if not node.all_input_nodes:
+            return False
+        node = node.all_input_nodes[0]
+    return False
+
+
+def _materialized_outputs(nodes) -> int:
+    """Bytes a compiler moves to return the graph's outputs as buffers of their own: an output
+    that is a strided view, or one of several outputs viewing one buffer, is read and written."""
+    out = next((n for n in nodes if n.op == "output"), None)
+    if out is None:
+        return 0
+    results = [a for a in out.all_input_nodes if isinstance(a.meta.get("val"), torch.Tensor)]
+    bases = [_through_views(a) for a in results]
+    total = 0
+    for a, base in zip(results, bases, strict=True):
+        if _kind(a) == "view" and (not a.meta["val"].is_contiguous() or bases.count(base) > 1):
+            total += 2 * _nbytes(a.meta["val"])
+    return total
+
+
 def count_graph(gm) -> Traffic:
     """Count the bytes in and out of each non-fused op (and fused elementwise region) of an FX graph."""
     nodes = list(gm.graph.nodes)
     region = _elementwise_regions(nodes)
     ops, done = [], set()
+    materialized = _materialized_outputs(nodes)
     for node in nodes:
         kind = _kind(node)
         if kind == "op":
+            materialized += sum(_nbytes(a.meta.get("val")) for a in node.all_input_nodes if _broadcast(a))
             val = node.meta.get("val")
-            ops.append(OpTraffic(f"aten::{_name(node.target)}", sum(_read_size(a) for a in node.all_input_nodes),
+            ops.append(OpTraffic(f"aten::{_name(node.target)}", sum(_nbytes(a.meta.get("val")) for a in node.all_input_nodes),
                                  _nbytes(val), tuple(val.shape) if isinstance(val, torch.Tensor) else ()))
         elif kind == "elementwise" and region[node] not in done:
             done.add(region[node])
             ops.append(_region_traffic([n for n in nodes if region.get(n) == region[node]], region))
-    return Traffic(tuple(ops))
+    return Traffic(tuple(ops), materialized=materialized)
 
 
 def _elementwise_regions(nodes) -> dict:
@@ -231,8 +266,9 @@ def _used_outside(node, inside) -> bool:
 def count_module(module: torch.nn.Module, inputs) -> Traffic:
     """Capture ``module(*inputs)`` (see :func:`capture`) and count its graph."""
     graphs = capture(module, inputs)
-    ops = tuple(o for g in graphs for o in count_graph(g).ops)
-    return Traffic(ops, graphs=len(graphs))
+    counts = [count_graph(g) for g in graphs]
+    return Traffic(tuple(o for c in counts for o in c.ops), graphs=len(graphs),
+                   materialized=sum(c.materialized for c in counts))
 
 
 def plan_inputs(problem, device) -> tuple[torch.Tensor, ...]:

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from trnplan.core.accuracy import UNIT_ROUNDOFF, combine, log_growth
-from trnplan.core.cost import Work, copy, transpose
+from trnplan.core.cost import Work, copy, products, transpose
 from trnplan.core.errors import PlanningError
 from trnplan.kernels import dft_matrix, fused_complex_matrix
 from trnplan.kernels.complex import interleave_order, interleave_planes
@@ -254,6 +254,13 @@ def rowcol_work(problem, children, size: int) -> Work:
         if lean_pass(child):
             if kind != "r2c":  # dft-gemm's interleave of the pair, RealGemm's cat([re, im]): not made
                 work += copy(2 * points, size) * -1.0
+            lead = b * math.prod(cur[:axis])
+            if kind == "c2c" and math.prod(cur[axis + 1:]) > 1 and lead > 1:
+                # a pass between other axes is a batched GEMM whose matrix is broadcast over the lead
+                # axes: written (XLA:CPU materializes the broadcast: tests/xla/test_traffic_xla.py), then
+                # read once per batch item (trnplan.plan.traffic), where the child prices one read
+                matrix = (2 * child.n) ** 2 * size * products(problem.precision)
+                work += Work(bytes=(2 * lead - 1) * matrix)
             k, c = node_chunking(child, problem.precision) if kind == "c2c" else (1, 0)
             if k > 1:  # partial sums added in place (each reads the running sum) for the chunked leaf's own
                 work += chunk_work(child.n, child.batch, k, c, size) * -1.0
