@@ -11,7 +11,7 @@ taken with this script; rerun it on a new machine and compare.
 plans on a training grid, fits the leaf cost model, prints its rms log-error on a disjoint held-out
 grid (and the uncalibrated constants' on the same grid), and stores the fit in the plan cache the
 planner reads (TRNPLAN_CACHE_DIR or ~/.cache/trnplan), per machine and thread count:
-trnplan.calibrate.fit_cpu_model.
+trnplan.tools.calibrate.fit_cpu_model.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def median_us(fn, repeats=30, warmup=5, sync=lambda: None):
 def fit_main(args):
     """--fit: the leaf cost model per thread count, stored in the default plan cache."""
     from trnplan.cache import default_cache
-    from trnplan.calibrate import fit_cpu_model
+    from trnplan.tools.calibrate import fit_cpu_model
 
     reports = []
     threads = [int(t) for t in args.threads.split(",")] if args.threads else [torch.get_num_threads()]

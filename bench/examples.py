@@ -2,7 +2,7 @@
 
     python bench/examples.py [--quick] [--json bench/out/examples.json] [--markdown docs/examples.md]
 
-Rows (each timed side by side with :func:`trnplan.benchsuite.time_cells`: warmed up, then
+Rows (each timed side by side with :func:`trnplan.tools.benchsuite.time_cells`: warmed up, then
 round-robin rounds so that a busy machine hits both columns alike; medians):
 
 * ``taylor_green``: one low-storage RK3 step of examples/taylor_green.py at 64³ (6 batched
@@ -34,7 +34,7 @@ import torch
 from _docs import replace_section  # bench/ is on sys.path when a bench script runs
 
 import trnplan
-from trnplan.benchsuite import time_cells
+from trnplan.tools.benchsuite import time_cells
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

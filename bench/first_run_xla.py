@@ -39,10 +39,10 @@ import torch_xla
 import torch_xla.debug.metrics as met
 
 import trnplan
-from trnplan import xla_audit
 from trnplan.backends import accel
 from trnplan.cache import PlanCache
 from trnplan.core.errors import ComplexOnDevice
+from trnplan.tools import xla_audit
 
 DEV = torch_xla.device()
 

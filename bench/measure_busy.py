@@ -4,7 +4,7 @@ with another process keeping one core busy.
 Each process plans every row of a batched c2c grid with ``effort="measure"`` in a fresh plan cache
 (planning is what is measured), then times the measured plan side by side with every library a
 user could call instead (torch.fft, numpy.fft, scipy.fft with 1 and 2 workers, pyFFTW with 1 and
-2 threads, mkl_fft: :func:`trnplan.benchsuite.run_row`), in that process. Per row the table gives
+2 threads, mkl_fft: :func:`trnplan.tools.benchsuite.run_row`), in that process. Per row the table gives
 the worst and the median, over the processes, of the measured plan's time over the best library's
 (the goals: worst ≤ 1.10, median ≤ 1.03), and which tree each process picked.
 
@@ -47,7 +47,7 @@ def child(args) -> int:
     import numpy as np
     import torch
 
-    from trnplan.benchsuite import MEAS, Row, run_row
+    from trnplan.tools.benchsuite import MEAS, Row, run_row
 
     torch.set_num_threads(args.threads)
     rng = np.random.default_rng(0)

@@ -29,7 +29,7 @@ import torch
 from _docs import replace_section  # bench/ is on sys.path when a bench script runs
 
 import trnplan
-from trnplan.benchsuite import _cpu_model, time_cells
+from trnplan.tools.benchsuite import _cpu_model, time_cells
 
 ROWS = ((1024, 32), (1024, 128), (64, 16384), (256, 4096), (4096, 256))
 

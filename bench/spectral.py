@@ -23,7 +23,7 @@ torch.fft convolution one writes (rfft of signal and filter, product, irfft, cro
 filters, a depthwise ``torch.nn.functional.conv1d``.
 
 Every result is checked once against float64 (numpy.fft / scipy.fft) with the fp32 bar. Times are
-medians of round-robin cells in one process (trnplan.benchsuite.time_cells): ratios, not absolutes,
+medians of round-robin cells in one process (trnplan.tools.benchsuite.time_cells): ratios, not absolutes,
 carry over; on a busy machine they move (the docs say which run this was).
 """
 
@@ -42,9 +42,9 @@ from _docs import replace_section  # bench/ is on sys.path when a bench script r
 
 import trnplan
 from trnplan import fft as tfft
-from trnplan.benchsuite import _cpu_model, time_cells
 from trnplan.conv import plan_conv, smooth_length
 from trnplan.core.accuracy import DEFAULT_TOL
+from trnplan.tools.benchsuite import _cpu_model, time_cells
 
 BAR = DEFAULT_TOL["fp32"]
 # (label, grid, modes, batch × channels); --quick shrinks the batch of the big ones

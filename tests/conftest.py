@@ -47,7 +47,7 @@ def exported_bundle_meta(tmp_path, shape=(64,)):
 
     from trnplan.cache import PlanCache
     from trnplan.cache.bundle import export_bundle
-    from trnplan.precompile import precompile
+    from trnplan.tools.precompile import precompile
 
     src = PlanCache(tmp_path / "src")
     precompile([{"shape": list(shape)}], cache=src, progress=False)

@@ -1,4 +1,4 @@
-"""The benchmark suite (trnplan.benchsuite): structure of its JSON, markdown and docs section.
+"""The benchmark suite (trnplan.tools.benchsuite): structure of its JSON, markdown and docs section.
 
 A tiny grid (two small rows, one thread, one timed call per cell) runs through the real entry
 point, table subprocess included. No test asserts a time: only the shape of the outputs and that
@@ -14,7 +14,7 @@ import sys
 import pytest
 
 import trnplan
-from trnplan import benchsuite
+from trnplan.tools import benchsuite
 
 ROWS = ("fft-1x256", "rfft-1x1024", "rfftn-3x64x64x64")
 CELL_KEYS = {"us", "min_us", "repeats", "status"}

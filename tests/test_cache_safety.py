@@ -25,9 +25,9 @@ from trnplan.backends.base import PrecisionProbe
 from trnplan.cache import CacheWarning, PlanCache, UntrustedCacheError, fingerprint, fingerprint_digest
 from trnplan.cache.bundle import UntrustedBundleError, export_bundle, import_bundle
 from trnplan.cache.store import ReadOnlyStore
-from trnplan.cli import main
 from trnplan.plan import provide
 from trnplan.planner import leafcost
+from trnplan.tools.cli import main
 
 
 def victim_file(tmp_path, name="secret.txt"):

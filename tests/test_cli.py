@@ -1,6 +1,6 @@
 """The ``trnplan`` command line: exit codes, what it prints, and its verify bound.
 
-Exit codes (trnplan.cli): 0 ok, 1 verified error over the plan's bound, 2 usage or planning
+Exit codes (trnplan.tools.cli): 0 ok, 1 verified error over the plan's bound, 2 usage or planning
 error (message on stderr starting with "error:"), 3 a failure while running (tests/test_fail_fast.py);
 argparse's own usage errors exit 2 through SystemExit.
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 import trnplan
-import trnplan.cli
-from trnplan.cli import EXIT_USAGE, main
+import trnplan.tools.cli
+from trnplan.tools.cli import EXIT_USAGE, main
 
 PLAN_OPTIONS = ["--batch", "--kind", "--inverse", "--precision", "--norm", "--device", "--strategy", "--tol",
                 "--explain", "--verify", "--repeats", "--seed", "--compile", "--cache-dir", "--no-cache",
@@ -179,14 +179,14 @@ def test_verify_over_the_bound_exits_1(capsys, monkeypatch):
     """A plan whose measured error is over its bound: exit 1 and 'OVER THE BOUND'. The planner never
     builds such a plan on purpose (its bound is a prediction that measurements stay under), so the
     plan's bound is lowered after planning, on a copy (the cached plan is untouched)."""
-    real_plan_many = trnplan.cli.plan_many
+    real_plan_many = trnplan.tools.cli.plan_many
 
     def plan_with_tiny_bound(*args, **kwargs):
         plan = copy.copy(real_plan_many(*args, **kwargs))
         plan.tol = 1e-30
         return plan
 
-    monkeypatch.setattr(trnplan.cli, "plan_many", plan_with_tiny_bound)
+    monkeypatch.setattr(trnplan.tools.cli, "plan_many", plan_with_tiny_bound)
     code, out, err = run_cli(capsys, "plan", "64", "--verify", "--repeats", "1")
     assert code == 1, err
     rel, bound, _, verdict = verify_line(out)
@@ -253,7 +253,7 @@ def test_plan_help_mentions_every_option(capsys):
     for name in trnplan.solver_names():  # --strategy's help names the solvers it can force
         assert name in out, name
     # and the list above is complete: every option the parser defines is in it
-    plan_parser = trnplan.cli.build_parser()._subparsers._group_actions[0].choices["plan"]
+    plan_parser = trnplan.tools.cli.build_parser()._subparsers._group_actions[0].choices["plan"]
     defined = {s for a in plan_parser._actions for s in a.option_strings if s.startswith("--") and s != "--help"}
     assert defined == set(PLAN_OPTIONS)
 
@@ -361,7 +361,7 @@ def _message_strings():
 def test_every_hint_works_from_the_wheel():
     """A message may tell an installed user to run a `trnplan` subcommand (which must exist), never a
     script or file of the source checkout (bench/, tools/, examples/), which the wheel does not ship."""
-    commands = set(trnplan.cli.build_parser()._subparsers._group_actions[0].choices)
+    commands = set(trnplan.tools.cli.build_parser()._subparsers._group_actions[0].choices)
     checkout = re.compile(r"python (bench|tools|examples)/|\bexamples/\w+\.(toml|py)")
     # `trnplan X ...`, (trnplan X), (trnplan X ARG ...), (trnplan X --flag ...): how messages quote commands
     hinted = re.compile(r"`trnplan ([a-z-]+)|\(trnplan ([a-z-]+)(?:\)| [A-Z]| --)")

@@ -1,5 +1,5 @@
 """The estimate's margin rule, the CPU leaf model and its fit (trnplan.planner.leafcost,
-trnplan.calibrate). No timing is asserted: the fit is driven with synthetic timings."""
+trnplan.tools.calibrate). No timing is asserted: the fit is driven with synthetic timings."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import torch
 from support import BAR, random_complex, reference, rel_l2
 
 import trnplan
-from trnplan import calibrate
 from trnplan.backends import get_backend
 from trnplan.backends.cpu import CPU_PROFILE
 from trnplan.cache import CacheWarning, PlanCache
@@ -21,6 +20,7 @@ from trnplan.core.problem import Problem
 from trnplan.core.spec import parse_strategy
 from trnplan.planner import leafcost
 from trnplan.planner.planner import CHOSEN, WITHIN_MARGIN, Planner
+from trnplan.tools import calibrate
 
 
 def _search(problem, profile):

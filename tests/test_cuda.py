@@ -188,7 +188,7 @@ def test_inductor_compiled_gemm_tree_on_cuda(precision, bar):
 
 
 def test_precompile_manifest_for_cuda(tmp_path):
-    from trnplan.precompile import precompile
+    from trnplan.tools.precompile import precompile
 
     cache = PlanCache(tmp_path / "c")
     results = precompile([{"shape": [256], "batch": 8, "device": "cuda", "compile": "eager"},

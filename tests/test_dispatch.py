@@ -143,7 +143,7 @@ STANDIN = textwrap.dedent("""
     import numpy as np, torch, trnplan
     from torch._dynamo.backends.common import aot_autograd
     from trnplan import dispatch
-    from trnplan.audit import audit_graph
+    from trnplan.tools.audit import audit_graph
 
     out = {}
     g = torch.Generator().manual_seed(0)

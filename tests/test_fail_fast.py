@@ -16,10 +16,10 @@ import time
 import pytest
 
 import trnplan
-from trnplan.cli import main
 from trnplan.core import problem as problem_module
 from trnplan.core.errors import PlanningError
 from trnplan.core.problem import Problem, check_fits
+from trnplan.tools.cli import main
 
 # ---------------------------------------------------------------------- item 10: absurd sizes
 ABSURD = [((99999999999,), {}), ((65537**2,), {}), ((2**40,), {"precision": "auto"}),
@@ -268,7 +268,7 @@ def test_argument_type_mistakes_name_the_argument(kwargs, message):
     (b'plan = [1, 2]\n', r"\[\[plan\]\] #1 must be a table of keys, got int"),
 ])
 def test_manifest_mistakes_are_named(tmp_path, body, message):
-    from trnplan.precompile import ManifestError, load_manifest
+    from trnplan.tools.precompile import ManifestError, load_manifest
 
     path = tmp_path / "m.toml"
     path.write_bytes(body)
@@ -278,7 +278,7 @@ def test_manifest_mistakes_are_named(tmp_path, body, message):
 
 # ---------------------------------------------------------------------- item 12: the CLI's exit codes
 def test_cli_failures_are_one_line_errors_with_their_own_exit_code(capsys, monkeypatch):
-    import trnplan.cli
+    import trnplan.tools.cli
 
     assert main(["plan", "64", "--device", "meta", "--verify", "--no-cache"]) == 2
     assert "the meta device computes none" in capsys.readouterr().err
@@ -286,14 +286,14 @@ def test_cli_failures_are_one_line_errors_with_their_own_exit_code(capsys, monke
     def boom(*args, **kwargs):
         raise MemoryError
 
-    monkeypatch.setattr(trnplan.cli, "plan_many", boom)
-    assert main(["plan", "64", "--no-cache"]) == trnplan.cli.EXIT_FAILURE == 3
+    monkeypatch.setattr(trnplan.tools.cli, "plan_many", boom)
+    assert main(["plan", "64", "--no-cache"]) == trnplan.tools.cli.EXIT_FAILURE == 3
     assert capsys.readouterr().err.startswith("error: out of memory")
 
     def device_error(*args, **kwargs):
         raise RuntimeError("CUDA error: invalid device ordinal")
 
-    monkeypatch.setattr(trnplan.cli, "plan_many", device_error)
+    monkeypatch.setattr(trnplan.tools.cli, "plan_many", device_error)
     assert main(["plan", "64", "--no-cache"]) == 3
     assert capsys.readouterr().err == "error: RuntimeError: CUDA error: invalid device ordinal\n"
 

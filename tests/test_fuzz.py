@@ -33,8 +33,8 @@ from support import reference, rel_l2
 
 import trnplan
 from trnplan.cache import PlanCache
-from trnplan.cli import main
 from trnplan.core.errors import TrnplanError
+from trnplan.tools.cli import main
 
 FUZZ = settings(max_examples=120, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])

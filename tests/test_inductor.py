@@ -15,7 +15,7 @@ from support import BAR, random_complex, reference, rel_l2
 import trnplan
 from trnplan.backends import artifacts, get_backend
 from trnplan.cache import PlanCache
-from trnplan.precompile import ManifestError, validate_entry
+from trnplan.tools.precompile import ManifestError, validate_entry
 
 
 @pytest.mark.slow

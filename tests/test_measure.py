@@ -348,7 +348,7 @@ def test_registry_register_and_unregister_errors():
 
 
 def test_cli_plan_with_effort_measure(capsys):
-    from trnplan.cli import main
+    from trnplan.tools.cli import main
 
     assert main(["plan", "64", "--batch", "4", "--effort", "measure", "--explain", "--verify"]) == 0
     out = capsys.readouterr().out
@@ -356,7 +356,7 @@ def test_cli_plan_with_effort_measure(capsys):
 
 
 def test_precompiled_measured_plans_load_with_wisdom_only(tmp_path):
-    from trnplan.precompile import precompile
+    from trnplan.tools.precompile import precompile
 
     cache = PlanCache(tmp_path / "c")
     results = precompile([{"shape": [256], "batch": 4, "effort": "measure"},

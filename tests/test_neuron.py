@@ -34,7 +34,6 @@ from support import BAR, random_complex, reference, rel_l2
 from test_neuron_standin import activate, child_env, write_standin
 
 import trnplan
-from trnplan.audit import GRID_PRECISIONS, audit, audit_grid
 from trnplan.backends import get_backend, neuron
 from trnplan.backends.base import clear_probe_cache
 from trnplan.backends.neuron_runtime import detect
@@ -45,6 +44,7 @@ from trnplan.core.spec import Spec
 from trnplan.planner import Planner
 from trnplan.planner.library import HOST_LIBRARIES
 from trnplan.planner.registry import solver_names
+from trnplan.tools.audit import GRID_PRECISIONS, audit, audit_grid
 
 HOST_LEAVES = {s.name for s in HOST_LIBRARIES} | {"native"}
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -212,7 +212,7 @@ def test_audit_module_needs_example_inputs():
 
 
 def test_audit_command_line(capsys):
-    from trnplan.cli import main
+    from trnplan.tools.cli import main
 
     assert main(["audit", "256", "--precision", "bf16", "--strategy", "dft-gemm"]) == 0
     out = capsys.readouterr().out
@@ -222,7 +222,7 @@ def test_audit_command_line(capsys):
 
 
 def test_allowlist_ships_as_package_data_with_sources():
-    from trnplan.audit import allowlist
+    from trnplan.tools.audit import allowlist
 
     ops = allowlist()
     assert ops["aten::mm"] == "listed" and ops["aten::cat"].startswith("hlo:")

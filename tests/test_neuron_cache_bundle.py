@@ -227,7 +227,7 @@ def _recorded_cache(tmp_path):
     as a TorchNeuron compile would leave it (files under <cache>/neff), for the cache layer alone."""
     from trnplan.backends.accel import CompiledFiles
     from trnplan.cache import compiled
-    from trnplan.precompile import precompile
+    from trnplan.tools.precompile import precompile
 
     cache = PlanCache(tmp_path / "src")
     precompile([{"shape": [64], "compile": "eager"}], cache=cache, progress=False)
@@ -256,7 +256,7 @@ def test_a_moved_cache_keeps_its_compiled_graphs(tmp_path):
 
 
 def test_export_names_a_recorded_graph_that_is_gone_and_fails(tmp_path, capsys):
-    from trnplan.cli import EXIT_FAILURE, main
+    from trnplan.tools.cli import EXIT_FAILURE, main
 
     cache, _ = _recorded_cache(tmp_path)
     (tmp_path / "src" / "neff" / "MODULE_1" / "model.neff").write_bytes(b"changed since its compile")

@@ -22,8 +22,8 @@ import textwrap
 
 import pytest
 
-from trnplan.audit import allowlist
 from trnplan.core.accuracy import DEFAULT_TOL
+from trnplan.tools.audit import allowlist
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

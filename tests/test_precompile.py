@@ -17,8 +17,8 @@ from support import BAR, random_complex, reference, rel_l2
 import trnplan
 from trnplan.cache import CacheWarning, PlanCache
 from trnplan.cache.bundle import import_bundle
-from trnplan.cli import main
-from trnplan.precompile import ManifestError, load_manifest, precompile, summary_table
+from trnplan.tools.cli import main
+from trnplan.tools.precompile import ManifestError, load_manifest, precompile, summary_table
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -358,14 +358,14 @@ def test_backward_key_in_a_toml_manifest(tmp_path):
     ("c2r:32x64x64@2", {"kind": "c2r", "shape": [32, 64, 64], "batch": 2}),
 ])
 def test_parse_problem(text, entry):
-    from trnplan.precompile import parse_problem
+    from trnplan.tools.precompile import parse_problem
 
     assert parse_problem(text) == entry
 
 
 @pytest.mark.parametrize("text", ["c2q:64", "c2c:64@0", "c2c:0x4", "c2c:64@x", "c2c:", "r2c:64@", "abc"])
 def test_parse_problem_refuses_with_the_syntax(text):
-    from trnplan.precompile import ManifestError, parse_problem
+    from trnplan.tools.precompile import ManifestError, parse_problem
 
     with pytest.raises(ManifestError, match=r"neither a manifest file nor a problem \[KIND:\]SHAPE\[@BATCH\]"):
         parse_problem(text)

@@ -13,8 +13,8 @@ from support import BAR, random_complex, reference, rel_l2
 import trnplan
 from trnplan.cache import PlanCache
 from trnplan.cache.bundle import import_bundle
-from trnplan.cli import main
-from trnplan.precompile import precompile
+from trnplan.tools.cli import main
+from trnplan.tools.precompile import precompile
 
 
 def test_cpu_with_an_index_runs_on_cpu_tensors():

@@ -17,8 +17,8 @@ import torch
 from torch._dynamo.backends.common import aot_autograd
 
 import trnplan
-from trnplan.audit import allowlist
 from trnplan.core.accuracy import DEFAULT_TOL
+from trnplan.tools.audit import allowlist
 
 TREES = [
     (64, "c2c", "fp32", "dft-gemm"),

@@ -1,4 +1,4 @@
-"""trnplan.xla_audit's parsers and checks, on HLO and StableHLO text as torch-xla 2.9 prints it.
+"""trnplan.tools.xla_audit's parsers and checks, on HLO and StableHLO text as torch-xla 2.9 prints it.
 
 These run without torch-xla (the texts below were printed by torch-xla 2.9.0 on XLA:CPU for
 trnplan plans, trimmed); the torch-xla lane (tests/xla/) runs the audit on live lowerings.
@@ -6,7 +6,7 @@ trnplan plans, trimmed); the torch-xla lane (tests/xla/) runs the audit on live 
 
 from __future__ import annotations
 
-from trnplan import xla_audit
+from trnplan.tools import xla_audit
 
 HLO_BUTTERFLY = """HloModule IrToHlo.40, entry_computation_layout={(s64[8]{0}, f32[4,8]{1,0})->(f32[4,8]{1,0})}
 
@@ -87,7 +87,7 @@ def test_the_shipped_op_list():
 def test_hlo_traffic_counts_the_entry_computation():
     """hlo_traffic reads XLA's optimized ENTRY: parameters, bitcasts and tuples are free; a fusion
     and a dot read their operands and write their result (an (nd 4096=16x16x16) pass, XLA:CPU)."""
-    from trnplan.xla_audit import hlo_traffic
+    from trnplan.tools.xla_audit import hlo_traffic
 
     text = """HloModule m
 %fused_computation.4 (param_0: f32[2,4096]) -> f32[512,32] {

@@ -29,8 +29,8 @@ from trnplan.core.problem import Problem
 from trnplan.dispatch import install, install_from_env, installed, uninstall
 from trnplan.plan import Plan, clear_plan_cache, plan_cache_info, plan_many
 from trnplan.planner import SOLVERS, Planner, solver_names
-from trnplan.precompile import precompile
 from trnplan.stft import istft, stft
+from trnplan.tools.precompile import precompile
 
 # the Neuron runtimes' compile caches are not touched at import: the first Neuron plan points them at
 # its own plan cache (backends/accel.configure_compile_cache; issue 27 item 4)

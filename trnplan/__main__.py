@@ -1,5 +1,5 @@
 import sys
 
-from trnplan.cli import main
+from trnplan.tools.cli import main
 
 sys.exit(main())

@@ -66,9 +66,9 @@ def trn1(tmp_path, monkeypatch):
     runner caches, and after the test every graph it compiled audited against neuronx-cc's limits
     (no c64/c128/f64/s64, only listed ops). Yields the list of graphs audited (file names)."""
     import trnplan
-    from trnplan import xla_audit
     from trnplan.backends import accel
     from trnplan.core import config
+    from trnplan.tools import xla_audit
 
     before = set()
     xla_audit.audit_dump(DUMP_DIR, before)  # graphs of earlier tests: not this test's

@@ -4,7 +4,7 @@ bucketed, differentiable, audited.
 * every tree the accelerator profile picks, and the trees it can be forced to, against numpy
   complex128 with the mode's bar (``DEFAULT_TOL``, imported), forward and inverse, c2c/r2c/c2r,
   1-D/2-D/3-D, fp32/bf16/bf16x3/bf16x6; no op ran on the host; the plan's HLO and StableHLO
-  audited (:mod:`trnplan.xla_audit`);
+  audited (:mod:`trnplan.tools.xla_audit`);
 * compile counts: one Dynamo graph per (plan, bucket), compiled at plan time; a second call
   compiles nothing; a new batch size inside a bucket compiles no plan graph;
 * trnplan.fft / stft on xla tensors return xla tensors; float64 is refused with the fix;
@@ -21,10 +21,10 @@ import torch_xla
 from support import reference, rel_l2
 
 import trnplan
-from trnplan import xla_audit
 from trnplan.backends import accel
 from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.errors import PlanningError
+from trnplan.tools import xla_audit
 
 pytestmark = pytest.mark.xla
 DEV = torch_xla.device()

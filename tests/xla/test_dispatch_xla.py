@@ -30,8 +30,8 @@ import torch_xla
 import torch_xla.debug.metrics as met
 
 import trnplan
-from trnplan.audit import audit_graph
 from trnplan.dispatch import ComplexOnDevice
+from trnplan.tools.audit import audit_graph
 
 pytestmark = pytest.mark.xla
 DEV = torch_xla.device()

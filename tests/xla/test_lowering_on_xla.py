@@ -6,7 +6,7 @@ runs on the ``xla`` device and is checked:
 
 * against numpy.fft in complex128 with the mode's bar (``DEFAULT_TOL``, imported);
 * ``executed_fallback_ops()`` gains nothing (no ATen op ran on the host);
-* its HLO and StableHLO (:mod:`trnplan.xla_audit`): every op on neuronx-cc's list and inside the
+* its HLO and StableHLO (:mod:`trnplan.tools.xla_audit`): every op on neuronx-cc's list and inside the
   set trnplan's lowerings are known to produce, no c64/c128/f64/s64, static shapes;
 * one XLA compile per shape: the same shape again compiles nothing (CachedCompile), a new batch
   compiles once.
@@ -24,9 +24,9 @@ import torch_xla
 from support import rel_l2
 
 import trnplan
-from trnplan import xla_audit
 from trnplan.core import accuracy
 from trnplan.core.accuracy import DEFAULT_TOL
+from trnplan.tools import xla_audit
 
 pytestmark = pytest.mark.xla
 
@@ -148,7 +148,7 @@ def test_lane_versions():
 def test_cli_audit_adds_the_hlo_audit(capsys):
     """`trnplan audit SHAPE` where torch-xla is installed: the ATen audit, then the same tree's
     HLO/StableHLO audit on the xla device; exit 0 when both pass."""
-    from trnplan import cli
+    from trnplan.tools import cli
 
     assert cli.main(["audit", "1024", "--batch", "4"]) == 0
     out = capsys.readouterr().out

@@ -16,8 +16,8 @@ import torch_xla
 
 import trnplan
 import trnplan.nn
-from trnplan import xla_audit
 from trnplan.core.accuracy import DEFAULT_TOL
+from trnplan.tools import xla_audit
 
 pytestmark = pytest.mark.xla
 DEV = torch_xla.device()

@@ -2,7 +2,7 @@
 
 Each plan's module is compiled whole with ``torch.compile(backend="openxla")`` on XLA:CPU in a
 child process that dumps XLA's optimized HLO (``XLA_FLAGS=--xla_dump_to``; the flag is read when
-the XLA client starts, so not in this process). :func:`trnplan.xla_audit.hlo_traffic` counts the
+the XLA client starts, so not in this process). :func:`trnplan.tools.xla_audit.hlo_traffic` counts the
 bytes in and out of each instruction of the ENTRY computation (fusions, dots, copies). That is
 held against:
 
@@ -31,7 +31,7 @@ import pytest
 import trnplan
 from trnplan.plan.traffic import count_plan
 from trnplan.planner.solver import root_output
-from trnplan.xla_audit import hlo_traffic
+from trnplan.tools.xla_audit import hlo_traffic
 
 pytestmark = pytest.mark.xla
 

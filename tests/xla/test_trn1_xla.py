@@ -17,10 +17,10 @@ import torch_xla
 from support import rel_l2
 
 import trnplan
-from trnplan import xla_audit
 from trnplan.backends import accel
 from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.errors import ComplexOnDevice
+from trnplan.tools import xla_audit
 
 pytestmark = pytest.mark.xla
 DEV = torch_xla.device()

@@ -46,7 +46,7 @@ How a plan runs there (docs/trainium.md; ../shared/neuron/runtimes.md §6's rule
    (:meth:`AccelBackend.measure_runner`), through the split form on a NeuronCore.
 
 Nothing here has run on Trainium. On XLA:CPU (.ci/xla_lane.sh) every tree is checked against
-numpy, its HLO and StableHLO audited (:mod:`trnplan.xla_audit`), and compiles counted.
+numpy, its HLO and StableHLO audited (:mod:`trnplan.tools.xla_audit`), and compiles counted.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ CPU_PROFILE = CostProfile(
     bandwidth_gbs=20.0,
     source="bench/calibrate.py on a 2-vCPU Xeon (AVX-512, AMX), torch 2.13.0+cpu, 2 threads",
     threads=2,
-    # rms log-error of these constants on trnplan.calibrate's held-out grid (the leaves: torch.fft,
+    # rms log-error of these constants on trnplan.tools.calibrate's held-out grid (the leaves: torch.fft,
     # pyFFTW, mkl_fft, scipy; `python bench/calibrate.py --fit` reports it as "uncalibrated"),
     # measured on this box while 4 engineers shared it: 0.82-0.94 at torch 1 thread, 1.36-1.74 at
     # 2 threads (OpenMP stalls); issue 19 measured 1.22 quiet. 1.2, a factor 3.3: the estimate's

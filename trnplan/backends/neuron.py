@@ -53,7 +53,7 @@ How a ``device="neuron"`` plan runs here (docs/trainium.md, "The trn1/inf2 trace
 
 *Nothing here has run on Trainium.* The integration is tested on the CPU with a stand-in for
 ``torch_neuronx`` (tests/test_neuron_standin.py, tests/test_neuron.py) and the graph handed to the
-compiler by the lowering audit (:mod:`trnplan.audit`); real-hardware tests are marked ``neuron``.
+compiler by the lowering audit (:mod:`trnplan.tools.audit`); real-hardware tests are marked ``neuron``.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ COMPILE_S = (5.0, 90.0)
 INSTALL_HINT = (
     "device='neuron' needs AWS's Neuron SDK for PyTorch, which is not usable here ({why}). Use device='cpu' to "
     "run the same plans on the host, or " + neuron_runtime.INSTALL_BOTH + ". trnplan.Planner(trnplan.backends."
-    "get_backend('neuron')) shows the tree a NeuronCore would get, and trnplan.audit.audit(problem) checks "
+    "get_backend('neuron')) shows the tree a NeuronCore would get, and trnplan.tools.audit.audit(problem) checks "
     "its lowering (docs/trainium.md)"
 )
 

@@ -9,7 +9,7 @@ Every leaf that hands its whole transform to a library — ``native`` (torch.fft
   a leaf that runs on torch's threads (torch.fft, mkl_fft; scipy over a batch) changes its
   rate by ``(T / profile.threads) ** THREAD_EXPONENT``; pyFFTW leaves run single-threaded
   (trnplan.kernels.hostlib) and do not change.
-* **fitted**: where ``trnplan calibrate`` (:func:`trnplan.calibrate.fit_cpu_model`)
+* **fitted**: where ``trnplan calibrate`` (:func:`trnplan.tools.calibrate.fit_cpu_model`)
   has timed the leaves on this machine at this thread count, the profile carries a
   :class:`~trnplan.core.cost.LeafCost` per leaf (per-call cost, a rate per size regime, the
   batch gain, the large-prime slowdown) and its held-out error, and the leaf costs what the

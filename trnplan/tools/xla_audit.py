@@ -1,6 +1,6 @@
 """The HLO / StableHLO audit: what torch-xla really hands the compiler, checked against neuronx-cc.
 
-The ATen-level audit (:mod:`trnplan.audit`) reads a ``torch.export`` graph and
+The ATen-level audit (:mod:`trnplan.tools.audit`) reads a ``torch.export`` graph and
 maps ATen ops to HLO by inference. Where torch-xla is importable this module replaces that
 guess with the lowering itself: it runs a plan's module on the ``xla`` device (XLA:CPU with
 ``PJRT_DEVICE=CPU`` is enough), reads the pending graph as HLO text
@@ -440,4 +440,4 @@ __all__ = [
 ]
 
 
-state.register("xla_audit.neuronx_cc_ops", neuronx_cc_ops.cache_clear)
+state.register("tools.xla_audit.neuronx_cc_ops", neuronx_cc_ops.cache_clear)

@@ -63,12 +63,12 @@ import torch
 
 from trnplan._version import __version__
 from trnplan.cache import default_cache
-from trnplan.calibrate import fit_cpu_model
 from trnplan.core.errors import NotSupportedYet, PlanningError
 from trnplan.plan.api import plan_many
 from trnplan.plan.plan import Plan
 from trnplan.planner.registry import solver_names
 from trnplan.stft import stft
+from trnplan.tools.calibrate import fit_cpu_model
 
 __all__ = ["PLANNER_ROWS", "QUICK_ROWS", "ROWS", "ROW_SETS", "add_parser", "main", "markdown", "meets_best_goal",
            "replace_docs_section", "run_table", "summary_lines", "summary_markdown"]
@@ -456,7 +456,7 @@ def meets_best_goal(us: float | None, best_us: float | None) -> bool | None:
 
 
 def fit_cost_model(threads: int, seconds: float | None) -> dict:
-    """Fit the CPU leaf cost model in this process (:func:`trnplan.calibrate.fit_cpu_model`, the
+    """Fit the CPU leaf cost model in this process (:func:`trnplan.tools.calibrate.fit_cpu_model`, the
     quick grids), store it in the table's plan cache, and report its error on the held-out grid."""
     t0 = time.perf_counter()
     try:
@@ -777,7 +777,7 @@ def _table_in_subprocess(threads: int, args) -> dict:
     # shows, and the user's cache is left alone
     cache_dir = tempfile.mkdtemp(prefix="trnplan-bench-cache-")
     env["TRNPLAN_CACHE_DIR"] = cache_dir
-    cmd = [sys.executable, "-m", "trnplan.benchsuite", "--table-threads", str(threads), "--table-json", path,
+    cmd = [sys.executable, "-m", "trnplan.tools.benchsuite", "--table-threads", str(threads), "--table-json", path,
            "--rows", ",".join(args.rows), "--cell-seconds", str(args.cell_seconds),
            "--min-repeats", str(args.min_repeats), "--fit-seconds", str(args.fit_seconds)]
     try:
@@ -859,7 +859,7 @@ def main(args) -> int:
 
 
 def _standalone_parser() -> argparse.ArgumentParser:
-    return _configure(argparse.ArgumentParser(prog="python -m trnplan.benchsuite",
+    return _configure(argparse.ArgumentParser(prog="python -m trnplan.tools.benchsuite",
                                               description=__doc__.splitlines()[0]))
 
 
