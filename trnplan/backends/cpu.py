@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import functools
+
 import torch
 
 from trnplan.backends.base import Backend
+from trnplan.core import state
 from trnplan.core.cost import CostProfile
 from trnplan.kernels import hostlib
 
@@ -79,6 +82,7 @@ _ISA_FLAGS = ("avx2", "fma", "avx512f", "avx512bw", "avx512_bf16", "avx512_fp16"
               "asimd", "sve")
 
 
+@functools.cache  # the CPU does not change while the process runs; every plan's fingerprint asks
 def cpu_flags() -> str:
     """The ISA flags of /proc/cpuinfo that compiled code can depend on ("" where unreadable)."""
     try:
@@ -90,3 +94,6 @@ def cpu_flags() -> str:
     except OSError:
         pass
     return ""
+
+
+state.register("backends.cpu.cpu_flags", cpu_flags.cache_clear)

@@ -60,11 +60,18 @@ class Work:
     graphs: float = 0.0  # compiled graphs launched
     unfused: float = 0.0  # beyond ``bytes``: what elementwise chains move when run op by op
 
+    # field by field, not over attrs.astuple: the planner adds Works hundreds of times per search
     def __add__(self, other: Work) -> Work:
-        return Work(*(a + b for a, b in zip(attrs.astuple(self), attrs.astuple(other), strict=True)))
+        return Work(self.launches + other.launches, self.fft_calls + other.fft_calls,
+                    self.gemm_flops + other.gemm_flops, self.fft_flops + other.fft_flops,
+                    self.elementwise_flops + other.elementwise_flops, self.bytes + other.bytes,
+                    self.transposed + other.transposed, self.strided + other.strided, self.graphs + other.graphs,
+                    self.unfused + other.unfused)
 
     def __mul__(self, k: float) -> Work:
-        return Work(*(a * k for a in attrs.astuple(self)))
+        return Work(self.launches * k, self.fft_calls * k, self.gemm_flops * k, self.fft_flops * k,
+                    self.elementwise_flops * k, self.bytes * k, self.transposed * k, self.strided * k,
+                    self.graphs * k, self.unfused * k)
 
     __rmul__ = __mul__
 

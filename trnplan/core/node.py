@@ -26,7 +26,9 @@ def _freeze(value):
 
 def _params(value) -> tuple:
     items = value.items() if isinstance(value, dict) else value
-    return tuple(sorted((str(k), _freeze(v)) for k, v in items))
+    out = [(str(k), _freeze(v) if isinstance(v, list) else v) for k, v in items]
+    out.sort()
+    return tuple(out)
 
 
 @attrs.frozen

@@ -167,7 +167,36 @@ class Problem:
     #: frequencies (0 … m−1) instead of the FNO's lowest and highest ``m``; sorted axis indices
     low: tuple = attrs.field(default=(), converter=tuple)
 
+    # Derived facts, computed once at construction (:meth:`_derive`) rather than as properties: the
+    # planner reads them tens of thousands of times per search (tools/count_calls.py). Not part of
+    # the value (eq, hash, repr, to_dict and the digest see only the fields above).
+    #: total points of one transform (the product of ``shape``)
+    n: int = attrs.field(init=False, eq=False, repr=False)
+    #: number of transformed axes
+    rank: int = attrs.field(init=False, eq=False, repr=False)
+    #: the real dtype each of re/im is stored in
+    real_dtype: torch.dtype = attrs.field(init=False, eq=False, repr=False)
+    #: r2c and the r2r kinds take real input; c2r and the r2r kinds give real output
+    real_input: bool = attrs.field(init=False, eq=False, repr=False)
+    real_output: bool = attrs.field(init=False, eq=False, repr=False)
+    #: trailing shape of one input: ``shape``, except c2r takes ``(..., shape[-1]//2 + 1)`` (truncated: kept_shape)
+    in_shape: tuple = attrs.field(init=False, eq=False, repr=False)
+    #: trailing shape of one output: ``shape``, except r2c gives ``(..., shape[-1]//2 + 1)`` (truncated: kept_shape)
+    out_shape: tuple = attrs.field(init=False, eq=False, repr=False)
+
+    def _derive(self) -> None:
+        put = object.__setattr__  # frozen: set once, here
+        put(self, "n", math.prod(self.shape))
+        put(self, "rank", len(self.shape))
+        put(self, "real_dtype", torch.float64 if self.dtype == "complex128" else torch.float32)
+        put(self, "real_input", self.kind == "r2c" or self.kind in R2R_KINDS)
+        put(self, "real_output", self.kind == "c2r" or self.kind in R2R_KINDS)
+        half = (*self.shape[:-1], self.half)
+        put(self, "in_shape", self.shape if self.kind != "c2r" else self.kept_shape if self.modes else half)
+        put(self, "out_shape", self.shape if self.kind != "r2c" else self.kept_shape if self.modes else half)
+
     def __attrs_post_init__(self):
+        self._derive()
         if self.kind == "r2c" and self.inverse:
             raise ValueError("kind='r2c' is a forward transform (real input → n//2+1 complex outputs); "
                              "its inverse is kind='c2r' (inverse=True)")
@@ -280,34 +309,9 @@ class Problem:
 
     # ------------------------------------------------------------------ derived facts
     @property
-    def n(self) -> int:
-        """Total number of points of one transform (the product of ``shape``)."""
-        return math.prod(self.shape)
-
-    @property
-    def rank(self) -> int:
-        return len(self.shape)
-
-    @property
     def half(self) -> int:
         """Length of the complex side's last axis for r2c/c2r: ``shape[-1] // 2 + 1``."""
         return self.shape[-1] // 2 + 1
-
-    @property
-    def in_shape(self) -> tuple:
-        """Trailing shape of one input: ``shape``, except c2r takes ``(..., shape[-1]//2 + 1)``
-        (truncated: :attr:`kept_shape`)."""
-        if self.kind != "c2r":
-            return self.shape
-        return self.kept_shape if self.modes else (*self.shape[:-1], self.half)
-
-    @property
-    def out_shape(self) -> tuple:
-        """Trailing shape of one output: ``shape``, except r2c gives ``(..., shape[-1]//2 + 1)``
-        (truncated: :attr:`kept_shape`)."""
-        if self.kind != "r2c":
-            return self.shape
-        return self.kept_shape if self.modes else (*self.shape[:-1], self.half)
 
     @property
     def kept_shape(self) -> tuple:
@@ -325,14 +329,6 @@ class Problem:
         return (*range(m), *range(n - m, n))
 
     @property
-    def real_input(self) -> bool:
-        return self.kind == "r2c" or self.kind in R2R_KINDS
-
-    @property
-    def real_output(self) -> bool:
-        return self.kind == "c2r" or self.kind in R2R_KINDS
-
-    @property
     def r2r(self) -> bool:
         """A real-to-real kind (DCT/DST): real input and output of ``shape``, its norm applied by its solver."""
         return self.kind in R2R_KINDS
@@ -341,11 +337,6 @@ class Problem:
     def sign(self) -> int:
         """Exponent sign: -1 forward, +1 inverse."""
         return 1 if self.inverse else -1
-
-    @property
-    def real_dtype(self) -> torch.dtype:
-        """The real dtype each of re/im is stored in."""
-        return torch.float64 if self.dtype == "complex128" else torch.float32
 
     @property
     def torch_dtype(self) -> torch.dtype:
@@ -386,7 +377,9 @@ class Problem:
         return self.batch * (points_in + points_out) * item
 
     def to_dict(self) -> dict[str, Any]:
-        out = {**attrs.asdict(self), "shape": list(self.shape), "modes": list(self.modes), "low": list(self.low)}
+        out = {"shape": list(self.shape), "batch": self.batch, "kind": self.kind, "inverse": self.inverse,
+               "dtype": self.dtype, "precision": self.precision, "norm": self.norm, "device": self.device,
+               "cores": self.cores, "modes": list(self.modes), "low": list(self.low)}  # the fields, in order
         if not self.modes:  # every untruncated problem keeps the digest it had before modes existed
             del out["modes"]
         if not self.low:  # and every FNO-pattern one the digest it had before low existed
@@ -474,7 +467,7 @@ def device_kinds() -> tuple[str, ...]:
     """Every device kind trnplan plans for in this process: :data:`DEVICE_KINDS`, the registered
     backends' kinds and the PrivateUse1 name."""
     extra = privateuse1_name()
-    kinds = DEVICE_KINDS + tuple(k for k in _REGISTERED_KINDS if k not in DEVICE_KINDS)
+    kinds = DEVICE_KINDS + _REGISTERED_KINDS  # register_backend refuses a kind DEVICE_KINDS has
     return kinds + ((extra,) if extra and extra not in kinds else ())
 
 

@@ -11,12 +11,14 @@ its children constrain the children; anything left free is searched as usual.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import attrs
 import torch
 
 from trnplan.backends import get_backend
+from trnplan.core import state
 from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.errors import OverBoundError, PlanningError
 from trnplan.core.node import PlanNode
@@ -40,6 +42,18 @@ DEFAULT_STRATEGIES = ("(native)", "(real method=lib)", "(nd method=lib)")
 #: frequencies cut out (c2r: zero-filled in first) — rfftn + slice + zero-fill + irfftn, what an FNO
 #: layer written with torch.fft does (issue 30: the estimate is never slower than that call)
 TRUNCATED_DEFAULTS = ("(truncated method=full (real method=lib))", "(truncated method=full (nd method=lib))")
+
+
+@functools.lru_cache(maxsize=64)
+def _default_specs(names: tuple) -> tuple:
+    """(:data:`DEFAULT_STRATEGIES`, :data:`TRUNCATED_DEFAULTS`) parsed for the solvers ``names``
+    (those whose solvers are all there); once per registry, not per planner (one per plan_many)."""
+    return tuple(tuple(parse_strategy(text, names) for text in texts
+                       if all(node.split()[0] in names for node in text.replace(")", "").split("(")[1:]))
+                 for texts in (DEFAULT_STRATEGIES, TRUNCATED_DEFAULTS))
+
+
+state.register("planner.default_specs", _default_specs.cache_clear)
 
 
 @attrs.frozen
@@ -89,12 +103,10 @@ class Planner:
         #: the problem of the current top-level search: its module runs on the user's tensor
         self.root = None
         self._host: Planner | None = None  # on_host()
-        #: DEFAULT_STRATEGIES parsed once for this planner's solvers (default_node runs every root search)
-        names = tuple(s.name for s in self.solvers)
-        self._default_specs, self._truncated_specs = (
-            tuple(parse_strategy(text, names) for text in texts
-                  if all(node.split()[0] in names for node in text.replace(")", "").split("(")[1:]))
-            for texts in (DEFAULT_STRATEGIES, TRUNCATED_DEFAULTS))
+        #: DEFAULT_STRATEGIES and TRUNCATED_DEFAULTS parsed for this planner's solvers (default_node
+        #: runs every root search)
+        names = registry.solver_names() if solvers is None else tuple(s.name for s in self.solvers)
+        self._default_specs, self._truncated_specs = _default_specs(names)
 
     def at_root(self, problem) -> bool:
         """Whether ``problem`` is the plan's own problem (or, for precision='auto', a mode of it),
