@@ -168,6 +168,9 @@ def test_declines_off_cpu_reduced_precision_and_exportable():
         exportable = True
         backend = get_backend("cpu")
 
+        def has_native_fft(self, precision):
+            return self.backend.has_native_fft(precision)
+
     class NoFFTBackend(type(get_backend("cpu"))):
         def has_native_fft(self, precision):
             return False

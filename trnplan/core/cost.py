@@ -207,6 +207,17 @@ class CostProfile:
         t += work.transposed * self.price("transposed") + work.strided * self.price("strided")
         return t
 
+    def priced(self, work: Work, dtype: str, children=()) -> dict:
+        """The cost fields of a plan node (:class:`~trnplan.core.node.PlanNode`): its own ``work``
+        priced on this profile in ``dtype``, plus its ``children``'s totals (flops, bytes, launches,
+        time_us and the cost-model terms). One call per node: the planner prices every candidate."""
+        flops = moved = launches = time_us = 0  # the children's sums first, as sum() adds them
+        for c in children:
+            flops, moved, launches, time_us = flops + c.flops, moved + c.bytes, launches + c.launches, time_us + c.time_us
+        return {"flops": work.flops + flops, "bytes": work.bytes + moved, "launches": work.launches + launches,
+                "time_us": self.time_us(work, dtype) + time_us,
+                "terms": add_terms(work_terms(work, dtype), *(c.terms for c in children))}
+
     def penalties(self) -> tuple[float, float]:
         """(short-run, long-run) cost of a transposed byte in contiguous bytes."""
         short, long = self.transpose_penalty
@@ -292,6 +303,14 @@ def work_terms(work: Work, dtype: str) -> dict:
              f"gemm:{dtype}": work.gemm_flops, f"fft:{dtype}": work.fft_flops, "bytes": work.bytes,
              "transposed": work.transposed, "strided": work.strided, "unfused": work.unfused}
     return {k: v for k, v in terms.items() if v}
+
+
+def total(works) -> Work:
+    """The sum of several Works, left to right (a solver's stages summed in one call)."""
+    out = Work()
+    for w in works:
+        out = out + w
+    return out
 
 
 def add_terms(*terms) -> dict:

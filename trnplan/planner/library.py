@@ -100,12 +100,12 @@ class HostLibrary(WholeShape, Solver):
         if problem.precision not in ("fp32", "fp64"):
             return (f"{self.title} computes in fp32 or fp64 only, not {problem.precision}; use precision='fp32' "
                     f"or 'fp64' (or 'auto') to have it considered")
-        if not planner.backend.has_native_fft(problem.precision):
+        if not planner.has_native_fft(problem.precision):
             return (f"this backend prices no FFT library for {problem.precision} (its cost profile has no FFT "
                     f"rate), so a host library cannot be priced here")
         if planner.exportable:
             return "an artifact (compile='aot') cannot call a host library; it runs torch ops only"
-        if hostlib.installed(self.library) is None:  # metadata only: planning imports no library
+        if not planner.library_installed(self.library):  # metadata only: planning imports no library
             return self.absent_reason()
         return None
 
@@ -176,7 +176,7 @@ class HostLibrary(WholeShape, Solver):
         if problem.precision not in ("fp32", "bf16", "bf16x3", "bf16x6"):
             return (f"as Trainium's host fallback {self.title} stands in for the complex64 modes (fp32 and the "
                     f"bf16 modes, computing in fp32), not {problem.precision}")
-        if hostlib.installed(self.library) is None:  # metadata only: planning imports no library
+        if not planner.library_installed(self.library):  # metadata only: planning imports no library
             return self.absent_reason()
         return None
 

@@ -90,7 +90,7 @@ class Native(Solver):
                          "only; use precision='fp32' or 'auto' to have it considered")
 
     def why_not(self, problem, planner, forced):
-        if not planner.backend.has_native_fft(problem.precision):
+        if not planner.has_native_fft(problem.precision):
             return f"the {problem.device} backend has no native FFT for precision {problem.precision}"
         return None
 

@@ -303,7 +303,7 @@ class ND(WholeShape, Solver):
     def plan(self, problem, planner, spec):
         forced = spec.option("method") if spec is not None else None
         methods = [forced] if forced else list(METHODS)
-        if "lib" in methods and not planner.backend.has_native_fft(problem.precision):
+        if "lib" in methods and not planner.has_native_fft(problem.precision):
             if forced:
                 raise PlanningError(f"the {problem.device} backend has no N-D FFT library for precision "
                                     f"{problem.precision} (use method=rowcol)")

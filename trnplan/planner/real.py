@@ -228,7 +228,7 @@ class Real(Solver):
             return "method=half needs n ≥ 2"
         if method == "gemm" and n > MAX_GEMM_N:
             return f"method=gemm is for n ≤ {MAX_GEMM_N} (its matrix is n × (n+2)); n={n}"
-        if method == "lib" and planner is not None and not planner.backend.has_native_fft(problem.precision):
+        if method == "lib" and planner is not None and not planner.has_native_fft(problem.precision):
             return f"the {problem.device} backend has no real FFT library for precision {problem.precision}"
         return None
 

@@ -29,7 +29,7 @@ import torch
 
 from trnplan.backends.base import Backend, PrecisionProbe
 from trnplan.core import state
-from trnplan.core.cost import CostProfile, Work, add_terms, work_terms
+from trnplan.core.cost import CostProfile, Work
 from trnplan.core.errors import PlanningError
 from trnplan.core.node import PlanNode
 from trnplan.core.problem import Problem
@@ -186,22 +186,9 @@ class Solver:
         """
         if not direct and planner.at_root(problem):
             work = work + root_output(problem) + Work(graphs=1)
-        dtype = str(problem.real_dtype).removeprefix("torch.")
-        own_time = planner.profile.time_us(work, dtype)
-        return PlanNode(
-            solver=self.name,
-            n=problem.n,
-            batch=problem.batch,
-            inverse=problem.inverse,
-            params=params,
-            children=children,
-            flops=work.flops + sum(c.flops for c in children),
-            bytes=work.bytes + sum(c.bytes for c in children),
-            launches=work.launches + sum(c.launches for c in children),
-            time_us=own_time + sum(c.time_us for c in children),
-            error=error,
-            terms=add_terms(work_terms(work, dtype), *(c.terms for c in children)),
-        )
+        dtype = "float64" if problem.real_dtype == torch.float64 else "float32"
+        return PlanNode(solver=self.name, n=problem.n, batch=problem.batch, inverse=problem.inverse, params=params,
+                        children=children, error=error, **planner.profile.priced(work, dtype, children))
 
     def why_not_spec(self, problem: Problem, spec) -> str | None:
         """Why ``spec``'s length, factors or options cannot describe this solver on ``problem``."""
