@@ -192,8 +192,12 @@ class Problem:
         put(self, "real_input", self.kind == "r2c" or self.kind in R2R_KINDS)
         put(self, "real_output", self.kind == "c2r" or self.kind in R2R_KINDS)
         half = (*self.shape[:-1], self.half)
-        put(self, "in_shape", self.shape if self.kind != "c2r" else self.kept_shape if self.modes else half)
-        put(self, "out_shape", self.shape if self.kind != "r2c" else self.kept_shape if self.modes else half)
+        try:
+            kept = self.kept_shape if self.modes else half
+        except TypeError:  # modes that are not ints: __attrs_post_init__ says so (_check_modes)
+            kept = half
+        put(self, "in_shape", self.shape if self.kind != "c2r" else kept)
+        put(self, "out_shape", self.shape if self.kind != "r2c" else kept)
 
     def __attrs_post_init__(self):
         self._derive()
