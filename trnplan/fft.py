@@ -318,7 +318,10 @@ def _execute_op(x: torch.Tensor, kind: str, shape: list[int], inverse: bool, nor
     y = _run_plan(x, kind, tuple(shape), inverse, norm)
     if x.device.type not in ("cpu", "cuda"):  # an accelerator plan makes new tensors (and data_ptr()
         return y                              # of an xla tensor crashed torch-xla 2.9's dynamo bridge)
-    return y.clone() if y.data_ptr() == x.data_ptr() and y.numel() else y  # a custom op may not alias
+    if y.data_ptr() == x.data_ptr() and y.numel():
+        return y.clone()  # a custom op may not alias
+    # the fake kernel promises a contiguous result; a truncated plan's 1-D cut is a view of the whole spectrum
+    return y.contiguous()
 
 
 @_execute_op.register_fake
@@ -628,6 +631,26 @@ def _truncated_dims(name, x, modes, s, dim, inverse):
     return dims, shape, modes
 
 
+def _truncated_key(name: str, x, modes, s, dim, norm, low):
+    """The shortcut's key of a truncated call (as :func:`_direct_key`'s, with ``modes`` and ``low``),
+    or None where its arguments take no shortcut."""
+    if (isinstance(x, torch.Tensor) and all(_plain(v) for v in (modes, s, dim)) and (norm is None or type(norm) is str)
+            and (low is None or low is True or low is False or _plain(low))):
+        return ("direct", name, (x.shape, x.dtype, x.device), modes, s, dim, norm, low)
+    return None
+
+
+def _shortcut(key, x):
+    """The plan the full path ran on ``x`` as given for the same arguments (``key``), run again, or None."""
+    if key is None or torch.compiler.is_compiling() or torch._C._is_tracing():
+        return None
+    plan = PLANS.by_alias(key)
+    if plan is None:
+        return None
+    call = None if x.requires_grad else plan.direct_calls.get(key[2])
+    return plan.execute(x) if call is None else call(x)
+
+
 def _low_axes(name, low, dims, ndim) -> tuple:
     """The axes (indices into ``dims``) of ``low=``: True for every non-last one, or a sequence of dims."""
     if low is None or low is False:
@@ -689,12 +712,16 @@ def rfftn_truncated(input: torch.Tensor, modes: int | Sequence[int], s: Sequence
     >>> tfft.rfftn_truncated(x, modes=(12, 12)).shape
     torch.Size([8, 24, 12])
     """
+    key = _truncated_key("rfftn_truncated", input, modes, s, dim, norm, low)
+    y = _shortcut(key, input)  # a repeated call: straight to its plan (as rfftn's, fft.py's _call)
+    if y is not None:
+        return y
     _check_input("rfftn_truncated", input)
     norm = _norm("rfftn_truncated", norm)
     dims, shape, modes = _truncated_dims("rfftn_truncated", input, modes, s, dim, inverse=False)
     axes = _low_axes("rfftn_truncated", low, dims, input.ndim)
     x = _resize(_real_input("rfftn_truncated", input), dims, shape)
-    return _transform(x, _kind_word("r2c", modes, axes), False, dims, shape, norm)
+    return _transform(x, _kind_word("r2c", modes, axes), False, dims, shape, norm, key if x is input else None)
 
 
 def irfftn_truncated(input: torch.Tensor, s: Sequence[int], modes: int | Sequence[int] | None = None,
@@ -742,6 +769,10 @@ def irfftn_truncated(input: torch.Tensor, s: Sequence[int], modes: int | Sequenc
     >>> tfft.irfftn_truncated(X, s=(64, 64)).shape
     torch.Size([8, 64, 64])
     """
+    key = _truncated_key("irfftn_truncated", input, modes, s, dim, norm, low)
+    y = _shortcut(key, input)
+    if y is not None:
+        return y
     _check_input("irfftn_truncated", input)
     norm = _norm("irfftn_truncated", norm)
     if s is None:
@@ -761,7 +792,7 @@ def irfftn_truncated(input: torch.Tensor, s: Sequence[int], modes: int | Sequenc
                          f"but modes={tuple(modes)} keeps {list(want)} (2·m on all but the last and the low ones, "
                          f"m on those)")
     x = _promote("irfftn_truncated", input, require_complex=True)
-    return _transform(x, _kind_word("c2r", modes, axes), True, dims, shape, norm)
+    return _transform(x, _kind_word("c2r", modes, axes), True, dims, shape, norm, key if x is input else None)
 
 
 # ---------------------------------------------------------------------------- torch operators
