@@ -105,7 +105,7 @@ class HostLibrary(WholeShape, Solver):
                     f"rate), so a host library cannot be priced here")
         if planner.exportable:
             return "an artifact (compile='aot') cannot call a host library; it runs torch ops only"
-        if not planner.library_installed(self.library):  # metadata only: planning imports no library
+        if hostlib.installed(self.library) is None:  # metadata only; a failed import reads as absent from then on
             return self.absent_reason()
         return None
 
@@ -176,7 +176,7 @@ class HostLibrary(WholeShape, Solver):
         if problem.precision not in ("fp32", "bf16", "bf16x3", "bf16x6"):
             return (f"as Trainium's host fallback {self.title} stands in for the complex64 modes (fp32 and the "
                     f"bf16 modes, computing in fp32), not {problem.precision}")
-        if not planner.library_installed(self.library):  # metadata only: planning imports no library
+        if hostlib.installed(self.library) is None:  # metadata only; a failed import reads as absent from then on
             return self.absent_reason()
         return None
 

@@ -24,7 +24,6 @@ from trnplan.core.errors import OverBoundError, PlanningError
 from trnplan.core.node import PlanNode
 from trnplan.core.problem import check_fits
 from trnplan.core.spec import Spec, parse_strategy
-from trnplan.kernels import hostlib
 from trnplan.planner import registry
 from trnplan.planner.solver import VARIANTS, BuildContext
 
@@ -96,7 +95,6 @@ class Planner:
         self._device = device
         self._memo: dict = {}
         self._native_fft: dict = {}  # precision -> backend.has_native_fft (has_native_fft)
-        self._installed: dict = {}  # host FFT library -> installed (library_installed)
         #: (problem, tol) of the searches in progress: a composite may plan its children to a
         #: tighter share of its own bound (Planner.plan(..., tol=)); they see it through tol()
         self._active: list = []
@@ -143,14 +141,6 @@ class Planner:
         known = self._native_fft.get(precision)
         if known is None:
             known = self._native_fft[precision] = self.backend.has_native_fft(precision)
-        return known
-
-    def library_installed(self, library: str) -> bool:
-        """Whether the host FFT library is installed (:func:`trnplan.kernels.hostlib.installed`:
-        package metadata, no import), asked once per library for this planner."""
-        known = self._installed.get(library)
-        if known is None:
-            known = self._installed[library] = hostlib.installed(library) is not None
         return known
 
     def on_host(self) -> Planner:
