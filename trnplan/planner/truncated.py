@@ -311,8 +311,8 @@ class Truncated(WholeShape, Solver):
             work += gemm_work(problem.precision, planner.profile, 2.0 * rows * full_side * kept_side,
                               rows * full_side, size, shape=(rows, full_side, kept_side))
             cur[axis] = kept
-        if not problem.inverse and len(shape) > 1:  # the kept planes, moved back, copied out
-            work += _gather(b * math.prod(cur) // 2, 2, cur[-1], size)
+        if not problem.inverse and len(shape) > 1:  # the kept re and im planes, moved back, copied out
+            work += transpose(2 * b * math.prod(cur), size, run=SHORT_RUN if cur[-1] >= BLOCK_RUN else 1, launches=2)
         longest = math.log2(max(max(shape), 2))
         errors = [u * (a + slope * longest) * (1.0 + per_axis * (len(shape) - 1)),
                   gemm_error(problem.precision, len(shape), planner.probe, problem.n * b)]  # the mode's GEMM stages
