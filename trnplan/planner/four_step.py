@@ -23,6 +23,7 @@ the balanced, smallest-prime and GEMM-sized splits are the ones that ever win.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -175,6 +176,35 @@ def monarch_work(n1: int, n2: int, b: int, size: int, precision: str) -> Work:
             + copy(2 * n * b, size) * -2.0)
 
 
+class _Splits:
+    """What every split n1×n2 of one four-step problem shares, derived once per :meth:`FourStep.plan`
+    (a 4096-point search tries 56 splits over its sub-problems): the child problem of each factor
+    ``d`` (``d`` points, batch ``n/d·b``: the factor is n1 of one split and n2 of another), the
+    bound, and the general lowering's own work, which depends on n and b alone."""
+
+    def __init__(self, problem, planner):
+        self.problem, self.planner = problem, planner
+        self.tol = planner.tol(problem)
+        self._subs: dict = {}
+        self._glue = None
+
+    def sub(self, d: int):
+        """The child problem of factor ``d``: ``n/d·b`` transforms of length ``d``, scale 1."""
+        got = self._subs.get(d)
+        if got is None:
+            problem = self.problem
+            got = self._subs[d] = problem.unscaled(d, problem.n // d * problem.batch, problem.inverse)
+        return got
+
+    def glue(self) -> Work:
+        """The general lowering's work beside its children: 3 transposes of re and im (6 launches,
+        each with a reshape), one twiddle product."""
+        if self._glue is None:
+            n, b, size = self.problem.n, self.problem.batch, itemsize(self.problem)
+            self._glue = transpose(6 * n * b, size, run=1, launches=12) + cmul_work(n * b, size)
+        return self._glue
+
+
 class FourStep(Solver):
     name = "four-step"
     #: 2: a node that lowers to MonarchGemm is priced as that lowering (it was priced as the general one)
@@ -198,18 +228,20 @@ class FourStep(Solver):
             splits = [tuple(spec.factors)]
         else:
             splits = candidate_splits(n)
-        return best_variant(lambda split: self._plan_split(problem, planner, spec, *split), splits,
+        return best_variant(functools.partial(self._plan_split, _Splits(problem, planner), spec), splits,
                             tol=planner.tol(problem))
 
-    def _plan_split(self, problem, planner, spec, n1, n2):
+    def _plan_split(self, splits: _Splits, spec, split):
+        problem, planner = splits.problem, splits.planner
+        n1, n2 = split
         b, size = problem.batch, itemsize(problem)
-        sub1 = problem.unscaled(n1, n2 * b, problem.inverse), spec.child(0) if spec else None
-        sub2 = problem.unscaled(n2, n1 * b, problem.inverse), spec.child(1) if spec else None
+        sub1 = splits.sub(n1), spec.child(0) if spec else None
+        sub2 = splits.sub(n2), spec.child(1) if spec else None
         first, second = planner.plan(*sub1), planner.plan(*sub2)
         n = n1 * n2
         twiddle = ERROR_C * UNIT_ROUNDOFF[problem.precision]
         error = combine(first.error, second.error, twiddle)
-        tol = planner.tol(problem)
+        tol = splits.tol
         if error > tol > twiddle:
             # each child was the cheapest within the whole bound, and together they exceed it:
             # plan both again to an equal share of it (in bf16x3 a child at 8e-6 is within 1e-5
@@ -221,8 +253,8 @@ class FourStep(Solver):
                 error = combine(first.error, second.error, twiddle)
         if monarch_fits((n1, n2), (first, second), n * b, problem.precision, size):
             work = monarch_work(n1, n2, b, size, problem.precision)
-        else:  # 3 transposes of re and im (6 launches, each with a reshape), one twiddle product
-            work = transpose(6 * n * b, size, run=1, launches=12) + cmul_work(n * b, size)
+        else:
+            work = splits.glue()
         return self.node(problem, planner, work, error, params={"factors": (n1, n2)}, children=(first, second))
 
     def build(self, node, ctx):

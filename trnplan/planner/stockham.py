@@ -109,13 +109,18 @@ class Stockham(Solver):
         radices = spec.factors if spec is not None and spec.factors else default_radices(n) if n > 1 else ()
         # entry: (re, im) of (B, n) stacked batch-last — a transpose unless B = 1; exit: views
         work = transpose(2 * n * b, size, run=1 if b > 1 else n, launches=4) if radices else Work()
+        twiddle = cmul_work(n * b, size) if len(radices) > 1 else None  # the same at every stage after the first
+        stages: dict = {}  # radix -> its GEMM stage's work (radices repeat: 4096 is 8·8·8·8)
         L = 1
         for i, r in enumerate(radices):
             if i > 0:  # twiddle, then the (k, q) → (q, k) permuting stack: runs of (n/(L·r))·B
-                work += cmul_work(n * b, size) + transpose(2 * n * b, size, run=n // (L * r) * b, launches=4)
-            # one (2r × 2r) @ (2r × n·b/r) GEMM: reads its operand, writes its result
-            work += Work(launches=2, bytes=4 * n * b * size) + gemm_work(
-                problem.precision, planner.profile, 8.0 * r * n * b, 2 * n * b, size, shape=(2 * r, 2 * r, n * b / r))
+                work += twiddle + transpose(2 * n * b, size, run=n // (L * r) * b, launches=4)
+            stage = stages.get(r)
+            if stage is None:  # one (2r × 2r) @ (2r × n·b/r) GEMM: reads its operand, writes its result
+                stage = stages[r] = Work(launches=2, bytes=4 * n * b * size) + gemm_work(
+                    problem.precision, planner.profile, 8.0 * r * n * b, 2 * n * b, size,
+                    shape=(2 * r, 2 * r, n * b / r))
+            work += stage
             L *= r
         error = ERROR_C[storage(problem.precision)] * UNIT_ROUNDOFF[problem.precision] * log_growth(n)
         # each radix stage is one GEMM: in the reduced modes its operands are rounded or split
