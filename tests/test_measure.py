@@ -727,6 +727,7 @@ class _FakeMachine:
         from trnplan.planner import measure
         self.clock, self.burst, self.loaded = 0.0, 0, False
         self.costs, self.burst_factor, self.load_factor = costs, burst_factor or {}, load_factor or {}
+        self.jitter: dict = {}
         monkeypatch.setattr(measure.time, "perf_counter", lambda: self.clock)
         monkeypatch.setattr(measure.time, "sleep", self._sleep)
 
@@ -742,9 +743,15 @@ class _FakeMachine:
         self.clock += s
 
     def fns(self) -> dict:
+        calls: dict = {}
+
         def runner(tree):
             def fn():
                 f = self.burst_factor.get((tree, self.burst), 1.0) * (self.load_factor.get(tree, 1.0) if self.loaded else 1.0)
+                jitter = self.jitter.get(tree)
+                if jitter:  # a per-call factor, cycling: rounds that scatter as on a busy machine
+                    calls[tree] = calls.get(tree, -1) + 1
+                    f *= jitter[calls[tree] % len(jitter)]
                 self.clock += self.costs[tree] * 1e-6 * f
             return (fn, 1)
         return {tree: runner(tree) for tree in self.costs}
@@ -819,6 +826,111 @@ def test_confirmation_and_load_figures_survive_the_record_and_are_explained():
     lines = describe(again)
     assert any(line.startswith("  confirmation: 0.81×, 0.79×, 0.80× the default in 3 bursts") for line in lines)
     assert any(line.startswith("  under load: 0.85× the default") for line in lines)
+
+
+def _pick_among(machine, timings, threads=2, default_samples=None):
+    from trnplan.planner.measure import robust_pick
+    samples = default_samples if default_samples is not None else [10e-6] * 9
+    return robust_pick(timings, machine.fns(), samples, torch.device("cpu"), lambda: None)
+
+
+def test_a_slow_noisy_candidate_does_not_make_the_machine_busy(monkeypatch):
+    """The quiet 512×192 case: a dft-gemm 20× slower (noise 240 %) and the 2-thread pyFFTW variant
+    (35 % noise, no faster than the default) once lifted the median candidate noise over BUSY_NOISE
+    and the default was kept although mkl_fft was 0.8× its time. Only the contenders count."""
+    from trnplan.planner.measure import BUSY_NOISE, contenders
+    m = _FakeMachine(monkeypatch, {"(native 64)": 10.0, "(mkl-fft 64)": 8.0, "(dft-gemm 64)": 200.0,
+                                   "(pyfftw 64 threads=2)": 11.0})
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    timings = [_timing("(native 64)", 10.0, vs=1.0, default=True), _timing("(mkl-fft 64)", 8.0, vs=0.8, noise=0.03),
+               _timing("(dft-gemm 64)", 200.0, vs=20.0, noise=2.4), _timing("(pyfftw 64 threads=2)", 11.0, vs=1.1, noise=0.35)]
+    assert statistics.median(t.noise for t in timings[1:]) > BUSY_NOISE  # what the old rule judged
+    assert [t.tree for t in contenders(timings)] == ["(mkl-fft 64)"]
+    pick = _pick_among(m, timings)
+    assert pick.best.tree == "(mkl-fft 64)" and pick.busy is None and "confirmed in 3 bursts" in pick.rule
+    assert [c[0] for c in pick.checks] == ["(mkl-fft 64)"] and pick.checks[0][3] == pytest.approx(0.8)
+
+
+def test_a_noisy_near_tie_is_confirmed_in_bursts_rather_than_dropped(monkeypatch):
+    """0.92× the default with 16 % paired noise is not a win beyond the noise in the main rounds
+    (decide keeps the default), but every confirmation burst has it faster: it replaces the default."""
+    m = _FakeMachine(monkeypatch, {"(native 64)": 10.0, "(mkl-fft 64)": 9.2})
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    timings = [_timing("(native 64)", 10.0, vs=1.0, default=True), _timing("(mkl-fft 64)", 9.2, vs=0.92, noise=0.16)]
+    assert decide(timings)[0].default
+    pick = _pick_among(m, timings)
+    assert pick.best.tree == "(mkl-fft 64)" and pick.confirmation == pytest.approx((0.92,) * 3)
+    assert pick.under_load is None and pick.busy is None  # one torch thread: no load check
+
+
+def test_a_noisy_near_tie_that_bursts_cannot_settle_is_marked_busy(monkeypatch):
+    """The contender's per-round ratios scatter over BUSY_NOISE across the bursts and one burst has
+    it slower: not confirmed, and the record says the machine was too busy, with the noise."""
+    from trnplan.planner.measure import BUSY_NOISE, describe
+    m = _FakeMachine(monkeypatch, {"(native 64)": 10.0, "(mkl-fft 64)": 9.2},
+                     burst_factor={("(mkl-fft 64)", 1): 1.3})
+    m.jitter["(mkl-fft 64)"] = [0.6, 1.0, 1.5, 0.8, 1.2, 1.7]
+    timings = [_timing("(native 64)", 10.0, vs=1.0, default=True), _timing("(mkl-fft 64)", 9.2, vs=0.92, noise=0.16)]
+    pick = _pick_among(m, timings)
+    assert pick.best.default and pick.busy is not None and pick.busy > BUSY_NOISE
+    assert pick.rule.startswith(f"not measured: machine busy (noise {pick.busy:.0%}") and "not confirmed" in pick.rule
+    record = Measurement("measure", (attrs.evolve(pick.best, verdict=FASTEST), timings[1]), 2, 6, 5.0, 0.1, None,
+                         "(native 64)", rule=pick.rule, confirmation=pick.confirmation, busy=pick.busy, checks=pick.checks)
+    again = Measurement.from_dict(json.loads(json.dumps(record.to_dict())))
+    assert again == record
+    lines = describe(again)
+    assert any(line.startswith("  contender (mkl-fft 64): ") and "per burst (noise " in line for line in lines)
+    assert any(line.startswith("  machine busy: noise ") for line in lines)
+
+
+def test_a_noisy_default_does_not_hide_a_win_beyond_its_noise(monkeypatch):
+    """The default's own rounds scatter by 32 % (torch.fft's 2 threads stalled by a neighbour's
+    load), but a one-thread leaf measures 0.2× its time: beyond that scatter, so it goes on to the
+    confirmation and replaces the default instead of the record being marked busy."""
+    from trnplan.planner.measure import BUSY_NOISE
+    m = _FakeMachine(monkeypatch, {"(native 64)": 10.0, "(pyfftw 64)": 2.0})
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    noisy = [10e-6, 14e-6, 7e-6, 20e-6, 9e-6, 16e-6, 6e-6, 25e-6, 11e-6]
+    assert spread(noisy) > BUSY_NOISE
+    timings = [_timing("(native 64)", 10.0, vs=1.0, default=True), _timing("(pyfftw 64)", 2.0, vs=0.2, noise=0.3)]
+    pick = _pick_among(m, timings, default_samples=noisy)
+    assert pick.best.tree == "(pyfftw 64)" and pick.busy is None and pick.confirmation == pytest.approx((0.2,) * 3)
+
+
+def test_a_load_sensitive_two_thread_variant_gives_way_to_a_one_thread_leaf(monkeypatch):
+    """pyFFTW with 2 threads wins quietly (0.6×) but measures 1.2× the default while another process
+    keeps a core busy; the 1-thread leaf wins in both (0.8×): the 1-thread leaf is chosen, not the
+    default, and explain() shows both contenders' confirmation and load figures."""
+    from trnplan.planner.measure import describe
+    m = _FakeMachine(monkeypatch, {"(native 64)": 10.0, "(pyfftw 64 threads=2)": 6.0, "(pyfftw 64)": 8.0},
+                     load_factor={"(pyfftw 64 threads=2)": 2.0})
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    timings = [_timing("(native 64)", 10.0, vs=1.0, default=True),
+               _timing("(pyfftw 64 threads=2)", 6.0, vs=0.6, noise=0.35), _timing("(pyfftw 64)", 8.0, vs=0.8, noise=0.01)]
+    assert decide(timings)[0].tree == "(pyfftw 64 threads=2)"  # what the main rounds alone would pick
+    pick = _pick_among(m, timings)
+    assert pick.best.tree == "(pyfftw 64)" and pick.under_load == pytest.approx(0.8)
+    figures = {c[0]: (c[1], c[3]) for c in pick.checks}
+    assert figures["(pyfftw 64 threads=2)"][0] == pytest.approx((0.6,) * 3)
+    assert figures["(pyfftw 64 threads=2)"][1] == pytest.approx(1.2)
+    record = Measurement("measure", (timings[0], attrs.evolve(pick.best, verdict=FASTEST), timings[1]), 3, 6, 5.0, 0.1,
+                         None, "(native 64)", rule=pick.rule, confirmation=pick.confirmation, under_load=pick.under_load,
+                         checks=pick.checks)
+    lines = describe(record)
+    assert any(line.startswith("  contender (pyfftw 64 threads=2): 0.60×, 0.60×, 0.60× the default per burst")
+               and line.endswith("1.20× under load") for line in lines)
+
+
+def test_a_two_thread_variant_that_also_wins_under_load_is_kept(monkeypatch):
+    """The variant loses some of its lead under load (0.6× → 0.75×) but still beats the one-thread
+    leaf (0.8× in both) on the mean of the two conditions: the variant wins."""
+    m = _FakeMachine(monkeypatch, {"(native 64)": 10.0, "(pyfftw 64 threads=2)": 6.0, "(pyfftw 64)": 8.0},
+                     load_factor={"(pyfftw 64 threads=2)": 1.25})
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    timings = [_timing("(native 64)", 10.0, vs=1.0, default=True),
+               _timing("(pyfftw 64 threads=2)", 6.0, vs=0.6, noise=0.05), _timing("(pyfftw 64)", 8.0, vs=0.8, noise=0.01)]
+    pick = _pick_among(m, timings)
+    assert pick.best.tree == "(pyfftw 64 threads=2)" and pick.under_load == pytest.approx(0.75)
 
 
 def test_background_load_keeps_a_core_busy_and_ends():

@@ -99,6 +99,8 @@ CONFIRM_QUANTILE = 0.25
 #: candidate's paired noise) is too busy to measure: the default is kept, the record says so, and
 #: the pick is not taken as wisdom
 BUSY_NOISE = 0.15
+#: at most this many contenders (besides the default) go into the confirmation bursts
+CONFIRM_MAX = 3
 #: seconds the background load's interpreter is given to start spinning (-S: ~15 ms here)
 LOAD_START_S = 0.05
 
@@ -187,6 +189,10 @@ class Measurement:
         busy (None: not checked; only a tree that replaced the default with torch threads > 1 is).
     busy : float or None
         The noise that made the machine too busy to measure (the default was kept), else None.
+    checks : tuple of (str, tuple of float, float, float or None)
+        Per contender that went into the confirmation (faster than the default by the median):
+        its tree, its per-burst lower-quartile ratios to the default, the noise of its per-round
+        ratios over the bursts, and its ratio under load (None: not timed under load).
     """
 
     effort: str
@@ -203,6 +209,7 @@ class Measurement:
     confirmation: tuple = ()
     under_load: float | None = None
     busy: float | None = None
+    checks: tuple = ()
 
     @property
     def winner(self) -> Timing:
@@ -236,7 +243,9 @@ class Measurement:
                    float(data["elapsed_s"]), data.get("regret"), data.get("default_tree"),
                    int(data.get("threads", 0)), float(data.get("measured_at", 0.0)), data.get("rule", ""),
                    tuple(float(r) for r in data.get("confirmation", ())),
-                   None if load is None else float(load), None if busy is None else float(busy))
+                   None if load is None else float(load), None if busy is None else float(busy),
+                   tuple((str(c[0]), tuple(float(r) for r in c[1]), float(c[2]), None if c[3] is None else float(c[3]))
+                         for c in data.get("checks", ())))
 
 
 def _sync(device: torch.device):
@@ -442,13 +451,16 @@ def background_load():
         proc.wait()
 
 
-def busy_noise(default_samples: list[float] | None, timings: list) -> float | None:
-    """The noise that marks the machine too busy to measure (> :data:`BUSY_NOISE`), else None:
-    the larger of the default's own relative spread and the median candidate's paired noise."""
+def busy_noise(default_samples: list[float] | None, timings: list | None = None) -> float | None:
+    """The noise that marks the machine too busy to measure before any confirmation (>
+    :data:`BUSY_NOISE`), else None: the default's own relative spread over its rounds. The
+    candidates' paired noise is not judged here: a slow or load-sensitive candidate's scatter says
+    nothing about the default's choice (:func:`contenders`), and the contenders' own is judged over
+    the confirmation bursts (:func:`robust_pick`). ``timings`` is accepted and unused (the old
+    signature)."""
     if default_samples is None:
         return None
-    paired_noise = [t.noise for t in timings if t.vs_default is not None and not t.default and t.noise is not None]
-    noise = max(spread(default_samples), statistics.median(paired_noise) if paired_noise else 0.0)
+    noise = spread(default_samples)
     return noise if noise > BUSY_NOISE else None
 
 
@@ -595,75 +607,134 @@ class _Pick:
     confirmation: tuple = ()
     under_load: float | None = None
     busy: float | None = None
+    checks: tuple = ()
 
 
-def _contenders(timings: list, best: Timing) -> list:
-    """The best and the candidates whose paired ratio overlaps its within the noise (at most 2 more):
-    a pick between overlapping candidates must be confirmed, not read off one burst."""
-    beating = [t for t in timings if t.verdict == SLOWER and not t.default and t is not best
-               and beats_default(t.vs_default, t.noise or 0.0)]
-    close = [t for t in beating if t.vs_default <= best.vs_default * (1 + max(best.noise or 0.0, NOISE_FLOOR))]
-    return [best, *sorted(close, key=lambda t: t.vs_default)[:2]]
+def contenders(timings: list) -> list:
+    """The candidates that may replace the default, best first (at most :data:`CONFIRM_MAX`): within
+    the bound and faster than the default by their median paired ratio beyond :data:`NOISE_FLOOR`,
+    whether or not beyond their own noise (that is what the confirmation decides). A candidate
+    slower than the default cannot change the decision, however noisy its rounds: on a quiet
+    machine a dft-gemm 20× slower and the 2-thread pyFFTW variant (35 % paired noise) lifted the
+    median noise of all candidates over :data:`BUSY_NOISE`, and the default was kept although
+    mkl_fft ran 0.77× its time (512×192)."""
+    ok = [t for t in timings if t.verdict == SLOWER and not t.default and t.vs_default is not None
+          and t.vs_default * (1 + NOISE_FLOOR) < 1]
+    return sorted(ok, key=lambda t: t.vs_default)[:CONFIRM_MAX]
 
 
-def _confirmed(contenders: list, fns: dict, default: Timing, sync) -> tuple[Timing | None, tuple]:
-    """Time the contenders against the default in :data:`CONFIRM_BURSTS` bursts separated in time;
-    (the confirmed contender with the lowest median burst ratio or None, its burst ratios). A
-    contender is confirmed when every burst has it faster than the default beyond the floor."""
-    runners = [fns[default.tree]] + [fns[t.tree] for t in contenders]
+def _confirm(cands: list, fns: dict, default: Timing, sync) -> dict:
+    """Per contender, its lower-quartile paired ratio to the default in each of
+    :data:`CONFIRM_BURSTS` bursts separated in time, and the relative noise of its per-round
+    ratios over all bursts: ``{tree: (burst ratios, noise)}``."""
+    runners = [fns[default.tree]] + [fns[t.tree] for t in cands]
     with torch.no_grad():
         samples = bursts(runners, sync, CONFIRM_BURSTS, CONFIRM_ROUNDS, CONFIRM_BURST_S, CONFIRM_GAP_S)
-    ratios = {t.tree: burst_ratios(samples, i + 1) for i, t in enumerate(contenders)}
-    ok = [t for t in contenders if all(r * (1 + NOISE_FLOOR) < 1 for r in ratios[t.tree])]
-    if not ok:
-        return None, tuple(ratios[contenders[0].tree])
-    chosen = min(ok, key=lambda t: statistics.median(ratios[t.tree]))
-    return chosen, tuple(ratios[chosen.tree])
+    out = {}
+    for i, t in enumerate(cands, start=1):
+        pooled = [a / b for burst in samples for a, b in zip(burst[i], burst[0])]
+        out[t.tree] = (tuple(burst_ratios(samples, i)), spread(pooled))
+    return out
 
 
-def _under_load(chosen: Timing, fns: dict, default: Timing, sync) -> float | None:
-    """The chosen tree's lower-quartile paired ratio to the default while another process keeps a
-    core busy (None where no load could be started)."""
+def _under_load(cands: list, fns: dict, default: Timing, sync) -> dict:
+    """Per contender, its lower-quartile paired ratio to the default while another process keeps a
+    core busy (empty where no load could be started)."""
     with background_load() as loaded:
         if not loaded:
-            return None
+            return {}
+        runners = [fns[default.tree]] + [fns[t.tree] for t in cands]
         with torch.no_grad():
-            samples = bursts([fns[default.tree], fns[chosen.tree]], sync, 1, CONFIRM_ROUNDS, CONFIRM_BURST_S, 0.0)
-    return burst_ratios(samples, 1)[0]
+            samples = bursts(runners, sync, 1, CONFIRM_ROUNDS, CONFIRM_BURST_S, 0.0)
+    return {t.tree: burst_ratios(samples, i)[0] for i, t in enumerate(cands, start=1)}
+
+
+def _wins(ratio: float) -> bool:
+    return ratio * (1 + NOISE_FLOOR) < 1
+
+
+def _load_pick(confirmed: list, ratios: dict, loaded: dict) -> tuple:
+    """(the confirmed contender that also beats the default under load with the lowest mean of its
+    quiet (median burst) and loaded ratios, or None; the contenders that lost under load)."""
+    lost = [t for t in confirmed if t.tree in loaded and not _wins(loaded[t.tree])]
+    ok = [t for t in confirmed if t not in lost]
+    if not ok:
+        return None, lost
+
+    def expected(t):  # the load on for half the time: the mean of the two conditions
+        quiet = statistics.median(ratios[t.tree][0])
+        return (quiet + loaded.get(t.tree, quiet)) / 2
+
+    return min(ok, key=expected), lost
 
 
 def robust_pick(timings: list, fns: dict, default_samples, device: torch.device, sync) -> _Pick:
-    """:func:`decide`, then the rules that make a pick hold up on a busy machine: too much noise
-    keeps the default (:func:`busy_noise`); a tree that would replace the default must win in every
-    one of :data:`CONFIRM_BURSTS` bursts separated in time (:func:`_confirmed`), and with torch
-    threads > 1 on the CPU also while another process keeps one core busy (:func:`_under_load`).
+    """:func:`decide`, then the rules that make a pick hold up on a busy machine.
+
+    1. The default's own samples scatter over :data:`BUSY_NOISE` (:func:`busy_noise`) and no
+       candidate is faster than the default beyond that scatter: too busy to measure, the default
+       is kept and the record says so. A candidate faster beyond it still goes on to the
+       confirmation: with torch's 2 threads on a 2-core machine that others load, the default
+       itself is what the load hurts most (torch.fft 512×192 measured 6.1 ms in the rounds,
+       0.2× that for mkl_fft, 31 µs quiet), so keeping it is the worst pick there.
+    2. Every :func:`contenders` (faster than the default by the median, within the noise or
+       beyond it) is timed against the default in :data:`CONFIRM_BURSTS` bursts separated in time;
+       it is confirmed when every burst's lower-quartile ratio beats the default beyond
+       :data:`NOISE_FLOOR`. None confirmed: the default is kept, and marked busy when the
+       contenders' per-round ratios over the bursts scatter over :data:`BUSY_NOISE`.
+    3. With torch threads > 1 on the CPU the confirmed are timed again while another process
+       keeps one core busy; one that loses to the default there is out, and of the rest the one
+       with the lowest mean of its quiet and loaded ratios wins (a 2-thread variant that wins
+       quietly but stalls under load gives way to a one-thread leaf that wins in both).
+
     ``fns`` maps each timed tree's text to its ``(fn, inner)``."""
     best, rule = decide(timings)
     default = next((t for t in timings if t.default and t.verdict == SLOWER), None)
     if default is None:
         return _Pick(best, rule)
-    noise = busy_noise(default_samples, timings)
-    if noise is not None:
-        return _Pick(default, f"not measured: machine busy (noise {noise:.0%} > {BUSY_NOISE:.0%}): the default "
-                              f"{default.tree} kept, and measured again on the next use", busy=noise)
-    if best is default:
+    noise, cands = busy_noise(default_samples, timings), contenders(timings)
+    if noise is not None and not any(t.vs_default * (1 + noise) < 1 for t in cands):
+        return _Pick(default, f"not measured: machine busy (noise {noise:.0%} > {BUSY_NOISE:.0%}, the default's own "
+                              f"rounds, and no candidate faster beyond it): the default {default.tree} kept, and "
+                              f"measured again on the next use", busy=noise)
+    if not cands:
         return _Pick(best, rule)
-    chosen, ratios = _confirmed(_contenders(timings, best), fns, default, sync)
-    shown = ", ".join(f"{r:.2f}×" for r in ratios)
-    if chosen is None:
-        return _Pick(default, f"the default {default.tree} kept: {best.tree} was not confirmed in "
-                              f"{CONFIRM_BURSTS} bursts {CONFIRM_GAP_S * 1e3:.0f} ms apart ({shown} the default)",
-                     confirmation=ratios)
-    rule = (f"{chosen.tree} replaces the default {default.tree}: confirmed in {CONFIRM_BURSTS} bursts "
-            f"{CONFIRM_GAP_S * 1e3:.0f} ms apart ({shown} its time, lower-quartile per-round ratio)")
-    if device.type != "cpu" or torch.get_num_threads() < 2:
-        return _Pick(chosen, rule, confirmation=ratios)
-    loaded = _under_load(chosen, fns, default, sync)
-    if loaded is not None and loaded * (1 + NOISE_FLOOR) >= 1:
-        return _Pick(default, f"the default {default.tree} kept: {chosen.tree} won on a quiet core ({shown}) but "
-                              f"measured {loaded:.2f}× the default while another process kept a core busy",
-                     confirmation=ratios, under_load=loaded)
-    return _Pick(chosen, rule, confirmation=ratios, under_load=loaded)
+    ratios = _confirm(cands, fns, default, sync)
+    confirmed = [t for t in cands if all(_wins(r) for r in ratios[t.tree][0])]
+    loaded = {}
+    if confirmed and device.type == "cpu" and torch.get_num_threads() > 1:
+        loaded = _under_load(confirmed, fns, default, sync)
+    chosen, lost = _load_pick(confirmed, ratios, loaded)
+    checks = tuple((t.tree, ratios[t.tree][0], ratios[t.tree][1], loaded.get(t.tree)) for t in cands)
+    return _verdict(chosen, default, cands, ratios, lost, loaded, checks)
+
+
+def _verdict(chosen, default, cands, ratios, lost, loaded, checks) -> _Pick:
+    """robust_pick's result and its rule in words, from the confirmation and load figures."""
+    gap = f"{CONFIRM_BURSTS} bursts {CONFIRM_GAP_S * 1e3:.0f} ms apart"
+
+    def shown(t):
+        return ", ".join(f"{r:.2f}×" for r in ratios[t.tree][0])
+
+    if chosen is not None:
+        return _Pick(chosen, f"{chosen.tree} replaces the default {default.tree}: confirmed in {gap} ({shown(chosen)} "
+                             f"its time, lower-quartile per-round ratio)"
+                             + (f", {loaded[chosen.tree]:.2f}× while another process kept a core busy"
+                                if chosen.tree in loaded else ""),
+                     confirmation=ratios[chosen.tree][0], under_load=loaded.get(chosen.tree), checks=checks)
+    if lost:
+        t = lost[0]
+        return _Pick(default, f"the default {default.tree} kept: {t.tree} won on a quiet core ({shown(t)}) but "
+                              f"measured {loaded[t.tree]:.2f}× the default while another process kept a core busy",
+                     confirmation=ratios[t.tree][0], under_load=loaded[t.tree], checks=checks)
+    first = cands[0]
+    noise = statistics.median(ratios[t.tree][1] for t in cands)
+    why = f"{first.tree} was not confirmed in {gap} ({shown(first)} the default)"
+    if noise > BUSY_NOISE:
+        return _Pick(default, f"not measured: machine busy (noise {noise:.0%} > {BUSY_NOISE:.0%} over the confirmation "
+                              f"bursts): the default {default.tree} kept: {why}", confirmation=ratios[first.tree][0],
+                     busy=noise, checks=checks)
+    return _Pick(default, f"the default {default.tree} kept: {why}", confirmation=ratios[first.tree][0], checks=checks)
 
 
 def measure(planner, problem, spec, device: torch.device, effort: str, estimate_node, make_plan):
@@ -743,7 +814,7 @@ def _finish(effort, problem, trees, timings, samples, prepared, default, top_k, 
     timings.sort(key=lambda t: t.predicted_us)
     record = Measurement(effort, tuple(timings), len(trees), top_k, limit, time.perf_counter() - start, regret,
                          str(default) if default is not None else None, torch.get_num_threads(), time.time(),
-                         pick.rule, pick.confirmation, pick.under_load, pick.busy)
+                         pick.rule, pick.confirmation, pick.under_load, pick.busy, pick.checks)
     return winner, record, samples_out
 
 
@@ -838,6 +909,10 @@ def describe(m: Measurement) -> list[str]:
                      f"{len(m.confirmation)} bursts {CONFIRM_GAP_S * 1e3:.0f} ms apart (lower-quartile per-round ratio)")
     if m.under_load is not None:
         lines.append(f"  under load: {m.under_load:.2f}× the default while another process kept a core busy")
+    for tree, ratios, noise, loaded in m.checks:
+        load = f", {loaded:.2f}× under load" if loaded is not None else ""
+        lines.append(f"  contender {tree}: {', '.join(f'{r:.2f}×' for r in ratios)} the default per burst "
+                     f"(noise {noise:.1%}){load}")
     if m.busy is not None:
         lines.append(f"  machine busy: noise {m.busy:.0%} over {BUSY_NOISE:.0%}: the default kept, not a measured "
                      "pick; the next process that uses this record measures again")
@@ -851,5 +926,5 @@ def _us(us: float | None) -> str:
 
 
 __all__ = ["Measurement", "Timing", "background_load", "beats_default", "burst_ratios", "bursts", "busy_noise",
-           "decide", "describe", "low_quantile", "measure", "paired", "ranked_candidates", "recheck", "robust_pick",
+           "contenders", "decide", "describe", "low_quantile", "measure", "paired", "ranked_candidates", "recheck", "robust_pick",
            "round_robin", "spread", "time_call"]
