@@ -22,6 +22,7 @@ import torch
 from support import BAR, rel_l2
 
 import trnplan
+from trnplan.fft import _realtransforms
 from trnplan.interfaces import numpy_fft, scipy_fft
 from trnplan.interfaces._bridge import to_torch
 
@@ -403,13 +404,13 @@ def test_dct_dst_are_served_by_trnplan_plans(monkeypatch):
     """With the backend (only=True), scipy.fft.dct/dstn run r2r plans, matching pocketfft in float64,
     orthogonalize=False/True included (applied as the per-type √2 weights around the plan)."""
     x = _data((6, 10), np.float64).real
-    kinds, transform = set(), trnplan.fft._transform
+    kinds, transform = set(), _realtransforms._transform
 
     def counted(x, kind, *args):
         kinds.add(kind)
         return transform(x, kind, *args)
 
-    monkeypatch.setattr(trnplan.fft, "_transform", counted)
+    monkeypatch.setattr(_realtransforms, "_transform", counted)
     with scipy.fft.set_backend(scipy_fft, only=True):
         got = {(t, norm, o): scipy.fft.dct(x, type=t, norm=norm, orthogonalize=o)
                for t in (1, 2, 3, 4) for norm in ("backward", "ortho") for o in (None, False, True)}

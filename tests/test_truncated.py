@@ -19,6 +19,7 @@ from trnplan.backends.cpu import CPU_PROFILE
 from trnplan.core.accuracy import DEFAULT_TOL, measure_error
 from trnplan.core.errors import PlanningError
 from trnplan.core.problem import Problem
+from trnplan.fft import _truncated
 from trnplan.nn import SpectralConv
 from trnplan.plan.memo import PLANS
 from trnplan.planner import registry
@@ -274,12 +275,12 @@ def test_a_repeated_truncated_call_goes_straight_to_its_plan():
     a call whose tensor the full path had to resize (``s``) is not remembered."""
     x = torch.randn(4, 16, 12)
     first = tfft.rfftn_truncated(x, (3, 4), low=True)
-    key = tfft._truncated_key("rfftn_truncated", x, (3, 4), None, None, None, True)
+    key = _truncated._truncated_key("rfftn_truncated", x, (3, 4), None, None, None, True)
     plan = PLANS.by_alias(key)
     assert plan is not None and plan.problem.low == (0,) and plan.problem.modes == (3, 4)
     assert torch.equal(tfft.rfftn_truncated(x, (3, 4), low=True), first)
     back = tfft.irfftn_truncated(first, s=(16, 12), low=True)
-    assert PLANS.by_alias(tfft._truncated_key("irfftn_truncated", first, None, (16, 12), None, None, True)) is not None
+    assert PLANS.by_alias(_truncated._truncated_key("irfftn_truncated", first, None, (16, 12), None, None, True)) is not None
     assert torch.equal(tfft.irfftn_truncated(first, s=(16, 12), low=True), back)
     tfft.rfftn_truncated(x, (3, 4), s=(16, 14))
-    assert PLANS.by_alias(tfft._truncated_key("rfftn_truncated", x, (3, 4), (16, 14), None, None, None)) is None
+    assert PLANS.by_alias(_truncated._truncated_key("rfftn_truncated", x, (3, 4), (16, 14), None, None, None)) is None
