@@ -221,23 +221,23 @@ def test_wisdom_without_pyfftw(monkeypatch):
     hostlib.import_wisdom({"pyfftw": ["", "", ""]})  # ignored
 
 
+@pytest.mark.parametrize("shape", [(4, 18), (18,)])  # rank 1: mkl_fft's c2c leaf has its own one-call path
 @pytest.mark.parametrize("kind", ["c2c", "r2c", "c2r"])
 @pytest.mark.parametrize("solver", ["scipy", "pyfftw", "mkl-fft"])
-def test_broadcast_views_with_zero_strides(solver, kind):
+def test_broadcast_views_with_zero_strides(solver, kind, shape):
     # Tensor.expand gives stride-0 axes; mkl_fft 2.3.2 computed a c2r over one wrongly (68 % off)
     _need(solver)
-    shape = (4, 18)
+    axes = tuple(range(-len(shape), 0))
     plan = trnplan.plan_many(shape, batch=8, kind=kind, strategy=solver, dtype=torch.complex128)
     if kind == "r2c":
         base = torch.randn(1, *shape, dtype=torch.float64)
         x = base.expand(8, *shape)
-        ref = np.fft.rfftn(x.numpy(), axes=(-2, -1))
+        ref = np.fft.rfftn(x.numpy(), axes=axes)
     else:
         last = shape[-1] // 2 + 1 if kind == "c2r" else shape[-1]
-        base = torch.from_numpy(random_complex((8, 1, last), seed=5))
-        x = base.expand(8, shape[0], last)  # stride 0 along a transform axis
-        ref = (np.fft.irfftn(x.numpy(), s=shape, axes=(-2, -1)) if kind == "c2r"
-               else np.fft.fftn(x.numpy(), axes=(-2, -1)))
+        base = torch.from_numpy(random_complex((8, *shape[:-1], 1), seed=5))
+        x = base.expand(8, *shape[:-1], last)  # stride 0 along a transform axis
+        ref = (np.fft.irfftn(x.numpy(), s=shape, axes=axes) if kind == "c2r" else np.fft.fftn(x.numpy(), axes=axes))
     assert 0 in x.stride()
     assert rel_l2(plan.execute(x), ref) <= BAR["fp64"]
 
