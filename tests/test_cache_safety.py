@@ -22,7 +22,7 @@ from support import BAR, random_complex, reference, rel_l2
 import trnplan
 from trnplan.backends import get_backend
 from trnplan.backends.base import PrecisionProbe
-from trnplan.cache import CacheWarning, PlanCache, UntrustedCacheError, fingerprint, fingerprint_digest
+from trnplan.cache import CacheWarning, PlanCache, UntrustedCacheError, fingerprint, fingerprint_digest, records
 from trnplan.cache.bundle import UntrustedBundleError, export_bundle, import_bundle
 from trnplan.cache.store import ReadOnlyStore
 from trnplan.plan import provide
@@ -433,7 +433,6 @@ def test_concurrent_calibration_writers_keep_every_sample(tmp_path):
     import threading
 
     from trnplan.backends.cpu import CPU_PROFILE
-    from trnplan.planner import learn
 
     path, fpd = tmp_path / "c", "f" * 16
     PlanCache(path).set_record("probe:x:cpu", {"a": 1})  # the database exists before the race
@@ -445,8 +444,8 @@ def test_concurrent_calibration_writers_keep_every_sample(tmp_path):
             cache = PlanCache(path)
             start.wait()
             for i in range(25):
-                learn.record(cache, fpd, "cpu", [({"launches": 1.0 + w, "bytes": 1e3 * (i + 1)}, 10.0 + i)],
-                             CPU_PROFILE)
+                records.add_calibration_samples(cache, fpd, "cpu", [({"launches": 1.0 + w, "bytes": 1e3 * (i + 1)},
+                                                                      10.0 + i)], CPU_PROFILE)
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 

@@ -13,7 +13,7 @@ from support import BAR, random_complex, reference, rel_l2
 import trnplan
 from trnplan.backends import get_backend
 from trnplan.backends.cpu import CPU_PROFILE
-from trnplan.cache import CacheWarning, PlanCache
+from trnplan.cache import CacheWarning, PlanCache, records
 from trnplan.cache.fingerprint import fingerprint, fingerprint_digest
 from trnplan.core.cost import LeafCost
 from trnplan.core.problem import Problem
@@ -162,7 +162,7 @@ def test_fit_cpu_model_stores_a_fit_the_planner_uses(tmp_path, monkeypatch):
     assert "held-out" in report.describe()
 
     fpd = fingerprint_digest(fingerprint("cpu"))
-    profile = leafcost.fitted_profile(CPU_PROFILE, cache, fpd)
+    profile, _ = records.planning_profile(CPU_PROFILE, cache, fpd, "cpu", torch.get_num_threads())
     assert profile.sigma_fitted == pytest.approx(report.rms_heldout)
     planner = Planner(get_backend("cpu"), profile=profile)
     problem = Problem.create((4096,), 64)
@@ -184,9 +184,9 @@ def test_fit_cpu_model_stores_a_fit_the_planner_uses(tmp_path, monkeypatch):
 def test_a_corrupt_stored_fit_is_ignored_with_a_warning(tmp_path):
     cache = PlanCache(tmp_path / "c")
     fpd = fingerprint_digest(fingerprint("cpu"))
-    cache.set_record(leafcost.record_key(fpd, torch.get_num_threads()), {"leaves": {"native": {"call_us": 1}}})
+    cache.set_record(records.leafmodel_key(fpd, torch.get_num_threads()), {"leaves": {"native": {"call_us": 1}}})
     with pytest.warns(CacheWarning, match="leafmodel record .* is not valid.*forgetting it"):
-        profile = leafcost.fitted_profile(CPU_PROFILE, cache, fpd)
+        profile, _ = records.planning_profile(CPU_PROFILE, cache, fpd, "cpu", torch.get_num_threads())
     assert profile.leaves == {} and profile.sigma_fitted is None
 
 
@@ -204,7 +204,7 @@ def test_uncalibrated_threaded_leaves_depend_on_the_thread_count(monkeypatch):
 
 def test_a_profile_without_a_measured_error_compares_plainly():
     cuda = get_backend("cuda")
-    planner = Planner(cuda, profile=leafcost.fitted_profile(cuda.profile, None, "no-fit"))
+    planner = Planner(cuda, profile=leafcost.fitted_profile(cuda.profile, None, 1))
     sigma, source = planner.margin_sigma()
     assert sigma == 0.0 and "plain comparison" in source
 

@@ -24,7 +24,6 @@ The result carries an immutable :class:`Provenance`, made once at the end.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import math
 import sys
@@ -37,6 +36,7 @@ import torch
 from trnplan.backends import artifacts
 from trnplan.backends.artifacts import problem_inputs
 from trnplan.backends.base import PrecisionProbe
+from trnplan.cache import records
 from trnplan.cache.fingerprint import diff, fingerprint, fingerprint_digest
 from trnplan.cache.store import WISDOM_FORMAT, CacheWarning, PlanCache
 from trnplan.core import config, state
@@ -46,7 +46,6 @@ from trnplan.core.progress import Progress
 from trnplan.core.spec import Spec, parse_strategy
 from trnplan.kernels import hostlib
 from trnplan.plan.plan import Plan
-from trnplan.planner import leafcost, learn
 from trnplan.planner.measure import NOISE_FLOOR, Measurement, measure, ranked_candidates, recheck
 from trnplan.planner.planner import Candidate, Planner
 from trnplan.planner.registry import solver_names
@@ -106,28 +105,6 @@ class Provided:
     pending: tuple = attrs.field(default=(), eq=False, repr=False)  # (context, decision, entries, planning_ms)
 
 
-def variant_digest(spec, tol, effort: str = "estimate", exportable: bool = False) -> str:
-    parts = [str(spec) if spec else None, tol]
-    if effort != "estimate" or exportable:  # estimate's keys are those of the versions before efforts
-        parts += [effort, exportable]
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:8]
-
-
-#: the stored efforts a request may use, best first: wisdom from a higher effort satisfies a
-#: lower one (as in FFTW), never the reverse
-USABLE_EFFORTS = {"patient": ("patient",), "measure": ("patient", "measure"),
-                  "estimate": ("patient", "measure", "estimate"), "wisdom_only": ("patient", "measure", "estimate")}
-
-
-def wisdom_keys(digest: str, fpd: str, spec, tol: float, effort: str, exportable: bool) -> list[str]:
-    """The wisdom keys a request may be answered from, best first (a plan is stored under its own
-    effort's key). An exportable plan (torch ops only) also serves an eager request, not the reverse.
-    """
-    exports = (True,) if exportable else (False, True)
-    return [f"wisdom:{digest}:{fpd}:{variant_digest(spec, tol, e, x)}"
-            for e in USABLE_EFFORTS[effort] for x in exports]
-
-
 def _warn(message: str) -> None:
     """A CacheWarning attributed to the user's call (the first frame outside trnplan)."""
     frame, level = sys._getframe(0), 1
@@ -174,7 +151,7 @@ def precision_probe(backend, device: torch.device, cache: PlanCache | None, fpd:
     the fingerprint digest) or run now and stored there."""
     if backend.has_probe(device):
         return backend.precision_probe(device), "from this process"
-    key = f"probe:{fpd}:{device}"
+    key = records.probe_key(fpd, device)
     stored = cache.get_record(key, PrecisionProbe.from_dict) if cache is not None else None
     if stored is not None:
         return backend.remember_probe(device, stored), "from the plan cache"
@@ -284,20 +261,20 @@ def _request(request, fp: dict, assumed=None) -> _Request:
             f"the running process (nothing of it is kept in the plan cache): use compile='aot' (precompiled into "
             f"the cache) or compile='eager' for {problem.describe()}"
         )
-    profile, calibration = learn.calibrated_profile(backend.profile, cache, fpd, device)
-    profile = leafcost.fitted_profile(profile, cache, fpd)  # the leaves fitted here at these threads, if any
+    # calibrated by this machine's measurements, the leaves fitted here at these threads, if any
+    profile, calibration = records.planning_profile(backend.profile, cache, fpd, device, torch.get_num_threads())
     # an artifact holds torch ops only: host-library leaves are not candidates for it
     planner = Planner(backend, tol=request.tol, probe=probe, device=device, profile=profile,
                       exportable=mode != "eager")
     if problem.precision == "auto" and spec is not None and spec.name != "precision":
         spec = Spec(name="precision", children=(spec,))  # auto with a forced strategy: choose its mode
     bound = planner.tol(problem)
-    keys = wisdom_keys(request.digest, fpd, spec, bound, "wisdom_only" if request.wisdom_only else effort,
-                       planner.exportable)
-    store_key = f"wisdom:{request.digest}:{fpd}:{variant_digest(spec, bound, effort, planner.exportable)}"
+    keys = records.wisdom_keys(request.digest, fpd, spec, bound, "wisdom_only" if request.wisdom_only else effort,
+                               planner.exportable)
+    store_key = records.wisdom_key(request.digest, fpd, spec, bound, effort, planner.exportable)
     return _Request(request, problem, spec, device, cache, effort, request.wisdom_only, backend, fp, fpd, planner,
                     mode, mode_reason, probe.describe(), probe_origin,
-                    calibration.describe() if calibration is not None else "", tuple(keys), store_key)
+                    calibration.describe() if calibration is not None else "", keys, store_key)
 
 
 @attrs.frozen
@@ -419,7 +396,7 @@ def _plan_or_measure(req: _Request) -> _Decision:
         if req.effort in ("measure", "patient"):
             tree, measurement, samples = _measure(req, tree, prebuilt)
             candidates = ranked_candidates(candidates, measurement)
-            learn.record(req.cache, req.fpd, req.device, samples, req.backend.profile)
+            records.add_calibration_samples(req.cache, req.fpd, req.device, samples, req.backend.profile)
         module = planner.lower_plan(tree, problem, req.device)
     return _Decision(tree, module, tuple(candidates), req.store_key, "planned now", req.effort,
                      measurement=measurement, searches=planner.searches,
@@ -577,7 +554,7 @@ def _assumed_probe(request, fp: dict):
     if request.effort != "estimate" or not backend.probe_can_wait(request.problem) or backend.has_probe(device):
         return None
     fpd = fingerprint_digest(fp)
-    if cache is not None and cache.get_record(f"probe:{fpd}:{device}", PrecisionProbe.from_dict) is not None:
+    if cache is not None and cache.get_record(records.probe_key(fpd, device), PrecisionProbe.from_dict) is not None:
         return None
     return backend.assumed_probe("the host fallback runs this plan, so nothing was compiled to probe"), "assumed"
 
@@ -636,7 +613,7 @@ def _remeasure(req: _Request, decision: _Decision, stale: str) -> tuple[_Request
     must not put an estimate under a measured key), to be stored over it: (request, decision)."""
     effort = decision.measurement.effort
     _warn(f"plan cache {req.cache.path}: {stale}; re-measuring (effort {effort!r}) and replacing the record")
-    key = f"wisdom:{req.digest}:{req.fpd}:{variant_digest(req.spec, req.tol, effort, req.planner.exportable)}"
+    key = records.wisdom_key(req.digest, req.fpd, req.spec, req.tol, effort, req.planner.exportable)
     again = attrs.evolve(req, effort=effort, store_key=key)
     fresh = _plan_or_measure(again)
     return again, attrs.evolve(fresh, replaced=stale, stale=(decision.key, decision.record))
@@ -711,7 +688,7 @@ def _failed_load_check(cache, fpd: str, mode: str) -> str | None:
     """Why AOT artifacts do not load on this fingerprint, if a load check said so before."""
     why = _FAILED_LOAD_CHECKS.get((fpd, mode))
     if why is None and cache is not None:
-        why = cache.get_record(f"load_check:{fpd}:{mode}", _load_check_why)
+        why = cache.get_record(records.load_check_key(fpd, mode), _load_check_why)
     return why
 
 
@@ -727,18 +704,17 @@ def _remember_failed_load_check(cache, fpd: str, mode: str, why: str | None) -> 
     if why is None:
         _FAILED_LOAD_CHECKS.pop((fpd, mode), None)
         if cache is not None:
-            cache.forget(f"load_check:{fpd}:{mode}")
+            cache.forget(records.load_check_key(fpd, mode))
         return
     _FAILED_LOAD_CHECKS[(fpd, mode)] = why
     if cache is not None:
-        cache.set_record(f"load_check:{fpd}:{mode}", {"why": why, "when": time.time()})
+        cache.set_record(records.load_check_key(fpd, mode), {"why": why, "when": time.time()})
 
 
 def _artifact(req: _Request, decision: _Decision, entry: dict | None, facts: dict):
     """(runner, record entry) for the artifact of the tree; (None, None) if it cannot be had."""
     tree, mode, cache = decision.tree, req.mode, req.cache
-    akey = "artifact:" + hashlib.sha256((req.digest + tree.digest()).encode()).hexdigest()[:16]
-    akey += f":{req.fpd}:{mode}"
+    akey = records.artifact_key(req.digest, tree.digest(), req.fpd, mode)
     facts["artifact_key"] = akey
     if cache is not None:
         cache.check_trusted()  # before any compile: an untrusted directory would waste it

@@ -14,7 +14,7 @@ Every leaf that hands its whole transform to a library — ``native`` (torch.fft
   :class:`~trnplan.core.cost.LeafCost` per leaf (per-call cost, a rate per size regime, the
   batch gain, the large-prime slowdown) and its held-out error, and the leaf costs what the
   fit says. The record lives in the plan cache under ``leafmodel:<fingerprint digest>:<threads>``
-  (:func:`fitted_profile`).
+  (read and written by :mod:`trnplan.cache.records`; applied by :func:`fitted_profile`).
 
 Either way the result is a :class:`~trnplan.core.cost.Work` in the profile's library terms
 (``fft_calls``, ``fft:<dtype>`` flops), so trees price, print and recalibrate as before.
@@ -212,15 +212,10 @@ def _levenberg_marquardt(samples, prior, logt, weights, theta, lam):
 
 # ---------------------------------------------------------------------------- the stored fit
 
-def record_key(fpd: str, threads: int) -> str:
-    """Where the fit of this machine (fingerprint digest) at ``threads`` lives in the plan cache."""
-    return f"leafmodel:{fpd}:{threads}"
-
-
-def store(cache, fpd: str, threads: int, leaves: dict, report: dict) -> None:
-    """Store fitted ``leaves`` (name → LeafCost) with the fit's ``report`` (rms_heldout, grid …)."""
-    cache.set_record(record_key(fpd, threads), {
-        "leaves": {k: attrs.asdict(v) for k, v in leaves.items()}, "time": time.time(), **report})
+def fit_record(leaves: dict, report: dict, when: float) -> dict:
+    """The record of fitted ``leaves`` (name → LeafCost) with the fit's ``report`` (rms_heldout,
+    grid …), made at Unix time ``when``; the cache layer stores it (:mod:`trnplan.cache.records`)."""
+    return {"leaves": {k: attrs.asdict(v) for k, v in leaves.items()}, "time": when, **report}
 
 
 def _finite(x) -> bool:
@@ -247,20 +242,13 @@ def parse_record(record) -> dict:
     return {**record, "leaves": leaves, "rms_heldout": float(record["rms_heldout"])}
 
 
-def load(cache, fpd: str, threads: int) -> dict | None:
-    """The stored fit of this machine at ``threads`` ({"leaves": {name: LeafCost}, ...}), or None
-    (a damaged record is forgotten with a warning: refit with trnplan calibrate)."""
-    if cache is None:
-        return None
-    return cache.get_record(record_key(fpd, threads), parse_record)
-
-
-def fitted_profile(profile, cache, fpd: str, threads: int | None = None):
-    """``profile`` with the stored leaf fit of this machine and thread count: its leaves, and the fit's
-    held-out rms as the margin rule's sigma for trees of fitted leaves (the profile's own sigma, its
-    uncalibrated error, stays for the rest)."""
-    threads = torch.get_num_threads() if threads is None else threads
-    record = load(cache, fpd, threads) if profile.fft_gflops else None
+def fitted_profile(profile, record: dict | None, threads: int):
+    """``profile`` with the stored leaf fit of this machine at ``threads`` threads (``record``:
+    :func:`parse_record`'s result, or None: there is none): its leaves, and the fit's held-out rms as
+    the margin rule's sigma for trees of fitted leaves (the profile's own sigma, its uncalibrated
+    error, stays for the rest). A profile without library leaves (``fft_gflops``) takes no fit."""
+    if not profile.fft_gflops:
+        record = None
     if record is None:
         if not profile.sigma_source:  # a profile without a measured error (CUDA): nothing to add
             return profile

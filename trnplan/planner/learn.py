@@ -17,7 +17,8 @@ unknowns (one per term seen), done with numpy.
 The samples and the fitted multipliers live in the plan cache under
 ``calibration:<fingerprint digest>:<device>``, so they are per machine and installation; later
 plans on the same machine, in any process, are priced with the calibrated profile
-(:func:`calibrated_profile`), and ``explain()`` says so.
+(:func:`calibrated_profile`), and ``explain()`` says so. This module only computes: the cache
+layer reads and writes the record (:mod:`trnplan.cache.records`).
 
 The library leaves have a second, separate calibration: the leaf model fitted by
 ``bench/calibrate.py --fit`` on a training grid and scored on a held-out one
@@ -156,10 +157,6 @@ def _priced(profile: CostProfile, term: str) -> bool:
     return True
 
 
-def _key(fpd: str, device) -> str:
-    return f"calibration:{fpd}:{device}"
-
-
 def _finite(x, low: float = 0.0) -> bool:
     """A JSON number (not a bool), finite and ≥ ``low``."""
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= low
@@ -192,45 +189,33 @@ def parse_record(record) -> dict:
     return record
 
 
-def load(cache, fpd: str, device) -> Calibration | None:
-    """The stored calibration of this machine (fingerprint digest ``fpd``) and device, if any."""
-    if cache is None:
-        return None
-    record = cache.get_record(_key(fpd, device), parse_record)
+def calibration(record: dict | None) -> Calibration | None:
+    """The calibration a stored record (checked by :func:`parse_record`) holds, or None."""
     if record is None:
         return None
     return Calibration(record["scales"], record.get("count", 0), float(record.get("rms_before", 0.0)),
                        float(record.get("rms_after", 0.0)))
 
 
-def calibrated_profile(profile: CostProfile, cache, fpd: str, device) -> tuple[CostProfile, Calibration | None]:
-    """(the profile to price plans on, the calibration applied or None)."""
-    cal = load(cache, fpd, device)
+def calibrated_profile(profile: CostProfile, record: dict | None) -> tuple[CostProfile, Calibration | None]:
+    """(the profile to price plans on, the calibration applied or None), from the stored record
+    (:func:`parse_record`'s result, or None: there is none)."""
+    cal = calibration(record)
     return (cal.apply(profile), cal) if cal is not None and cal.scales else (profile, None)
 
 
-def record(cache, fpd: str, device, samples, profile: CostProfile) -> Calibration | None:
-    """Add ``samples`` (terms, measured µs) to the stored ones, refit against the *prior*
-    ``profile`` and store the result; returns the new calibration (None without a cache).
+def merged(old: dict | None, samples, profile: CostProfile) -> dict:
+    """The record that adds ``samples`` (terms, measured µs) to the stored ``old`` one (None: none
+    yet), keeping the last :data:`MAX_SAMPLES`, refitted against the *prior* ``profile``.
 
-    The read, the refit and the write are one transaction of the cache
-    (:meth:`~trnplan.cache.PlanCache.update_record`; the fit of 512 samples takes ~20 ms), so
-    processes measuring at once all keep their samples.
-    """
-    if cache is None or not samples:
-        return None
+    Pure: the plan cache reads, merges and writes in one transaction
+    (:func:`trnplan.cache.records.add_calibration_samples`), so processes measuring at once all
+    keep their samples; the fit of 512 samples takes ~20 ms."""
     new = [[dict(t), float(us)] for t, us in samples]
-    fitted = []
-
-    def merge(old):
-        kept = ((old or {"samples": []})["samples"] + new)[-MAX_SAMPLES:]
-        cal = fit([(t, us) for t, us in kept], profile)
-        fitted.append(cal)
-        return {"samples": kept, "scales": cal.scales, "count": cal.samples,
-                "rms_before": cal.rms_before, "rms_after": cal.rms_after}
-
-    cache.update_record(_key(fpd, device), merge, parse_record)
-    return fitted[-1] if fitted else None
+    kept = ((old or {"samples": []})["samples"] + new)[-MAX_SAMPLES:]
+    cal = fit([(t, us) for t, us in kept], profile)
+    return {"samples": kept, "scales": cal.scales, "count": cal.samples,
+            "rms_before": cal.rms_before, "rms_after": cal.rms_after}
 
 
-__all__ = ["Calibration", "calibrated_profile", "fit", "load", "record"]
+__all__ = ["Calibration", "calibrated_profile", "calibration", "fit", "merged", "parse_record"]

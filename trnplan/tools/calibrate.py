@@ -26,6 +26,7 @@ import attrs
 import torch
 
 from trnplan.backends import get_backend
+from trnplan.cache import records
 from trnplan.cache.fingerprint import fingerprint, fingerprint_digest
 from trnplan.core.cost import LeafCost
 from trnplan.core.errors import PlanningError
@@ -248,8 +249,9 @@ def fit_cpu_model(cache=None, threads: int | None = None, quick: bool = False, s
                        {"train": train, "heldout": heldout}, time.perf_counter() - start, leaves)
     if store and cache is not None and leaves:
         fpd = fingerprint_digest(fingerprint("cpu"))
-        leafcost.store(cache, fpd, threads, leaves, {"rms_heldout": report.rms_heldout, "rms_train": report.rms_train,
-                                                     "rms_default": report.rms_default, "heldout": heldout})
+        records.store_leaf_fit(cache, fpd, threads, leaves, {
+            "rms_heldout": report.rms_heldout, "rms_train": report.rms_train, "rms_default": report.rms_default,
+            "heldout": heldout})
         report = attrs.evolve(report, stored=True)
     return report
 
