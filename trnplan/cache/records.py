@@ -38,10 +38,15 @@ USABLE_EFFORTS = {"patient": ("patient",), "measure": ("patient", "measure"),
 def variant_digest(spec, tol, effort: str = "estimate", exportable: bool = False) -> str:
     """The last part of a wisdom key: the forced strategy, the bound, the effort and whether the plan
     is exportable (torch ops only)."""
-    parts = [str(spec) if spec else None, tol]
-    if effort != "estimate" or exportable:  # estimate's keys are those of the versions before efforts
-        parts += [effort, exportable]
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:8]
+    return _variants(spec, tol, ((effort, exportable),))[0]
+
+
+def _variants(spec, tol, pairs) -> list[str]:
+    """:func:`variant_digest` of each (effort, exportable) of ``pairs``."""
+    head = [str(spec) if spec else None, tol]
+    # estimate's eager keys are those of the versions before efforts
+    return [hashlib.sha256(json.dumps(head + [e, x] if e != "estimate" or x else head).encode()).hexdigest()[:8]
+            for e, x in pairs]
 
 
 def wisdom_key(digest: str, fpd: str, spec, tol: float, effort: str, exportable: bool) -> str:
@@ -54,8 +59,8 @@ def wisdom_keys(digest: str, fpd: str, spec, tol: float, effort: str, exportable
     effort's key). An exportable plan (torch ops only) also serves an eager request, not the reverse.
     """
     exports = (True,) if exportable else (False, True)
-    return tuple(f"wisdom:{digest}:{fpd}:{variant_digest(spec, tol, e, x)}" for e in USABLE_EFFORTS[effort]
-                 for x in exports)
+    pairs = [(e, x) for e in USABLE_EFFORTS[effort] for x in exports]
+    return tuple([f"wisdom:{digest}:{fpd}:{v}" for v in _variants(spec, tol, pairs)])
 
 
 def artifact_key(problem_digest: str, tree_digest: str, fpd: str, mode: str) -> str:

@@ -461,16 +461,21 @@ class PlanCache:
             return None
         try:
             return store.get(key)
-        except UnsafeEntry as exc:
+        except (UnsafeEntry, *STORE_ERRORS) as exc:
+            self._unreadable(key, exc)
+        return None
+
+    def _unreadable(self, key: str, exc: Exception) -> None:
+        """An entry that could not be read: an unsafe one is forgotten, a store error read as a miss."""
+        if isinstance(exc, UnsafeEntry):
             _warn(f"plan cache {self.path}: entry {key!r} is unsafe to read ({exc}: foreign or tampered); "
                   f"forgetting it")
             self._delete(key)
-        except STORE_ERRORS as exc:
-            if _is_damaged(exc):
-                self._mark_damaged(exc)
-            _warn(f"plan cache {self.path}: cannot read {key!r} ({type(exc).__name__}: {exc}); treating it as a miss"
-                  + ("; its database is damaged: `trnplan cache clear` rebuilds it" if self._damaged else ""))
-        return None
+            return
+        if _is_damaged(exc):
+            self._mark_damaged(exc)
+        _warn(f"plan cache {self.path}: cannot read {key!r} ({type(exc).__name__}: {exc}); treating it as a miss"
+              + ("; its database is damaged: `trnplan cache clear` rebuilds it" if self._damaged else ""))
 
     def _write(self, op: str, key: str, value) -> bool:
         """``store.add`` (first writer wins) or ``store.set``; False if not written.
@@ -617,8 +622,30 @@ class PlanCache:
     def get_wisdom(self, key: str) -> dict | None:
         """The wisdom record under ``key``, or None (a garbled record warns and is forgotten)."""
         text = self._get(key)
-        if text is None:
-            return None
+        return None if text is None else self._wisdom_record(key, text)
+
+    def first_wisdom(self, keys) -> tuple[dict | None, str | None]:
+        """(record, key): the first of ``keys`` (best first) that holds a wisdom record, or (None, None).
+
+        One request may be answered from up to six keys (the efforts that serve it, FFTW's order,
+        each also exportable); they are read over one opening of the store, and a garbled record
+        is forgotten with a warning and passed over, as :meth:`get_wisdom` does."""
+        store = self._open()
+        if store is None:
+            return None, None
+        for key in keys:
+            try:
+                text = store.get(key)
+            except (UnsafeEntry, *STORE_ERRORS) as exc:
+                self._unreadable(key, exc)
+                continue
+            record = None if text is None else self._wisdom_record(key, text)
+            if record is not None:
+                return record, key
+        return None, None
+
+    def _wisdom_record(self, key: str, text) -> dict | None:
+        """The stored entry ``text`` of ``key`` as a wisdom record, or None (forgotten with a warning)."""
         self._warn_untrusted_wisdom()
         record = parse_wisdom(text)
         if record is None:

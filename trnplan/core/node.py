@@ -25,6 +25,8 @@ def _freeze(value):
 
 
 def _params(value) -> tuple:
+    if value == () or value == {}:  # a leaf's params, a stand-in's terms: nothing to sort
+        return ()
     items = value.items() if isinstance(value, dict) else value
     out = [(str(k), _freeze(v) if isinstance(v, list) else v) for k, v in items]
     out.sort()

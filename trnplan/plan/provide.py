@@ -129,18 +129,46 @@ def _candidates_from_json(items) -> tuple:
     return tuple(out)
 
 
-def _trusted_tree(record: dict, problem, planner) -> PlanNode:
+#: the wisdom this process stored or replayed, by (cache directory, wisdom key, the planner's probe
+#: and calibration): (the record's problem and tree as stored, the tree). A record read back
+#: unchanged is what this process made or already checked, so it is not replayed again (a wisdom
+#: hit after the in-process LRU dropped its plan: 70 of its ~290 calls); a record changed on disk
+#: since compares unequal and is replayed. At most TRUSTED_MAX entries, the oldest dropped first.
+_TRUSTED: dict = {}
+TRUSTED_MAX = 1024
+state.register("plan.trusted", _TRUSTED.clear)
+
+
+def _trust_key(req) -> tuple:
+    return str(req.cache.path), req.probe, req.calibration
+
+
+def _remember_trusted(req, key: str, record: dict, tree: PlanNode) -> None:
+    """``record`` (stored under ``key``) holds ``tree``, trusted for ``req``'s planner."""
+    if req.cache is None:
+        return
+    if len(_TRUSTED) >= TRUSTED_MAX:
+        del _TRUSTED[next(iter(_TRUSTED))]
+    _TRUSTED[(*_trust_key(req), key)] = (record["problem"], record["tree"], tree)
+
+
+def _trusted_tree(record: dict, req, key: str) -> PlanNode:
     """The record's tree, if it is exactly what its solvers make of *this* problem.
 
     The tree is replayed through the planner as a forced strategy (its own s-expression), which
     re-applies every solver's applicability and parameter checks, then compared decision for
     decision (solvers, sizes, batches, directions, parameters). A record for another problem, a
-    flipped direction or impossible factors is refused rather than run.
+    flipped direction or impossible factors is refused rather than run. A record this process
+    stored or replayed before, unchanged, gives the tree it had then (``_TRUSTED``).
     """
+    known = _TRUSTED.get((*_trust_key(req), key)) if req.cache is not None else None
+    if known is not None and known[0] == record["problem"] and known[1] == record["tree"]:
+        return known[2]
+    problem = req.problem
     if record["problem"] != problem.to_dict():
         raise ValueError(f"it was stored for another problem ({record['problem']})")
     tree = PlanNode.from_dict(record["tree"])
-    replayed = planner.plan(problem, parse_strategy(str(tree), solver_names()))
+    replayed = req.planner.plan(problem, parse_strategy(str(tree), solver_names()))
     if replayed.digest() != tree.digest():
         raise ValueError(f"its tree {tree} is not what its solvers make of this problem ({replayed})")
     return tree
@@ -303,10 +331,9 @@ class _Decision:
 def _look_up(req: _Request) -> tuple[dict | None, str]:
     """Step 1: the best stored record that serves this request, and its key."""
     if req.cache is not None:
-        for key in req.keys:
-            record = req.cache.get_wisdom(key)
-            if record is not None:
-                return record, key
+        record, key = req.cache.first_wisdom(req.keys)
+        if record is not None:
+            return record, key
     return None, req.store_key
 
 
@@ -319,7 +346,7 @@ def _trust(req: _Request, record: dict, key: str) -> _Decision | None:
     """Step 2: the record's tree, replayed and lowered — or None, the record forgotten, if it is bogus."""
     problem = req.problem
     try:
-        tree = _trusted_tree(record, problem, req.planner)
+        tree = _trusted_tree(record, req, key)
         if record.get("host_wisdom"):
             hostlib.import_wisdom(record["host_wisdom"])
         fftw_before = _fftw_planned()
@@ -333,8 +360,9 @@ def _trust(req: _Request, record: dict, key: str) -> _Decision | None:
     except Exception as exc:  # noqa: BLE001 - bogus wisdom of any kind is forgotten, never trusted
         _warn(f"plan cache {req.cache.path}: wisdom {key!r} does not describe a valid plan for this problem "
               f"({type(exc).__name__}: {exc}); forgetting it and re-planning")
-        req.cache.forget(key)
+        _forget(req, key)
         return None
+    _remember_trusted(req, key, record, tree)
     if fftw_measured:  # keep the decision FFTW made now, so that later processes reproduce this one
         record = {**record, "host_wisdom": hostlib.export_wisdom()}
         req.cache.update_wisdom(key, record)
@@ -446,7 +474,8 @@ def _store(req: _Request, decision: _Decision, entries: dict, planning_ms: float
     if decision.measurement is not None:  # measured here and now: no spot check of it in this process
         _RECHECKED.add((str(cache.path), decision.key))
     if decision.stale is None:
-        cache.add_wisdom(decision.key, new)
+        if cache.add_wisdom(decision.key, new) is new:  # stored (no other process was first): trusted here
+            _remember_trusted(req, decision.key, new, decision.tree)
     elif decision.stale[0] == decision.key:  # a stale measured record: the new measurement replaces it
         cache.replace_wisdom(decision.key, new, decision.stale[1])
     else:  # it answered from another variant's key (an exportable plan for an eager request)
@@ -467,7 +496,13 @@ def reject(got: Provided) -> None:
     answered (if any) is forgotten, so it is not replayed either."""
     req, decision, _, _ = got.pending
     if req.cache is not None and decision.record is not None:
-        req.cache.forget(decision.key)
+        _forget(req, decision.key)
+
+
+def _forget(req, key: str) -> None:
+    """Forget the wisdom under ``key``: on disk, and as trusted in this process."""
+    req.cache.forget(key)
+    _TRUSTED.pop((*_trust_key(req), key), None)
 
 
 def _new_record(req: _Request, decision: _Decision, entries: dict, planning_ms: float) -> dict:
@@ -566,7 +601,7 @@ def _tentative_tree(req: _Request) -> PlanNode | None:
     tree = None
     if record is not None:
         try:
-            tree = _trusted_tree(record, req.problem, req.planner)
+            tree = _trusted_tree(record, req, _key)
         except Exception:  # noqa: BLE001 - bogus wisdom: the real pass forgets it (with a warning) and plans
             tree = None
     if tree is None:
