@@ -21,6 +21,7 @@ from support import BAR, reference, rel_l2
 import trnplan
 from trnplan import fft as tfft
 from trnplan.fft import _dropin
+from trnplan.plan import memo
 from trnplan.plan.memo import PLANS
 
 C64, C128, F32, F64 = torch.complex64, torch.complex128, torch.float32, torch.float64
@@ -129,10 +130,34 @@ def test_clearing_the_plan_cache_reaches_the_shortcut():
     key = _dropin._direct_key("fft", x, None, -1, "ortho")
     plan = PLANS.by_alias(key)
     assert plan is not None and plan.problem.norm == "ortho" and plan.problem.shape == (64,)
+    assert key in PLANS.calls  # the ready call of the shortcut's one-lookup path
     trnplan.clear_plan_cache()
-    assert PLANS.by_alias(key) is None
+    assert PLANS.by_alias(key) is None and key not in PLANS.calls
     tfft.fft(x, norm="ortho")
     assert PLANS.by_alias(key) is not None and PLANS.by_alias(key) is not plan
+
+
+def test_an_evicted_plan_leaves_no_ready_call(monkeypatch, no_full_path):
+    """The plan LRU's eviction and the names' bound both reach the ready calls: a call then takes
+    the full path again (made to raise here) instead of running a plan the cache let go."""
+    monkeypatch.setenv("TRNPLAN_PLAN_LRU_SIZE", "1")
+    x, x2 = _rand((4, 64), C64), _rand((4, 32), C64)
+    tfft.fft(x)
+    key = _dropin._direct_key("fft", x, None, -1, None)
+    assert key in PLANS.calls
+    tfft.fft(x2)  # a second plan: the first is evicted
+    assert key not in PLANS.calls and PLANS.by_alias(key) is None
+    monkeypatch.setenv("TRNPLAN_PLAN_LRU_SIZE", "64")
+    trnplan.clear_plan_cache()
+    monkeypatch.setattr(memo, "MAX_NAMES", 2)  # a call's two names: the drop-in's request and the shortcut's
+    tfft.fft(x)
+    assert key in PLANS.calls
+    tfft.fft(x2)  # its names push out x's, and with them x's ready call
+    assert key not in PLANS.calls
+    no_full_path()
+    with pytest.raises(AssertionError, match=r"fft\(\) took the full path"):
+        tfft.fft(x)
+    _close(tfft.fft(x2), _want("fft", x2, (32,), None))
 
 
 def _x(shape=(4, 64), dtype=C64, device="cpu"):

@@ -193,10 +193,13 @@ def _call(name: str, input, s, dim, norm, out):
         return _finish(name, getattr(torch.ops.trnplan, f"fft_{name}")(input, s, dim, norm), out)
     if out is None and name in _DIRECT:
         key = _direct_key(name, input, s, dim, norm)
-        plan = PLANS.by_alias(key) if key is not None else None
-        if plan is not None:  # the full path ended in plan.execute(input) for these arguments before
-            call = None if input.requires_grad else plan.direct_calls.get(key[2])
-            return plan.execute(input) if call is None else call(input)  # (execute's own fast path, inlined)
+        if key is not None:  # the full path ended in plan.execute(input) for these arguments before?
+            call = None if input.requires_grad else PLANS.calls.get(key)
+            if call is not None:  # (execute's own fast path, looked up once)
+                return call(input)
+            plan = PLANS.by_alias(key)
+            if plan is not None:
+                return plan.execute(input)
     return _IMPLS[name](input, s, dim, norm, out)
 
 

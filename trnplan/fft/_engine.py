@@ -78,7 +78,7 @@ def _run_plan(x: torch.Tensor, kind: str, shape: tuple, inverse: bool, norm: str
     plan = cached_plan(kind, shape, batch, cdtype, norm, inverse, x.device, modes=modes, low=low)
     y = plan.execute(x)
     if remember is not None:
-        PLANS.add_alias(remember, plan)
+        PLANS.add_alias(remember, plan, plan.direct_calls.get((x.shape, x.dtype, x.device)))
     return y
 
 
