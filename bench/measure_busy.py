@@ -47,6 +47,7 @@ def child(args) -> int:
     import numpy as np
     import torch
 
+    from trnplan import plan_many
     from trnplan.tools.benchsuite import MEAS, Row, run_row
 
     torch.set_num_threads(args.threads)
@@ -59,13 +60,25 @@ def child(args) -> int:
         rows.append({"id": rec["id"], "label": rec["label"], "tree": rec["cells"][MEAS].get("tree"),
                      "measure_us": rec["cells"][MEAS].get("us"), "best_library": d["best_library"],
                      "best_us": d["best_library_us"], "ratio": d["measure_vs_best"],
-                     "seconds": time.perf_counter() - t0})
+                     "seconds": time.perf_counter() - t0, "decision": _decision(plan_many, batch, n)})
         print(f"  {rec['label']}: measure {rows[-1]['measure_us']:.1f} µs ({rows[-1]['tree']}), best "
               f"{d['best_library']} {d['best_library_us']:.1f} µs, ratio {d['measure_vs_best']:.2f}",
               file=sys.stderr, flush=True)
     with open(args.child_json, "w", encoding="utf-8") as f:
         json.dump(rows, f)
     return 0
+
+
+def _decision(plan_many, batch: int, n: int) -> list:
+    """The measured plan's rule, confirmation and load lines from explain() (the plan this process
+    just measured: plan_many returns it from the in-process memo, nothing is timed again)."""
+    m = plan_many((n,), batch=batch, kind="c2c", effort="measure").provenance.measurement
+    if m is None:
+        return []
+    from trnplan.planner.measure import describe
+
+    return [line.strip() for line in describe(m) if line.startswith(("  rule:", "  contender", "  under load",
+                                                                      "  confirmation", "  machine busy"))]
 
 
 def _load_for(start_s: float, length_s: float, stop: threading.Event, log: list) -> None:

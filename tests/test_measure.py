@@ -918,7 +918,26 @@ def test_a_load_sensitive_two_thread_variant_gives_way_to_a_one_thread_leaf(monk
                          checks=pick.checks)
     lines = describe(record)
     assert any(line.startswith("  contender (pyfftw 64 threads=2): 0.60×, 0.60×, 0.60× the default per burst")
-               and line.endswith("1.20× under load") for line in lines)
+               and "1.20× under load (" in line for line in lines)
+
+
+def test_confirmed_contenders_are_ranked_by_their_own_times_not_by_ratios_to_a_stalling_default(monkeypatch):
+    """The 64×1024 case on a loaded machine: torch.fft (the default) and mkl_fft share OpenMP's pool
+    and stall in the same rounds (3 of 5, 50×), scipy's own pool does not. mkl_fft's ratio to the
+    default is 0.2× in every round; scipy's is 0.03× in the stalled rounds, so its lower-quartile
+    ratio looks 7× better although its own time is 7× mkl_fft's. Both are confirmed; the own
+    lower-quartile times rank them, and mkl_fft wins."""
+    m = _FakeMachine(monkeypatch, {"(native 64)": 10.0, "(mkl-fft 64)": 2.0, "(scipy 64)": 14.0})
+    stall = [50.0] * 6 + [1.0] * 4  # per call (one untimed, one timed a round): rounds 1-3 of 5 stall
+    m.jitter.update({"(native 64)": stall, "(mkl-fft 64)": stall})
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    timings = [_timing("(native 64)", 500.0, vs=1.0, default=True), _timing("(mkl-fft 64)", 100.0, vs=0.2, noise=0.0),
+               _timing("(scipy 64)", 14.0, vs=0.03, noise=1.0)]
+    pick = _pick_among(m, timings)
+    figures = {c[0]: c for c in pick.checks}
+    assert statistics.median(figures["(scipy 64)"][1]) < statistics.median(figures["(mkl-fft 64)"][1])
+    assert figures["(mkl-fft 64)"][4] == pytest.approx(2.0) and figures["(scipy 64)"][4] == pytest.approx(14.0)
+    assert pick.best.tree == "(mkl-fft 64)" and "lowest mean of its own quiet and loaded times" in pick.rule
 
 
 def test_a_two_thread_variant_that_also_wins_under_load_is_kept(monkeypatch):

@@ -189,10 +189,11 @@ class Measurement:
         busy (None: not checked; only a tree that replaced the default with torch threads > 1 is).
     busy : float or None
         The noise that made the machine too busy to measure (the default was kept), else None.
-    checks : tuple of (str, tuple of float, float, float or None)
+    checks : tuple of (str, tuple of float, float, float or None, float, float or None)
         Per contender that went into the confirmation (faster than the default by the median):
         its tree, its per-burst lower-quartile ratios to the default, the noise of its per-round
-        ratios over the bursts, and its ratio under load (None: not timed under load).
+        ratios over the bursts, its ratio under load (None: not timed under load), and its own
+        lower-quartile time in µs quiet and under load (what ranks the confirmed contenders).
     """
 
     effort: str
@@ -244,8 +245,16 @@ class Measurement:
                    int(data.get("threads", 0)), float(data.get("measured_at", 0.0)), data.get("rule", ""),
                    tuple(float(r) for r in data.get("confirmation", ())),
                    None if load is None else float(load), None if busy is None else float(busy),
-                   tuple((str(c[0]), tuple(float(r) for r in c[1]), float(c[2]), None if c[3] is None else float(c[3]))
-                         for c in data.get("checks", ())))
+                   tuple(_check(c) for c in data.get("checks", ())))
+
+
+def _check(c) -> tuple:
+    """One stored ``Measurement.checks`` entry as a tuple (JSON gives lists)."""
+    def opt(v):
+        return None if v is None else float(v)
+
+    c = list(c) + [None] * (6 - len(c))
+    return str(c[0]), tuple(float(r) for r in c[1]), float(c[2]), opt(c[3]), opt(c[4]), opt(c[5])
 
 
 def _sync(device: torch.device):
@@ -623,30 +632,37 @@ def contenders(timings: list) -> list:
     return sorted(ok, key=lambda t: t.vs_default)[:CONFIRM_MAX]
 
 
+def _own_time(samples: list[list[list[float]]], i: int) -> float:
+    """Runner ``i``'s own time over bursts: the median over the bursts of its lower-quartile sample."""
+    return statistics.median(low_quantile(burst[i]) for burst in samples)
+
+
 def _confirm(cands: list, fns: dict, default: Timing, sync) -> dict:
     """Per contender, its lower-quartile paired ratio to the default in each of
-    :data:`CONFIRM_BURSTS` bursts separated in time, and the relative noise of its per-round
-    ratios over all bursts: ``{tree: (burst ratios, noise)}``."""
+    :data:`CONFIRM_BURSTS` bursts separated in time, the relative noise of its per-round ratios
+    over all bursts, and its own time (:func:`_own_time`, seconds):
+    ``{tree: (burst ratios, noise, seconds)}``."""
     runners = [fns[default.tree]] + [fns[t.tree] for t in cands]
     with torch.no_grad():
         samples = bursts(runners, sync, CONFIRM_BURSTS, CONFIRM_ROUNDS, CONFIRM_BURST_S, CONFIRM_GAP_S)
     out = {}
     for i, t in enumerate(cands, start=1):
         pooled = [a / b for burst in samples for a, b in zip(burst[i], burst[0])]
-        out[t.tree] = (tuple(burst_ratios(samples, i)), spread(pooled))
+        out[t.tree] = (tuple(burst_ratios(samples, i)), spread(pooled), _own_time(samples, i))
     return out
 
 
 def _under_load(cands: list, fns: dict, default: Timing, sync) -> dict:
-    """Per contender, its lower-quartile paired ratio to the default while another process keeps a
-    core busy (empty where no load could be started)."""
+    """Per contender, its lower-quartile paired ratio to the default and its own lower-quartile
+    time (seconds) while another process keeps a core busy: ``{tree: (ratio, seconds)}`` (empty
+    where no load could be started)."""
     with background_load() as loaded:
         if not loaded:
             return {}
         runners = [fns[default.tree]] + [fns[t.tree] for t in cands]
         with torch.no_grad():
             samples = bursts(runners, sync, 1, CONFIRM_ROUNDS, CONFIRM_BURST_S, 0.0)
-    return {t.tree: burst_ratios(samples, i)[0] for i, t in enumerate(cands, start=1)}
+    return {t.tree: (burst_ratios(samples, i)[0], _own_time(samples, i)) for i, t in enumerate(cands, start=1)}
 
 
 def _wins(ratio: float) -> bool:
@@ -655,15 +671,21 @@ def _wins(ratio: float) -> bool:
 
 def _load_pick(confirmed: list, ratios: dict, loaded: dict) -> tuple:
     """(the confirmed contender that also beats the default under load with the lowest mean of its
-    quiet (median burst) and loaded ratios, or None; the contenders that lost under load)."""
-    lost = [t for t in confirmed if t.tree in loaded and not _wins(loaded[t.tree])]
+    own quiet and loaded times, or None; the contenders that lost to the default under load).
+
+    The contenders are ranked by their own times (all timed in the same bursts), not by their
+    ratios to the default: where torch.fft's two OpenMP threads stall on a loaded machine its
+    samples swing 100× from round to round (0.01×–1.0× in one 64×1024 confirmation), and a
+    ratio to it ranks the contenders by which rounds the default stalled in (scipy 1024 was
+    chosen at 8× mkl_fft's time)."""
+    lost = [t for t in confirmed if t.tree in loaded and not _wins(loaded[t.tree][0])]
     ok = [t for t in confirmed if t not in lost]
     if not ok:
         return None, lost
 
     def expected(t):  # the load on for half the time: the mean of the two conditions
-        quiet = statistics.median(ratios[t.tree][0])
-        return (quiet + loaded.get(t.tree, quiet)) / 2
+        quiet = ratios[t.tree][2]
+        return (quiet + loaded.get(t.tree, (None, quiet))[1]) / 2
 
     return min(ok, key=expected), lost
 
@@ -705,7 +727,8 @@ def robust_pick(timings: list, fns: dict, default_samples, device: torch.device,
     if confirmed and device.type == "cpu" and torch.get_num_threads() > 1:
         loaded = _under_load(confirmed, fns, default, sync)
     chosen, lost = _load_pick(confirmed, ratios, loaded)
-    checks = tuple((t.tree, ratios[t.tree][0], ratios[t.tree][1], loaded.get(t.tree)) for t in cands)
+    checks = tuple((t.tree, ratios[t.tree][0], ratios[t.tree][1], loaded[t.tree][0] if t.tree in loaded else None,
+                    ratios[t.tree][2] * 1e6, loaded[t.tree][1] * 1e6 if t.tree in loaded else None) for t in cands)
     return _verdict(chosen, default, cands, ratios, lost, loaded, checks)
 
 
@@ -719,14 +742,17 @@ def _verdict(chosen, default, cands, ratios, lost, loaded, checks) -> _Pick:
     if chosen is not None:
         return _Pick(chosen, f"{chosen.tree} replaces the default {default.tree}: confirmed in {gap} ({shown(chosen)} "
                              f"its time, lower-quartile per-round ratio)"
-                             + (f", {loaded[chosen.tree]:.2f}× while another process kept a core busy"
-                                if chosen.tree in loaded else ""),
-                     confirmation=ratios[chosen.tree][0], under_load=loaded.get(chosen.tree), checks=checks)
+                             + (f", {loaded[chosen.tree][0]:.2f}× while another process kept a core busy"
+                                if chosen.tree in loaded else "")
+                             + (f"; of {len(checks)} contenders the lowest mean of its own quiet and loaded times"
+                                if len(checks) > 1 else ""),
+                     confirmation=ratios[chosen.tree][0],
+                     under_load=loaded[chosen.tree][0] if chosen.tree in loaded else None, checks=checks)
     if lost:
         t = lost[0]
         return _Pick(default, f"the default {default.tree} kept: {t.tree} won on a quiet core ({shown(t)}) but "
-                              f"measured {loaded[t.tree]:.2f}× the default while another process kept a core busy",
-                     confirmation=ratios[t.tree][0], under_load=loaded[t.tree], checks=checks)
+                              f"measured {loaded[t.tree][0]:.2f}× the default while another process kept a core busy",
+                     confirmation=ratios[t.tree][0], under_load=loaded[t.tree][0], checks=checks)
     first = cands[0]
     noise = statistics.median(ratios[t.tree][1] for t in cands)
     why = f"{first.tree} was not confirmed in {gap} ({shown(first)} the default)"
@@ -909,10 +935,12 @@ def describe(m: Measurement) -> list[str]:
                      f"{len(m.confirmation)} bursts {CONFIRM_GAP_S * 1e3:.0f} ms apart (lower-quartile per-round ratio)")
     if m.under_load is not None:
         lines.append(f"  under load: {m.under_load:.2f}× the default while another process kept a core busy")
-    for tree, ratios, noise, loaded in m.checks:
+    for tree, ratios, noise, loaded, quiet_us, loaded_us in m.checks:
+        own = f", {_us(quiet_us)}" if quiet_us is not None else ""
         load = f", {loaded:.2f}× under load" if loaded is not None else ""
+        load += f" ({_us(loaded_us)})" if loaded_us is not None else ""
         lines.append(f"  contender {tree}: {', '.join(f'{r:.2f}×' for r in ratios)} the default per burst "
-                     f"(noise {noise:.1%}){load}")
+                     f"(noise {noise:.1%}){own}{load}")
     if m.busy is not None:
         lines.append(f"  machine busy: noise {m.busy:.0%} over {BUSY_NOISE:.0%}: the default kept, not a measured "
                      "pick; the next process that uses this record measures again")
