@@ -82,6 +82,9 @@ class HostLibrary(WholeShape, Solver):
     call_excess_us: ClassVar[float] = 0.0
     #: flop factor for a *batch* of N-D transforms (rank ≥ 2, batch > 1), on top of ``speed``
     nd_batched: ClassVar[float] = 1.0
+    #: flop factor of the real kinds (r2c, c2r) per rank (1; 2 and more), beyond the half-length
+    #: price every leaf gets (LeafShape's ``half``); uncalibrated profiles only (a fit has its own)
+    real_kinds: ClassVar[dict] = {}
     #: whether the library is MKL (its fp64 error floor: native.mkl_fp64_floor)
     mkl: ClassVar[bool] = False
     #: (largest prime, slowdown) of the library's large-prime path, as native.PRIME_SLOWDOWN
@@ -125,9 +128,11 @@ class HostLibrary(WholeShape, Solver):
         speed = next(f for limit, f in zip(SPEED_LIMITS, self.speed) if max(shape) <= limit)
         # packing split input (as native's; none at the root, where the plan calls the library on
         # the user's tensor), plus the library's call cost beyond torch.fft's
+        factor = self.nd_batched if problem.rank > 1 and b > 1 else 1.0
+        if problem.kind != "c2c" and self.name not in planner.profile.leaves:
+            factor *= self.real_kinds.get((problem.kind, min(problem.rank, 2)), 1.0)
         work = library_io(problem, planner) + leaf_work(
-            problem, planner, self.name, leaf, speed=speed, excess_us=self.call_excess_us,
-            factor=self.nd_batched if problem.rank > 1 and b > 1 else 1.0)
+            problem, planner, self.name, leaf, speed=speed, excess_us=self.call_excess_us, factor=factor)
         error = self.error_c[STORAGE[problem.precision]] * UNIT_ROUNDOFF[problem.precision] * log_growth(n)
         if largest > native.BLUESTEIN_PRIME:
             error *= native.LARGE_PRIME_GAIN
@@ -245,11 +250,21 @@ class PyFFTW(HostLibrary):
     speed = (0.84, 0.84, 0.44)
     call_excess_us = 2.5
     prime_slowdown = ((8192, 13.0), (float("inf"), 30.0))
+    #: pyFFTW's batched real transforms (FFTW_ESTIMATE plans, one thread) run well above half its
+    #: c2c time. Measured 2026-11-27 (plans forced to pyfftw beside torch.fft's, torch 1 thread,
+    #: busy 2-vCPU box, load 5–8, round-robin medians), measured / this model's price before:
+    #: c2c 1.1–1.5× (1024×512, 64²×64, 32³×16); r2c 2.9× (1024×512), 2.4× (4096×64), 2.8× (256²×8),
+    #: 5.1× (128²×128), 4.2× (64³×8); c2r 3.0× (1024×512), 8.1× (128²×128), 7.5× (64³×8). As
+    #: ratios to torch.fft's time in the same run: r2c 1.3–3.6×, c2r 1.2–3.9× (the table above is
+    #: the 2-thread, c2c-dominated run that set ``speed``). Taken below the medians, so that a
+    #: library leaf is not chosen on a price it does not run at: 2.5 for 1-D, 4 (r2c) and 6 (c2r) N-D
+    real_kinds: ClassVar[dict] = {("r2c", 1): 2.5, ("c2r", 1): 2.5, ("r2c", 2): 4.0, ("c2r", 2): 6.0}
     options = ("kind", "threads")
     word_options = ("kind",)
     #: 2: the threads variant, and the estimate's margin rule and the round-robin measure changed what
-    #: every plan picks (issue 19): the registry digest, and so all stored wisdom, changes with it
-    version = 2
+    #: every plan picks (issue 19): the registry digest, and so all stored wisdom, changes with it;
+    #: 3: the real kinds priced as measured (real_kinds)
+    version = 3
 
     def plan(self, problem, planner, spec):
         node = super().plan(problem, planner, spec)
