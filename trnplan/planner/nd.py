@@ -45,6 +45,17 @@ from trnplan.planner.solver import (
 )
 
 METHODS = ("lib", "rowcol")
+#: torch.fft's N-D c2r (irfftn) on the CPU runs well above its r2c, which the leaf model prices
+#: alike. Measured 2026-11-27 (torch 2.13.0+cpu, 1 thread, busy 2-vCPU box, medians of 9–15 calls,
+#: two runs) irfftn / rfftn = 1.0–1.4 at 32²×512, 6.9–17 at 64²×128, 2.0–14 at 128²×32, 5.7–10 at
+#: 128²×128, 2.9–5.9 at 256²×8; 4.9–18 at 16³×128, 1.5 at 32³×16, 1.7–2.1 at 64³×8 (1-D irfft ran
+#: at rfft's time; pyFFTW's N-D c2r at 1.1–1.9× its r2c). Beside the truncated solver's pruned
+#: inverses (15 truncated shapes timed as r2c and c2r, torch 1 thread, load 5–7; docs/benchmarks.md),
+#: the default's c2r measured 3.4–6.3× (one row 0.85×) the r2c's measured/priced ratio at rank 2
+#: with a factor 2 here, and 0.8–0.9× (one row 3.4×) at rank 3.
+#: Taken per rank, below most measurements: a plan that avoids the N-D c2r (the truncated solver's
+#: pruned inverse) is not priced against a default cheaper than it runs
+C2R_ND_FACTOR = {2: 4.0, 3: 2.0}
 
 
 def passes(shape: tuple, kind: str):
@@ -279,8 +290,9 @@ def rowcol_work(problem, children, size: int) -> Work:
 class ND(WholeShape, Solver):
     name = "nd"
     #: 2: passes whose errors together exceed the bound are re-planned to shares of it; 3: MKL's fp64 floor;
-    #: 4: the lean row-column lowering (one buffer, no transposes around GEMM passes) and its price
-    version = 4
+    #: 4: the lean row-column lowering (one buffer, no transposes around GEMM passes) and its price;
+    #: 5: torch.fft's N-D c2r priced at C2R_ND_FACTOR (per rank) × its r2c on the CPU
+    version = 5
     composite = True
     takes_factors = True
     kinds = ("c2c", "r2c", "c2r")
@@ -324,7 +336,8 @@ class ND(WholeShape, Solver):
             n = problem.n
             # the library's passes are in its measured rate; packing split input is not (nor made at the root)
             leaf = LeafShape.of(problem, (), primes=False, calls=len(shape))
-            work = library_io(problem, planner, launches=3) + leaf_work(problem, planner, "nd", leaf)
+            slow = C2R_ND_FACTOR[min(problem.rank, 3)] if problem.kind == "c2r" and problem.device == "cpu" else 1.0
+            work = library_io(problem, planner, launches=3) + leaf_work(problem, planner, "nd", leaf, factor=slow)
             error = native.ERROR_C[problem.precision] * u * log_growth(n)
             if problem.device == "cpu":  # torch.fft's fftn is MKL there (native.mkl_fp64_floor, per axis)
                 error = max([error, *(native.mkl_fp64_floor(length, problem.precision) for length in shape)])

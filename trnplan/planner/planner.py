@@ -335,9 +335,15 @@ class Planner:
         """(sigma, where it came from): the cost model's own rms log-error for comparing ``trees``.
 
         The fitted leaf model's held-out error where every node of every tree is a fitted library
-        leaf (:mod:`trnplan.planner.leafcost`), else the profile's uncalibrated error.
+        leaf (:mod:`trnplan.planner.leafcost`); where all trees are rooted in one solver that states
+        its own for them on this profile (:meth:`~trnplan.planner.solver.Solver.margin_sigma`), that one;
+        else the profile's uncalibrated error.
         """
         prof = self.profile
+        roots = {t.solver for t in trees}
+        own = self.solver(next(iter(roots))) if len(roots) == 1 else None
+        if own is not None and (sigma := own.margin_sigma(trees, prof)) is not None:  # its methods compared, as measured
+            return sigma, f"{own.name}'s methods compared on the {prof.name!r} profile, measured"
 
         def fitted(tree):
             return all(node.solver in prof.leaves and (node.solver not in ("real", "nd") or node.param("method") == "lib")
@@ -465,6 +471,10 @@ class PlanModule(torch.nn.Module):
 
     def __init__(self, root: torch.nn.Module, scale: float):
         super().__init__()
+        # a root whose last step is a constant GEMM takes the scale into its matrix (fold_scale):
+        # no separate pass over the output (trnplan.planner.truncated's pruned c2r)
+        if scale != 1.0 and hasattr(root, "fold_scale") and root.fold_scale(scale):
+            scale = 1.0
         self.root, self.scale = root, scale
 
     def forward(self, *inputs: torch.Tensor):

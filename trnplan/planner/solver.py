@@ -131,6 +131,12 @@ class Solver:
     #: plans truncated transforms (``Problem.modes``): every other solver declines them by declaration
     truncates: ClassVar[bool] = False
 
+    def margin_sigma(self, trees, profile) -> float | None:
+        """The estimate's margin-rule sigma for comparing ``trees`` (all rooted in this solver: its
+        methods against each other) under ``profile``, where this solver measured one; None: the
+        profile's own (Planner.margin_sigma)."""
+        return None
+
     def why_not_kind(self, problem: Problem) -> str | None:
         """Why this solver does not plan ``problem``'s kind, rank or precision, from what it declares
         (checked before ``why_not``)."""

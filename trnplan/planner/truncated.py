@@ -27,6 +27,7 @@ The root applies the norm as for the full transform (the scale of the whole leng
 from __future__ import annotations
 
 import math
+from typing import ClassVar
 
 import attrs
 import numpy as np
@@ -102,11 +103,25 @@ class PrunedRowColumn(torch.nn.Module):
         else:
             w = np.concatenate([f.real, f.imag], axis=1)  # x @ [Re F | Im F]
         self.real = Gemm(w, ctx, side="right")
+        # c2r: the float64 matrix kept, so that the plan's norm scale can be folded into it (fold_scale)
+        self._real_matrix, self._ctx = (w, ctx) if inverse else (None, None)
         mats = []
         for axis in range(len(shape) - 1):
             fa = _dft_columns(shape[axis], kept_rows(shape[axis], modes[axis], axis in low), 1 if inverse else -1)
             mats.append(Gemm(complex_gemm_matrix(fa.T if inverse else fa), ctx, side="right"))
         self.axes = torch.nn.ModuleList(mats)
+
+    def fold_scale(self, scale: float) -> bool:
+        """c2r: multiply the last GEMM's matrix by the plan's norm scale (1/n for norm="backward"),
+        rebuilt from float64, so that no separate pass scales the whole real output. That pass was
+        a read and a write of the full signal, the largest tensor of the plan (512 × 1024 keeping 16:
+        ~560 µs of ~1100 in torch.profiler, more than the GEMM's ~510, busy machine, 2026-11-27).
+        Returns whether it folded (the forward's last pass writes the kept spectrum: not folded, its
+        scale is 1 under the default norm)."""
+        if self._real_matrix is None:
+            return False
+        self.real = Gemm(self._real_matrix * scale, self._ctx, side="right")
+        return True
 
     def _complex_pass(self, gemm, state, dim, last):
         moved = _moved(state, dim, last)
@@ -215,15 +230,30 @@ class Truncated(WholeShape, Solver):
     # 2: the fitted method=gemm error model (the √n bound kept it out of every fp32 plan at n ≥ 1024),
     # and the precision modes' GEMM cost and error (gemm_work, gemm_error); 3: method=gemm's passes
     # priced as they run (gathers per pass, blocks at the long-run price), method=full over a library
-    # leaf at the root calls it on the user's tensor, and the root's default is that tree (margin rule)
-    version = 3
+    # leaf at the root calls it on the user's tensor, and the root's default is that tree (margin rule);
+    # 4: the pruned c2r folds the norm scale into its last GEMM, and its own margin sigma on the CPU
+    version = 4
     composite = True
     truncates = True
     takes_factors = True
     kinds = ("r2c", "c2r")
     ranks = "any"
     options = ("method", "modes", "kind", "low")
+    #: the margin rule's sigma when method=gemm meets method=full (the default: over torch.fft) on the
+    #: CPU (full over another library keeps the profile's sigma: the pyFFTW leaf is priced below its time): exp(−2·0.46) = 0.40, so the pruned GEMMs replace it where predicted below 0.40× its time.
+    #: Measured 2026-11-27 (torch 1 thread, load 5–7, round-robin medians) on 15 shapes × r2c/c2r
+    #: (1-D n = 256…4096, 2-D 64²…256², 3-D 32³…64³, 8–64 modes, 0.5–8 M points): every row predicted
+    #: below 0.40× measured 0.08–0.59× (10 rows, all N-D inverses but one 1-D); above it the nearest
+    #: rows measured 0.70× (predicted 0.41), 0.21× (0.42, a 2-D inverse), 0.84× (0.45), and the worst
+    #: predicted win 1.33× (0.70). The model's rms log-error on the ratio was ~0.6 there, biased to
+    #: flatter the GEMMs on forwards and 1-D and to under-rate them on N-D inverses; the profile's own
+    #: sigma (1.2: 0.09×) kept out every measured 2–12× win
+    MARGIN_SIGMAS: ClassVar[dict] = {"cpu": 0.46}
     word_options = ("method", "kind")  # modes= is an int (1-D) or a word like 16x8, checked here
+
+    def margin_sigma(self, trees, profile):
+        methods = {t.param("method") for t in trees}
+        return self.MARGIN_SIGMAS.get(profile.name) if methods == {"gemm", "full"} else None
 
     def why_not(self, problem, planner, forced):
         return None if problem.modes else "plans truncated transforms only (modes=...)"
