@@ -21,6 +21,7 @@ from support import BAR, random_complex, reference, rel_l2
 
 import trnplan
 from trnplan.kernels import hostlib
+from trnplan.kernels.hostlib import fftw
 
 #: (leaf label, strategy, effort, shape, batch, kind): the Taylor-Green solver's two plans (64³ r2c
 #: batch 3, c2r batch 6), a small odd 3-D pair, 1-D real pairs and a 1-D c2c, per leaf; "measure"
@@ -96,11 +97,12 @@ import json, sys
 import pyfftw, trnplan
 from trnplan.cache import PlanCache
 from trnplan.kernels import hostlib
+from trnplan.kernels.hostlib import fftw
 from trnplan.plan.api import clear_plan_cache
 
 def forget():  # this process as a new one, for FFTW: no wisdom, no FFTW objects, no live plans
     pyfftw.forget_wisdom()
-    hostlib._FFTW.clear()
+    fftw._FFTW.clear()
     clear_plan_cache()
 
 cache = PlanCache(sys.argv[1])
@@ -138,18 +140,18 @@ def _fftw_call(x: torch.Tensor):
     """The pyFFTW leaf's FFTW object for ``x`` (built by the call below) and the leaf."""
     leaf = hostlib.transform("pyfftw", tuple(x.shape[1:]), "c2c", False)
     leaf(x)
-    calls = [c for k, c in hostlib._FFTW.items() if k[1] == tuple(x.shape) and k[2] == np.dtype(np.complex64)]
+    calls = [c for k, c in fftw._FFTW.items() if k[1] == tuple(x.shape) and k[2] == np.dtype(np.complex64)]
     return leaf, calls[-1]
 
 
 def test_pyfftw_runs_in_place_of_the_tensors(monkeypatch):
     """An aligned contiguous input is read where it lies and the output tensor is FFTW's target."""
     pytest.importorskip("pyfftw")
-    hostlib._FFTW.clear()
+    fftw._FFTW.clear()
     x = torch.randn(2, 256, dtype=torch.complex64)
     leaf, call = _fftw_call(x)
     copies = []
-    monkeypatch.setattr(hostlib.np, "copyto", lambda *a, **k: copies.append(a))
+    monkeypatch.setattr(fftw.np, "copyto", lambda *a, **k: copies.append(a))
     y = leaf(x)
     assert copies == []
     assert call.fftw.input_array.ctypes.data == x.data_ptr()
@@ -166,7 +168,7 @@ def test_pyfftw_copies_only_what_it_must(layout, monkeypatch):
     assert x.shape == (2, 256) and (layout == "strided" or x.data_ptr() % 32)
     leaf, call = _fftw_call(x)
     real_copyto, copies = np.copyto, []
-    monkeypatch.setattr(hostlib.np, "copyto", lambda *a, **k: copies.append(1) or real_copyto(*a, **k))
+    monkeypatch.setattr(fftw.np, "copyto", lambda *a, **k: copies.append(1) or real_copyto(*a, **k))
     y = leaf(x)
     assert len(copies) == 1 and call.fftw.input_array.ctypes.data == call.scratch_in.ctypes.data
     assert call.fftw.output_array.ctypes.data == y.data_ptr()
@@ -183,7 +185,7 @@ def test_pyfftw_c2r_leaves_its_input_alone(shape, monkeypatch):
     leaf = hostlib.transform("pyfftw", shape, "c2r", True, "backward")
     leaf(z)
     real_copyto, copies = np.copyto, []
-    monkeypatch.setattr(hostlib.np, "copyto", lambda *a, **k: copies.append(1) or real_copyto(*a, **k))
+    monkeypatch.setattr(fftw.np, "copyto", lambda *a, **k: copies.append(1) or real_copyto(*a, **k))
     y = leaf(z)
     assert torch.equal(z, kept) and len(copies) == (len(shape) > 1)
     ref = np.fft.irfftn(z.numpy().astype(np.complex128), s=shape, axes=tuple(range(-len(shape), 0)))
@@ -194,7 +196,7 @@ def test_pyfftw_large_inputs_are_let_go():
     """After a call on an input over RELEASE_BYTES the plan points at its own scratch arrays
     again, holding no caller memory."""
     pytest.importorskip("pyfftw")
-    n = hostlib.RELEASE_BYTES // 8 + 1024  # complex64: just over the limit
+    n = fftw.RELEASE_BYTES // 8 + 1024  # complex64: just over the limit
     big = torch.randn(1, n, dtype=torch.complex64)
     _leaf, call = _fftw_call(big)
     assert call.fftw.input_array.ctypes.data == call.scratch_in.ctypes.data != big.data_ptr()
@@ -225,7 +227,7 @@ def test_multidim_c2r_input_is_made_hermitian_as_numpy_reads_it(shape):
     non-Hermitian one as its projection (the DC/Nyquist columns' Hermitian part over the leading
     axes). The pyFFTW leaf projects its copy of the input, so every FFTW algorithm gives numpy's
     answer (a random input once measured 0.28 from numpy after MKL ran on worker threads)."""
-    from trnplan.kernels.hostlib import _hermitian_columns
+    from trnplan.kernels.hostlib.fftw import _hermitian_columns
 
     rng = np.random.default_rng(3)
     half = (*shape[:-1], shape[-1] // 2 + 1)
@@ -265,7 +267,7 @@ def test_pooled_outputs_are_reused_only_when_no_tensor_holds_them():
     y4 = plan.execute(3 * x)
     assert len({y2.data_ptr(), y3.data_ptr(), y4.data_ptr()}) == 3
     del y3  # now y3's pooled buffer is free
-    ptr3 = [c for c in hostlib._FFTW.values() if c.pool][-1].pool
+    ptr3 = [c for c in fftw._FFTW.values() if c.pool][-1].pool
     y5 = plan.execute(4 * x)
     assert y5.data_ptr() in [b.ctypes.data for b in ptr3]
     for y, k in ((y2, 1), (y4, 3), (y5, 4)):  # every held result is still its own transform
@@ -274,7 +276,7 @@ def test_pooled_outputs_are_reused_only_when_no_tensor_holds_them():
 
 def test_small_and_huge_outputs_are_not_pooled():
     pytest.importorskip("pyfftw")
-    for n, b in ((256, 4), (2**20, 3)):  # 8 KB, 24 MB: outside hostlib.POOL_BYTES
+    for n, b in ((256, 4), (2**20, 3)):  # 8 KB, 24 MB: outside fftw.POOL_BYTES
         trnplan.plan_many(n, batch=b, strategy="pyfftw", cache=None).execute(torch.zeros(b, n, dtype=torch.complex64))
-        call = next(c for k, c in reversed(hostlib._FFTW.items()) if k[1] == (b, n))
+        call = next(c for k, c in reversed(fftw._FFTW.items()) if k[1] == (b, n))
         assert call.pool is None

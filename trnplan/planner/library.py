@@ -277,7 +277,7 @@ class PyFFTW(HostLibrary):
         if problem.device == "cpu" and threads > 1:
             # FFTW at torch's thread count, for measured planning only (a variant, never the
             # search's pick: priced as the one-thread leaf, it never wins the estimate). Two
-            # OpenMP pools can stall each other on few cores (hostlib._fftw_threads), so only a
+            # OpenMP pools can stall each other on few cores (hostlib.fftw._fftw_threads), so only a
             # round-robin timing beside torch.fft may choose it
             note_variant(attrs.evolve(node, params=(*node.params, ("threads", threads))))
         return node

@@ -1,0 +1,319 @@
+"""Glue to the host-CPU FFT libraries that trnplan can use as leaf solvers.
+
+Three libraries, each optional (``pip install 'trnplan[fftw]'`` / ``'trnplan[mkl]'``):
+
+``scipy`` — :mod:`scipy.fft`
+    pocketfft (Reinecke's C++ header library) behind scipy's public API. Threads over the
+    batch only (``workers=``): a single 1-D transform runs on one thread.
+``pyfftw`` — :mod:`pyfftw`
+    FFTW 3 (Frigo & Johnson, "The design and implementation of FFTW3", Proc. IEEE 93(2), 2005).
+    Plans are made once per (shape, dtype, kind, direction, calling thread, rigor) and reused,
+    from FFTW's wisdom where it knows the problem, else with ``FFTW_ESTIMATE`` (FFTW's heuristic
+    planner: no timing) or, inside measured planning (:func:`fftw_rigor`), ``FFTW_MEASURE``
+    within the planning time limit; single-threaded (FFTW's thread pool stalled against torch's OpenMP
+    threads: see :func:`~trnplan.kernels.hostlib.fftw._fftw_threads`); what FFTW learns while measuring (its *wisdom*) is
+    exported and imported with :func:`export_wisdom` / :func:`import_wisdom`, and
+    :func:`prepare` has FFTW decide when a trnplan plan is built, so the decision is stored
+    with the plan and a new process reads it back instead of re-measuring (bitwise the same
+    results).
+``mkl_fft`` — :mod:`mkl_fft`
+    Intel MKL's DFTI through Intel's NumPy-style wrapper (its own MKL, not torch's). Its MKL is
+    ``libmkl_gnu_thread``, on the GNU OpenMP runtime torch loaded: one thread pool with torch's,
+    whose thread count (``torch.set_num_threads``) it follows; set explicitly per call where the
+    ``mkl`` service module is present.
+
+All three run on host memory: the callables here take and return CPU torch tensors, sharing
+memory with numpy (``Tensor.numpy()`` / ``torch.from_numpy``, no copy where the library allows
+it). The solvers built on them (:mod:`trnplan.planner.library`) are CPU-only leaves and are never
+exported into artifacts (``compile='aot'``): an AOTInductor package runs torch ops only.
+
+Whether a library is installed is read from its distribution's metadata (:func:`installed`), with
+no import: planning, the plan cache's fingerprint and ``explain()`` ask only that, so a process
+that loads a cached plan without a library leaf never imports scipy, pyFFTW or mkl_fft (they took
+448 ms of a 463 ms warm start, issue 19). :func:`library_module` imports a library, only to build
+or run its leaf. Tests simulate a missing library by monkeypatching :func:`installed`, and a
+broken install (installed, import fails) by making ``_import_library`` raise.
+
+Layout: this module decides presence and imports (:func:`installed`, :func:`library_module`),
+makes the leaves (:func:`transform`, :func:`prepare`) and moves FFTW's wisdom
+(:func:`export_wisdom`, :func:`import_wisdom`); one module per library holds that library's call,
+given the imported module (:mod:`~trnplan.kernels.hostlib.pocketfft`,
+:mod:`~trnplan.kernels.hostlib.mklfft`, and :mod:`~trnplan.kernels.hostlib.fftw`, which also keeps
+FFTW's plans, rigor, deadline and wisdom text); :mod:`~trnplan.kernels.hostlib.arrays` is the
+torch ↔ numpy glue they share.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import importlib.metadata
+import importlib.util
+import warnings
+from collections.abc import Callable
+
+import torch
+
+from trnplan.core import state
+from trnplan.core.errors import PlanningError
+from trnplan.kernels.hostlib import fftw
+from trnplan.kernels.hostlib.arrays import numpy_leaf
+from trnplan.kernels.hostlib.fftw import FFTW_PLANS, MIN_FFTW_PLANNING_S, fftw_deadline, fftw_rigor
+from trnplan.kernels.hostlib.mklfft import _mkl_call, _mkl_thread_setter
+from trnplan.kernels.hostlib.pocketfft import _scipy_call
+
+__all__ = ["FFTW_PLANS", "LIBRARIES", "MIN_FFTW_PLANNING_S", "available", "broken_reason", "export_wisdom",
+           "fftw_deadline", "fftw_rigor", "import_wisdom", "installed", "library_module", "prepare", "transform"]
+
+#: library key -> (module that holds the transforms, distribution whose version is reported)
+LIBRARIES = {"scipy": ("scipy.fft", "scipy"), "pyfftw": ("pyfftw", "pyfftw"), "mkl_fft": ("mkl_fft", "mkl_fft")}
+
+#: library key -> why importing it failed in this process (an installed but broken library:
+#: from then on this process treats it as absent, see :func:`installed`)
+_BROKEN: dict[str, str] = {}
+
+
+@functools.cache
+def _distribution_version(name: str) -> str | None:
+    """The installed version of library ``name``'s distribution, read from its metadata, or None
+    where its top-level module cannot be found. Imports nothing of the library: importing
+    scipy.fft, pyFFTW and mkl_fft took 448 ms of a 463 ms warm ``plan_many`` (issue 19), where
+    this takes ~1 ms each (``importlib.metadata``, which torch has already imported)."""
+    modname, dist = LIBRARIES[name]
+    try:
+        # the top-level package only: find_spec of "scipy.fft" would import scipy to find it
+        if importlib.util.find_spec(modname.split(".")[0]) is None:
+            return None
+    except (ImportError, ValueError):  # a sys.modules entry set to None, or a spec-less module
+        return None
+    try:
+        meta = importlib.metadata.distribution(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"  # importable without distribution metadata (a source tree on sys.path)
+    # the Version header only: Distribution.version parses the whole METADATA as email headers,
+    # 3 ms for scipy's (its license text is in there), three times the rest of the lookup
+    for line in (meta.read_text("METADATA") or meta.read_text("PKG-INFO") or "").splitlines():
+        if line.startswith("Version:"):
+            return line.partition(":")[2].strip()
+        if not line:  # end of the headers
+            break
+    return meta.version
+
+
+def installed(name: str) -> str | None:
+    """The version of host library ``name`` if it is installed and usable here, else None.
+
+    Cheap and import-free: it reads the distribution's metadata (``importlib.metadata``), so
+    planning, the plan cache's fingerprint and ``explain()`` ask it without importing the library.
+    A library whose import failed earlier in this process (:func:`library_module`) reads as
+    absent from then on.
+
+    The one place that decides presence: tests monkeypatch it to simulate a missing library
+    (and ``_import_library`` to simulate an installed one whose import fails).
+
+    Parameters
+    ----------
+    name : {"scipy", "pyfftw", "mkl_fft"}
+        A key of :data:`LIBRARIES`.
+
+    Returns
+    -------
+    str or None
+        The distribution's version (``"unknown"`` where the module is importable but has no
+        distribution metadata), or None.
+    """
+    if name in _BROKEN:
+        return None
+    return _distribution_version(name)
+
+
+@functools.cache
+def _import_library(name: str):
+    """Import library ``name``'s transform module (and pyFFTW's builders) — the only import of it."""
+    modname, _dist = LIBRARIES[name]
+    module = importlib.import_module(modname)
+    if name == "pyfftw":
+        importlib.import_module("pyfftw.builders")
+    return module
+
+
+def library_module(name: str):
+    """The imported module of library ``name`` (a key of :data:`LIBRARIES`), or None if absent.
+
+    Imports the library on first use: called only to build or run a leaf of that library (or to
+    export and import FFTW's wisdom), never to plan. An installed library whose import fails (a
+    broken install, e.g. a missing shared library) warns once, is recorded so that
+    :func:`installed` reads it as absent in this process, and gives None.
+
+    Parameters
+    ----------
+    name : {"scipy", "pyfftw", "mkl_fft"}
+
+    Returns
+    -------
+    module or None
+        :mod:`scipy.fft`, :mod:`pyfftw` or :mod:`mkl_fft`; None where the library is not
+        installed or its import failed (:func:`broken_reason` says why).
+
+    Warns
+    -----
+    UserWarning
+        The library is installed but its import failed (once per process).
+    """
+    if installed(name) is None:
+        return None
+    try:
+        return _import_library(name)
+    except Exception as exc:  # noqa: BLE001 - ImportError, or a broken install (a missing shared library: OSError)
+        _BROKEN[name] = f"{type(exc).__name__}: {exc}"
+        warnings.warn(f"{name} {_distribution_version(name)} is installed but importing it failed "
+                      f"({_BROKEN[name]}); trnplan plans without it in this process. Reinstall it "
+                      f"(pip install --force-reinstall {LIBRARIES[name][1]}) or uninstall it", stacklevel=2)
+        return None
+
+
+def broken_reason(name: str) -> str | None:
+    """Why library ``name`` failed to import in this process, or None (absent, or not tried)."""
+    return _BROKEN.get(name)
+
+
+def available() -> dict[str, str | None]:
+    """Which host FFT libraries are installed, and their versions (without importing them).
+
+    Returns
+    -------
+    dict of str to (str or None)
+        ``{"scipy": "1.17.1", "pyfftw": "0.15.1", "mkl_fft": None}``: library name to its
+        distribution's version (:func:`installed`), or ``None`` where it is not installed.
+    """
+    return {name: installed(name) for name in LIBRARIES}
+
+
+def transform(library: str, shape: tuple, kind: str, inverse: bool,
+              norm: str | None = None, threads: int | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A callable running one library's transform on CPU torch tensors.
+
+    Parameters
+    ----------
+    library : {"scipy", "pyfftw", "mkl_fft"}
+    shape : tuple of int
+        The transform shape (real lengths for r2c/c2r), over the input's trailing axes.
+    kind : {"c2c", "r2c", "c2r"}
+    inverse : bool
+    norm : {"backward", "ortho", "forward"} or None
+        torch.fft's meaning; None is unscaled (a forward sum, an inverse without 1/n).
+    threads : int, optional
+        pyFFTW's thread count (default :func:`~trnplan.kernels.hostlib.fftw._fftw_threads`: one); the other libraries follow
+        torch's thread count and ignore it.
+
+    Returns
+    -------
+    callable
+        ``f(x)`` with ``x`` of shape ``(batch, *in_shape)`` — complex for c2c/c2r, real for r2c,
+        any strides — returning a tensor of shape ``(batch, *out_shape)`` of torch.fft's dtype.
+
+    Raises
+    ------
+    PlanningError
+        The library is not installed, or it is installed but its import fails (a broken install):
+        the message says which, and the fix. A broken library then reads as absent in this
+        process (:func:`installed`), so planning again leaves it out.
+    """
+    module = library_module(library)
+    if module is None:
+        broken = broken_reason(library)
+        if broken is not None:
+            raise PlanningError(
+                f"the plan has a {library} leaf and {library} {_distribution_version(library)} is installed, but "
+                f"importing it failed ({broken}): reinstall it (pip install --force-reinstall "
+                f"{LIBRARIES[library][1]}) or uninstall it; planning again in this process leaves it out")
+        raise PlanningError(f"the plan has a {library} leaf and {library} is not installed: install it "
+                            f"(pip install {LIBRARIES[library][1]}) or plan again without it")
+    shape = tuple(shape)
+    if library == "pyfftw":  # the whole call on tensors, to keep the per-call work small
+        return fftw._pyfftw_call(module, shape, kind, inverse, norm, threads or fftw._fftw_threads())
+    make = {"scipy": _scipy_call, "mkl_fft": _mkl_call}[library]
+    return numpy_leaf(make(module, shape, kind, inverse, norm), kind)
+
+
+def prepare(library: str, shape: tuple, kind: str, inverse: bool, batch: int, dtype: torch.dtype,
+            threads: int | None = None) -> None:
+    """Make the library's plan for inputs of ``(batch, *in_shape)`` now rather than at the first call.
+
+    For pyFFTW this is where FFTW decides its algorithm (from wisdom, or by measuring), so that
+    what it decided is in :func:`export_wisdom` when a trnplan plan's record is stored, and a
+    process that loads the record reads the same decision back. The other libraries decide
+    nothing per process: a no-op for them.
+
+    Parameters
+    ----------
+    library : {"scipy", "pyfftw", "mkl_fft"}
+    shape : tuple of int
+        The transform shape (real lengths for r2c/c2r).
+    kind : {"c2c", "r2c", "c2r"}
+    inverse : bool
+    batch : int
+        The leading dimension the transform will be called with.
+    dtype : torch.dtype
+        The real dtype of the computation (torch.float32 or torch.float64).
+    threads : int, optional
+        pyFFTW's thread count (default :func:`~trnplan.kernels.hostlib.fftw._fftw_threads`).
+    """
+    pyfftw = library_module("pyfftw") if library == "pyfftw" else None
+    if pyfftw is not None:
+        fftw.prepare_plan(pyfftw, shape, kind, inverse, batch, dtype, threads)
+
+
+def export_wisdom() -> dict | None:
+    """What FFTW has learned in this process, to store beside a plan.
+
+    Returns
+    -------
+    dict or None
+        ``{"pyfftw": [double, single, long double]}``, each FFTW's wisdom text base64-encoded;
+        None when pyFFTW is not installed.
+    """
+    pyfftw = library_module("pyfftw")
+    if pyfftw is None:
+        return None
+    return fftw.export_wisdom(pyfftw)
+
+
+def import_wisdom(data: dict | None) -> None:
+    """Give FFTW wisdom from :func:`export_wisdom` back, so that its plans need no re-measuring.
+
+    Parameters
+    ----------
+    data : dict or None
+        What :func:`export_wisdom` returned. None, an empty dict or one without a ``"pyfftw"``
+        entry is ignored, as is everything when pyFFTW is not installed.
+
+    Warns
+    -----
+    UserWarning
+        The entry is malformed (not base64, or FFTW rejects it): it is ignored, and FFTW plans
+        by measuring as if there were no wisdom.
+    """
+    if not data:
+        return
+    blob = data.get("pyfftw") if isinstance(data, dict) else None
+    pyfftw = library_module("pyfftw")
+    if not blob or pyfftw is None:
+        return
+    fftw.import_wisdom(pyfftw, blob)
+
+
+def _reset() -> None:
+    """A fresh process's host libraries: no FFTW plan kept or counted, FFTW's own wisdom empty (where
+    pyFFTW was imported), no import failure remembered, the distributions' metadata read again."""
+    fftw.reset()
+    _BROKEN.clear()
+    for memo in _MEMOS:
+        memo.cache_clear()
+
+
+#: bound here, not looked up at reset: tests monkeypatch ``_import_library`` and ``installed``
+_MEMOS = (_distribution_version, _import_library, _mkl_thread_setter)
+
+
+state.register("kernels.hostlib", _reset)
