@@ -51,12 +51,13 @@ import attrs
 import numpy as np
 import torch
 
-from trnplan.core import config
+from trnplan.core import config, timing
 from trnplan.core.accuracy import reference, seeded_input
 from trnplan.core.cost import format_time
 from trnplan.core.errors import PlanningError
 from trnplan.core.progress import Progress
 from trnplan.core.spec import parse_strategy
+from trnplan.core.timing import paired, spread
 from trnplan.kernels import hostlib
 from trnplan.planner.planner import CHOSEN, MORE_EXPENSIVE
 
@@ -324,36 +325,13 @@ def time_call(fn, device: torch.device, budget_s: float):
 
 def _inner(fn, sync) -> tuple[int, float]:
     """(calls per sample so that one lasts ≥ MIN_SAMPLE_S, seconds of one call), after a warm call."""
-    fn()
-    sync()
-    t0 = time.perf_counter()
-    fn()
-    sync()
-    first = max(time.perf_counter() - t0, 1e-7)
-    return max(1, int(MIN_SAMPLE_S / first)), first
+    return timing.calls_per_sample(fn, sync, MIN_SAMPLE_S)
 
 
 def round_robin(runners, sync, rounds: int, stop_s: float | None = None) -> list[list[float]]:
-    """Seconds per call of each ``(fn, inner)`` in ``runners``, one sample per round: in every round
-    each runs one untimed call, then ``inner`` timed calls, in turn. Stops after ``rounds`` rounds, or once ``stop_s`` seconds
-    have passed and :data:`MIN_ROUNDS` rounds are done."""
-    samples: list[list[float]] = [[] for _ in runners]
-    start = time.perf_counter()
-    for r in range(rounds):
-        for (fn, inner), out in zip(runners, samples):
-            # one untimed call first: it re-warms the caches the other candidates' calls evicted
-            # (a 64×4096 complex64 batch is 2 MB, the L2's size), so every sample is a warm call,
-            # as in a loop that calls the plan again and again
-            fn()
-            sync()
-            t0 = time.perf_counter()
-            for _ in range(inner):
-                fn()
-            sync()
-            out.append((time.perf_counter() - t0) / inner)
-        if stop_s is not None and r + 1 >= MIN_ROUNDS and time.perf_counter() - start > stop_s:
-            break
-    return samples
+    """:func:`trnplan.core.timing.round_robin` (each runner an untimed call, then ``inner`` timed
+    ones, in turn, one sample per round) that stops early only after :data:`MIN_ROUNDS` rounds."""
+    return timing.round_robin(runners, sync, rounds, stop_s, min_rounds=MIN_ROUNDS)
 
 
 def timed_rounds(runners, sync, rounds: int, budget_s: float, keep) -> list[list[float]]:
@@ -374,21 +352,6 @@ def timed_rounds(runners, sync, rounds: int, budget_s: float, keep) -> list[list
         for i, extra in zip(alive, more):
             first[i].extend(extra)
     return first
-
-
-def spread(values) -> float:
-    """Half the inter-quartile range of ``values`` over their median (0 for fewer than two)."""
-    values = list(values)
-    if len(values) < 2:
-        return 0.0
-    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
-    return (q3 - q1) / 2 / max(statistics.median(values), 1e-30)
-
-
-def paired(samples: list[float], base: list[float]) -> tuple[float, float]:
-    """(median, noise) of the per-round ratios ``samples[r] / base[r]`` (noise: :func:`spread`)."""
-    ratios = [s / b for s, b in zip(samples, base)]
-    return statistics.median(ratios), spread(ratios)
 
 
 def beats_default(vs_default: float, noise: float) -> bool:

@@ -63,6 +63,7 @@ import torch
 
 from trnplan._version import __version__
 from trnplan.cache import default_cache
+from trnplan.core import timing
 from trnplan.core.errors import NotSupportedYet, PlanningError
 from trnplan.plan.api import plan_many
 from trnplan.plan.plan import Plan
@@ -316,66 +317,55 @@ def _input(row: Row, rng) -> torch.Tensor:
 
 
 # ------------------------------------------------------------------------------ timing
+#: a bench cell's sample: calls in a row lasting about this long. On a busy machine the scheduler
+#: takes the CPU away for 4-12 ms every ~2 ms of calls (bench/dropin.py's measurement here); a
+#: sample of ~100 µs rarely holds such a stall, and the median over the rounds leaves those out
+CELL_SAMPLE_S = 100e-6
+
+
 def time_cells(fns: dict, cell_seconds: float, min_repeats: int, max_repeats: int = 10000,
                rounds: int = 5) -> dict:
     """Median, min and count of per-call times (µs) of each callable, timed side by side.
 
-    Each callable is warmed up (two calls), its call time estimated from the median of three
-    more, and given ``clamp(cell_seconds / estimate, min_repeats, max_repeats)`` timed calls,
-    spread over ``rounds`` round-robin rounds so that drift on a busy machine hits every column
-    alike. Each round starts every callable with one untimed call (it re-warms the caches the
-    other columns evicted), as bench/bench_solvers.py's ``interleaved_medians`` does. A cell
-    whose calls run slower than estimated (another process took the cores) stops a round once it
-    has spent twice its share of ``cell_seconds`` there, keeping at least ``min_repeats`` calls
-    in all, so a loaded machine cannot stretch a row without bound.
+    trnplan's one timer (:func:`trnplan.core.timing.round_robin`): each callable is warmed up, its
+    call time estimated, and it is given ``clamp(cell_seconds / estimate, min_repeats,
+    max_repeats)`` timed calls in samples of about :data:`CELL_SAMPLE_S` (at least ``rounds``
+    samples), one sample per round-robin round, so that drift on a busy machine hits every column
+    alike; each round starts every callable with one untimed call (it re-warms the caches the
+    other columns evicted). The rounds stop once twice ``cell_seconds`` per cell has passed and
+    every cell has ``rounds`` samples and ``min_repeats`` calls, so a loaded machine cannot stretch
+    a row without bound.
 
     Parameters
     ----------
     fns : dict of str to callable
-        The cells of one row.
+        The cells of one row (each synchronises its device itself, where it has one).
     cell_seconds : float
         Target timed seconds per cell.
     min_repeats, max_repeats : int
         Bounds on the number of timed calls per cell.
     rounds : int, default 5
-        Round-robin rounds (at most ``min_repeats``).
+        The least number of samples per cell (round-robin rounds).
 
     Returns
     -------
     dict of str to dict
-        ``{"us": median, "min_us": min, "repeats": count}`` per callable.
+        ``{"us": median, "min_us": min, "repeats": count}`` per callable: the median and the least
+        of its samples' per-call times, and its timed calls.
     """
-    clock = time.perf_counter
-    wanted = {}
-    for k, fn in fns.items():
+    runners, wanted = [], []
+    for fn in fns.values():
         fn()
-        fn()
-        est = []
-        for _ in range(3):
-            t0 = clock()
-            fn()
-            est.append(clock() - t0)
-        wanted[k] = int(min(max(math.ceil(cell_seconds / max(statistics.median(est), 1e-7)), min_repeats),
-                            max_repeats))
-    rounds = max(1, min(rounds, min_repeats))
-    floor = math.ceil(min_repeats / rounds)  # calls every round keeps, however slow
-    share = 2 * cell_seconds / rounds
-    samples = {k: [] for k in fns}
-    for _ in range(rounds):
-        for k, fn in fns.items():
-            fn()
-            s = samples[k]
-            spent = 0.0
-            for i in range(math.ceil(wanted[k] / rounds)):
-                if i >= floor and spent > share:
-                    break
-                t0 = clock()
-                fn()
-                dt = clock() - t0
-                s.append(dt)
-                spent += dt
-    return {k: {"us": statistics.median(v) * 1e6, "min_us": min(v) * 1e6, "repeats": len(v)}
-            for k, v in samples.items()}
+        inner, one = timing.calls_per_sample(fn, timing.no_sync, CELL_SAMPLE_S)
+        want = int(min(max(math.ceil(cell_seconds / one), min_repeats), max_repeats))
+        runners.append((fn, max(1, min(inner, want // max(rounds, 1)))))
+        wanted.append(want)
+    most = max((math.ceil(w / inner) for w, (_, inner) in zip(wanted, runners)), default=1)
+    least = max([rounds, *(math.ceil(min_repeats / inner) for _, inner in runners)])
+    samples = timing.round_robin(runners, timing.no_sync, max(most, least), stop_s=2 * cell_seconds * len(fns),
+                                 min_rounds=least)
+    return {k: {"us": statistics.median(v) * 1e6, "min_us": min(v) * 1e6, "repeats": len(v) * inner}
+            for k, v, (_, inner) in zip(fns, samples, runners)}
 
 
 # ------------------------------------------------------------------------------ one table

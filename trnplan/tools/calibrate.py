@@ -18,6 +18,7 @@ Timing runs in this process and is as good as the machine is quiet.
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 import time
@@ -28,6 +29,7 @@ import torch
 from trnplan.backends import get_backend
 from trnplan.cache import records
 from trnplan.cache.fingerprint import fingerprint, fingerprint_digest
+from trnplan.core import timing
 from trnplan.core.cost import LeafCost
 from trnplan.core.errors import PlanningError
 from trnplan.core.problem import Problem
@@ -123,23 +125,16 @@ def _plans(kind: str, n: int, b: int) -> dict:
 
 
 def time_round_robin(plans: dict, x, rounds: int, target_us: float = 300.0) -> dict:
-    """Median µs per call of each plan on ``x``: warm, ``rounds`` rounds in turn, each round
-    ``k`` calls in a row (enough for ``target_us``) so the clock's resolution does not matter."""
-    reps = {}
-    for name, plan in plans.items():
-        for _ in range(2):
-            plan.execute(x)
-        t0 = time.perf_counter()
-        plan.execute(x)
-        reps[name] = max(1, int(target_us / max((time.perf_counter() - t0) * 1e6, 1.0)))
-    times: dict = {name: [] for name in plans}
-    for _ in range(rounds):
-        for name, plan in plans.items():
-            t0 = time.perf_counter()
-            for _ in range(reps[name]):
-                plan.execute(x)
-            times[name].append((time.perf_counter() - t0) * 1e6 / reps[name])
-    return {name: statistics.median(v) for name, v in times.items()}
+    """Median µs per call of each plan on ``x``: trnplan's one timer
+    (:func:`trnplan.core.timing.round_robin`), ``rounds`` rounds in turn, each sample ``k`` calls in a
+    row (enough for ``target_us``) so the clock's resolution does not matter."""
+    runners = []
+    for plan in plans.values():
+        fn = functools.partial(plan.execute, x)
+        fn()
+        runners.append((fn, timing.calls_per_sample(fn, timing.no_sync, target_us * 1e-6)[0]))
+    samples = timing.round_robin(runners, timing.no_sync, rounds)
+    return {name: statistics.median(v) * 1e6 for name, v in zip(plans, samples)}
 
 
 def _prime_table(name: str):
