@@ -240,12 +240,13 @@ class Truncated(WholeShape, Solver):
     ranks = "any"
     options = ("method", "modes", "kind", "low")
     #: the margin rule's sigma when method=gemm meets method=full (the default: over torch.fft) on the
-    #: CPU (full over another library keeps the profile's sigma: the pyFFTW leaf is priced below its time): exp(−2·0.46) = 0.40, so the pruned GEMMs replace it where predicted below 0.40× its time.
-    #: Measured 2026-11-27 (torch 1 thread, load 5–7, round-robin medians) on 15 shapes × r2c/c2r
+    #: CPU: exp(−2·0.46) = 0.40, so the pruned GEMMs replace it where predicted below 0.40× its time
+    #: (full over another library keeps the profile's sigma: that comparison was not measured). Measured 2026-11-27 (torch 1 thread, load 5–7, round-robin medians) on 15 shapes × r2c/c2r
     #: (1-D n = 256…4096, 2-D 64²…256², 3-D 32³…64³, 8–64 modes, 0.5–8 M points): every row predicted
-    #: below 0.40× measured 0.08–0.59× (10 rows, all N-D inverses but one 1-D); above it the nearest
-    #: rows measured 0.70× (predicted 0.41), 0.21× (0.42, a 2-D inverse), 0.84× (0.45), and the worst
-    #: predicted win 1.33× (0.70). The model's rms log-error on the ratio was ~0.6 there, biased to
+    #: below 0.40× measured 0.08–0.59× (all N-D inverses but 32³, and one 1-D: 512 keeping 8); a second
+    #: run after the fixes (load 6–9) 0.09–0.67× for the same picks; above it the nearest rows measured
+    #: 0.65–0.70× (predicted 0.41), 0.68–0.71× (0.47, 32³), 0.20–0.84× (0.45), and the worst predicted
+    #: win 1.31–1.33× (0.70). The model's rms log-error on the ratio was ~0.6 there, biased to
     #: flatter the GEMMs on forwards and 1-D and to under-rate them on N-D inverses; the profile's own
     #: sigma (1.2: 0.09×) kept out every measured 2–12× win
     MARGIN_SIGMAS: ClassVar[dict] = {"cpu": 0.46}
