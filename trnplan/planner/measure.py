@@ -23,7 +23,11 @@ The cost model guesses; measured planning times. For one problem:
    those ratios, relative, at least :data:`NOISE_FLOOR`). The default is kept unless a candidate
    within the bound measures faster *beyond the noise* (ratio × (1 + noise) < 1); then the one
    with the lowest ratio wins. With no default (xla, neuron, the bf16 modes) the fastest
-   within the bound wins. Every candidate's predicted and measured time, error, noise and ratio
+   within the bound wins. Then :func:`robust_pick` makes the pick hold up on a busy machine:
+   every candidate faster than the default by its median (:func:`contenders`) must win in
+   bursts separated in time and, with torch threads > 1, also under a background load; the
+   confirmed are ranked by their own times; a machine too noisy to settle it keeps the default
+   and says so. Every candidate's predicted and measured time, error, noise and ratio
    to the default, the rule applied, the thread count and the time of measurement go into the
    wisdom entry (explain() prints them), so a later ``plan_many`` replays the winner without
    timing — after a cheap spot check (:func:`recheck`) that the winner still beats the default.
