@@ -18,18 +18,32 @@ import torch
 import trnplan
 from trnplan.backends import get_backend
 from trnplan.backends.cpu import CPU_PROFILE
-from trnplan.backends.trainium import OP_US, TRN1_PROFILE, TRN2_PROFILE, profile_for
+from trnplan.backends.trainium import (
+    GEMM_FRACTION,
+    GRAPH_US,
+    OP_US,
+    TRN1_DMA_GBS,
+    TRN1_FP32_TFLOPS,
+    TRN1_PROFILE,
+    TRN2_PROFILE,
+    profile_for,
+)
 from trnplan.core.cost import (
     TRANSPOSE_PENALTY,
     TensorEngine,
+    Work,
+    add_terms,
     cmul_work,
     gemm_work,
     products,
     tile_efficiency,
     transpose,
+    work_terms,
 )
 from trnplan.kernels.gemm import native_bf16_matmul
 from trnplan.plan.traffic import count_module, count_plan
+from trnplan.planner.learn import fit
+from trnplan.planner.nd import lean_pass, rowcol_work
 from trnplan.planner.solver import root_output
 
 #: the issue's bound on model / count for every tree family
@@ -219,3 +233,87 @@ def test_the_prediction_bench_prints_its_table(capsys, monkeypatch):
     out = capsys.readouterr().out
     assert "Predictions, not measurements" in out
     assert out.count("| DNS ") == 2 and out.count("| nki-samples fft1d") == 4
+
+
+# ---------------------------------------------------------------------- engines and DMA overlap
+#: µs per fp32 GEMM flop and per byte on one NeuronCore-v2, from the published figures the profile cites
+TRN1_US_PER_FLOP = 1 / (GEMM_FRACTION * TRN1_FP32_TFLOPS * 1e6)
+TRN1_US_PER_BYTE = 1 / (TRN1_DMA_GBS * 1e3)
+
+
+@pytest.mark.parametrize("flops,moved", [(1e9, 1e6), (1e6, 1e9), (2e9, 2e9 * TRN1_US_PER_FLOP / TRN1_US_PER_BYTE)],
+                         ids=["engine-bound", "dma-bound", "balanced"])
+def test_a_stage_costs_the_larger_of_its_engine_and_dma_time_plus_its_fixed_costs(flops, moved):
+    """On a NeuronCore the DMA engines run in parallel with the compute engines: a stage with
+    known flops and bytes costs launch + max(GEMM time, DMA time), not their sum; on the CPU
+    (eager torch, no overlap) the sum."""
+    work = Work(graphs=1, launches=3, gemm_flops=flops, bytes=moved)
+    engine, dma = flops * TRN1_US_PER_FLOP, moved * TRN1_US_PER_BYTE
+    fixed = GRAPH_US + 3 * OP_US
+    assert TRN1_PROFILE.time_us(work, "float32") == pytest.approx(fixed + max(engine, dma))
+    assert TRN1_PROFILE.overlap_us(work, "float32") == pytest.approx(min(engine, dma))
+    # the node's terms carry the overlap, so the terms still price to the node's time
+    priced = TRN1_PROFILE.priced(work, "float32")
+    assert priced["terms"]["overlap"] == pytest.approx(min(engine, dma))
+    assert TRN1_PROFILE.terms_time_us(priced["terms"]) == pytest.approx(priced["time_us"])
+    assert TRN1_PROFILE.parts(priced["terms"]) == pytest.approx(
+        {"fixed": fixed, "engine": engine, "dma": dma, "overlap": min(engine, dma)})
+    cpu = CPU_PROFILE.time_us(work, "float32")
+    assert cpu == pytest.approx(CPU_PROFILE.time_us(Work(graphs=1, launches=3, gemm_flops=flops), "float32")
+                                + CPU_PROFILE.time_us(Work(bytes=moved), "float32"))
+    assert "overlap" not in CPU_PROFILE.priced(work, "float32")["terms"]
+
+
+def test_a_transposes_engine_work_overlaps_like_a_gemm():
+    """A transposed byte's Tensor Engine work is engine time; the byte itself moves by DMA."""
+    w = transpose(1e6, 4, run=1)
+    engine = w.transposed * TRN1_PROFILE.engine.transpose_us_per_byte(TRN1_PROFILE)
+    dma = w.bytes * TRN1_US_PER_BYTE
+    assert TRN1_PROFILE.time_us(w, "float32") == pytest.approx(OP_US + max(engine, dma))
+
+
+def _stage(terms: dict) -> tuple:
+    """(fixed, engine, dma) of one stage's terms, priced from the published figures."""
+    fixed = terms.get("graphs", 0) * GRAPH_US + terms.get("launches", 0) * OP_US
+    engine = terms.get("gemm:float32", 0) * TRN1_US_PER_FLOP + (
+        terms.get("transposed", 0) + terms.get("strided", 0)) * TRN1_PROFILE.engine.transpose_us_per_byte(TRN1_PROFILE)
+    return fixed, engine, terms.get("bytes", 0) * TRN1_US_PER_BYTE
+
+
+@pytest.mark.parametrize("shape,kind", [((64, 64, 64), "c2c"), ((128, 128, 128), "c2c"), ((32, 32, 32), "c2c"),
+                                        ((16, 32), "c2c"), ((16, 8, 32), "c2r"), ((32, 16), "r2c")])
+def test_nd_lean_passes_overlap_with_the_copies_the_lowering_does_not_make(shape, kind):
+    """The row-column lowering takes its leaves' interleaving copies off (it runs each GEMM pass
+    on one buffer where it lies): that credit belongs to each pass's stage, so a pass costs
+    fixed + max(its GEMM time, its DMA time with the lowering's changes), and the nd node's own
+    copies (and the root's graph and pack) are a stage of their own. The tree's time is that
+    sum, computed here stage by stage from the published figures, and its terms price to it."""
+    plan = trnplan.plan_many(shape, 2, kind=kind, device="meta", cache=None)
+    tree, problem = plan.tree, plan.problem
+    assert tree.solver == "nd" and all(lean_pass(c) and not c.children for c in tree.children), str(tree)
+    own, folded = rowcol_work(problem, tree.children, 4)
+    assert folded and {i for i, _ in folded} == set(range(len(tree.children)))
+    fixed, engine, dma = _stage(work_terms(own + root_output(problem) + Work(graphs=1), "float32"))
+    expected = fixed + max(engine, dma)
+    for i, extra in folded:
+        fixed, engine, dma = _stage(add_terms(tree.children[i].terms, work_terms(extra, "float32")))
+        expected += fixed + max(engine, dma)
+    assert tree.time_us == pytest.approx(expected)
+    assert tree.time_us == pytest.approx(TRN1_PROFILE.terms_time_us(tree.terms))
+    parts = TRN1_PROFILE.parts(tree.terms)
+    assert tree.time_us == pytest.approx(parts["fixed"] + parts["engine"] + parts["dma"] - parts["overlap"])
+    assert parts["overlap"] > 0  # the passes' GEMMs hide under their DMA (or the reverse)
+
+
+def test_calibration_keeps_the_overlap_as_the_profile_states_it():
+    """learn.fit on samples whose times are the overlapping profile's own predictions: the
+    overlap term is no price to scale, every fitted price stays at 1 and the fit is exact."""
+    samples = []
+    for shape in ((16, 16), (64, 64), (32, 32, 32), 4096, 256):
+        tree = trnplan.plan_many(shape, 4, device="meta", cache=None).tree
+        samples.append((dict(tree.terms), tree.time_us))
+    assert any(t.get("overlap") for t, _ in samples)
+    cal = fit(samples, TRN1_PROFILE)
+    assert "overlap" not in cal.scales and cal.samples == len(samples)
+    assert all(v == pytest.approx(1.0, abs=1e-3) for v in cal.scales.values()), cal.scales
+    assert cal.rms_after < 1e-3

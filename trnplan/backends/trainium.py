@@ -7,6 +7,19 @@ fill (:class:`~trnplan.core.cost.TensorEngine`), every byte the graph moves at t
 bandwidth, and transposes as the Tensor Engine's transpose work. The rates are per NeuronCore:
 one plan runs on one core.
 
+Engine time and DMA time overlap (``CostProfile.overlaps``): each node of a plan (one stage: a
+pass of GEMMs over one axis, a copy, a twiddle multiply) costs its fixed costs plus the larger of
+its compute-engine time and its DMA time, not their sum. [OVERLAP]: a NeuronCore's DMA engines
+"can operate in parallel to compute"; its compute engines run independent instruction streams
+"asynchronously in parallel", synchronised by semaphores; a kernel tuned as the NKI performance
+guide says ends "strictly compute-bound or memory-bound", its DMA overlapped with compute; the
+spectral DNS sample issues its loads before compute for exactly this (3.18 against 11.94 µs per
+tile when a rolled loop serialises them). Per node, not per graph: a pass over the next axis
+reads what the last pass wrote, so only the tiles inside one stage are known to pipeline (a
+per-graph max would predict less, and nothing has measured which neuronx-cc achieves). The
+pipeline's fill, the first tile's load and the last one's store, is the per-op DMA latency
+(``OP_US``), added like the graph launch.
+
 fp32 GEMMs are priced at the fp32 rate. The bf16 precision modes run as fp32 GEMMs on these
 devices (trnplan emits a bf16 dot with fp32 accumulation only on CUDA: ``kernels.gemm.
 native_bf16_matmul``), so the profiles carry no bf16 rate and ``gemm_work`` prices those GEMMs at
@@ -34,6 +47,14 @@ Sources (each figure below names its own):
   operand layout needs it lowers to "large TensorE transpose FLOPs"). aws-neuron-sdk#632, which the
   issue names, is not in the stored corpus and was not read. Whether neuronx-cc transposes a given
   copy on the Tensor Engine, by DMA (Trainium2) or on the Vector Engine is unmeasured.
+* [OVERLAP] the same repository: nki/get-started/about/nki-dma-overview.rst ("DMA Engines can
+  operate in parallel to compute, allowing asynchronous data movement independent from compute
+  operations"); nki/guides/architecture/trainium_inferentia2_arch.rst ("The four compute engines
+  execute four independent instruction streams asynchronously in parallel"; the Sync Engine
+  triggers DMA "without interfering with compute engine instruction scheduling");
+  nki/deep-dives/nki_perf_guide.rst (a tuned kernel is "strictly compute-bound or memory-bound";
+  Opt #4 "Overlap data loading with computation": "DMA engines can move data in parallel to
+  compute engine execution"); the DNS sample's rule 7 (../shared/neuron/runtimes.md §5).
 * [SEED] ../shared/FACTS.md: the seed project (trnfft) measured ~0.67 ms per XLA dispatch on
   trn1 — one graph execution from PyTorch, whatever the graph holds.
 
@@ -84,6 +105,7 @@ def _profile(name: str, fp32_tflops: float, dma_gbs: float, engine: TensorEngine
         # the crossover is unmeasured.
         transpose_penalty=(1.0, 1.0),
         engine=engine,
+        overlaps=True,  # [OVERLAP]: DMA engines run in parallel to the compute engines
         source=source,
     )
 

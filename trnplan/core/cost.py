@@ -25,11 +25,18 @@ Every solver describes the work of its *own* node (children excluded) as a :clas
 
 ``bytes`` is the traffic the graph really moves (trnplan.plan.traffic counts it on the lowered
 graph); what a transposing byte costs beyond a contiguous one is the profile's price, not more
-bytes. The time is a plain sum, ``graphs·graph + launches·launch + calls·fft_launch +
-gemm/rate + fft/rate + bytes/bandwidth + transposes``: the terms rarely overlap in eager
-execution, and a sum is easy to read off ``explain()``. A node's
-prediction is its own time plus its children's (:func:`combine`). The constants of each
-backend's profile live in ``trnplan/backends/`` with the measurement they came from.
+bytes. A node's own time is its fixed costs, ``graphs·graph + launches·launch +
+calls·fft_launch``, plus its engine time, ``gemm/rate + fft/rate`` and the matrix engine's
+transpose work, plus its data-movement time, ``bytes/bandwidth`` and a transposing byte's excess:
+a plain sum where the two run one after the other (eager torch on the CPU or a GPU: the terms
+rarely overlap, and a sum is easy to read off ``explain()``). On a profile that ``overlaps`` (a
+NeuronCore, whose DMA engines move the next tiles while its compute engines work on the current
+ones) the engine and data-movement times of one node run concurrently: the node costs its fixed
+costs plus the larger of the two. The smaller is recorded as the node's ``overlap`` term, in µs,
+priced at −1 µs, so a tree's time is still the sum of its terms' prices
+(:meth:`CostProfile.terms_time_us`). A node's prediction is its own time plus its children's
+(:meth:`CostProfile.priced`). The constants of each backend's profile live in ``trnplan/backends/``
+with the measurement they came from.
 """
 
 from __future__ import annotations
@@ -41,8 +48,9 @@ import attrs
 #: bump when the model prices the same work differently (part of the registry digest, so stored
 #: wisdom planned under the old prices is planned again). 2: true traffic in ``bytes``, transposes
 #: and unfused elementwise traffic priced by the profile, one launch per compiled graph, tile rules;
-#: 3: the CPU profile's GEMM rates re-measured (3× faster: trnplan.backends.cpu)
-COST_MODEL_VERSION = 3
+#: 3: the CPU profile's GEMM rates re-measured (3× faster: trnplan.backends.cpu); 4: a NeuronCore's
+#: engine and DMA time of a node overlap (``CostProfile.overlaps``: their larger, not their sum)
+COST_MODEL_VERSION = 4
 
 
 @attrs.frozen
@@ -173,6 +181,11 @@ class CostProfile:
     engine : TensorEngine or None
         The matrix engine's tile rules (a NeuronCore's Tensor Engine): GEMMs are priced at the
         rate the tiles they occupy give (:func:`tile_efficiency`), transposes as its work.
+    overlaps : bool
+        The device's data movement runs concurrently with its compute engines (a NeuronCore's DMA
+        engines, double-buffered tiles in a compiled graph): a node's own time is its fixed costs
+        plus the larger of its engine time and its data-movement time (:meth:`time_us`), not
+        their sum.
     """
 
     name: str
@@ -197,26 +210,105 @@ class CostProfile:
     fuses_elementwise: bool = False
     transpose_penalty: tuple = (None, None)  # (None, None): TRANSPOSE_PENALTY and LONG_RUN_PENALTY
     engine: TensorEngine | None = None
+    overlaps: bool = False
 
     def time_us(self, work: Work, dtype: str) -> float:
-        t = work.launches * self.launch_us + work.graphs * self.graph_us
-        t += work.gemm_flops / (self.gemm_gflops[dtype] * 1e3)
-        if work.fft_flops or work.fft_calls:
-            t += work.fft_calls * self.fft_launch_us + work.fft_flops / (self.fft_gflops[dtype] * 1e3)
-        t += (work.bytes + work.unfused * (not self.fuses_elementwise)) / (self.bandwidth_gbs * 1e3)
-        t += work.transposed * self.price("transposed") + work.strided * self.price("strided")
+        """The predicted time of one node's own ``work``, µs: fixed costs, plus engine time and
+        data-movement time, the two overlapped where the profile ``overlaps``."""
+        engine, moved = self.engine_us(work, dtype), self.dma_us(work)
+        return self.fixed_us(work) + engine + moved - (min(engine, moved) if self.overlaps else 0.0)
+
+    def fixed_us(self, work: Work) -> float:
+        """The fixed costs of ``work``: graph launches, dispatched ops, library calls, µs."""
+        return work.launches * self.launch_us + work.graphs * self.graph_us + work.fft_calls * self.fft_launch_us
+
+    def engine_us(self, work: Work, dtype: str) -> float:
+        """The compute engines' time of ``work``, µs: GEMM and library flops at their rates and
+        the matrix engine's transpose work."""
+        t = work.gemm_flops / (self.gemm_gflops[dtype] * 1e3) if work.gemm_flops else 0.0
+        if work.fft_flops:
+            t += work.fft_flops / (self.fft_gflops[dtype] * 1e3)
+        if self.engine is not None and (work.transposed or work.strided):
+            t += (work.transposed + work.strided) * self.engine.transpose_us_per_byte(self)
         return t
 
-    def priced(self, work: Work, dtype: str, children=()) -> dict:
+    def dma_us(self, work: Work) -> float:
+        """The data-movement time of ``work``, µs: its bytes (and, where elementwise chains run
+        op by op, their ``unfused`` traffic) at the profile's bandwidth, and what a transposing
+        byte costs beyond a contiguous one (``transpose_penalty``)."""
+        short, long = self.penalties()
+        moved = work.bytes + work.unfused * (not self.fuses_elementwise)
+        return (moved + work.transposed * (short - 1.0) + work.strided * (long - 1.0)) / (self.bandwidth_gbs * 1e3)
+
+    def overlap_us(self, work: Work, dtype: str) -> float:
+        """The time ``work``'s engine and data movement share where the profile ``overlaps``
+        (the smaller of the two, µs; zero elsewhere): what :meth:`time_us` takes off their sum."""
+        return min(self.engine_us(work, dtype), self.dma_us(work)) if self.overlaps else 0.0
+
+    def priced(self, work: Work, dtype: str, children=(), folded=()) -> dict:
         """The cost fields of a plan node (:class:`~trnplan.core.node.PlanNode`): its own ``work``
         priced on this profile in ``dtype``, plus its ``children``'s totals (flops, bytes, launches,
-        time_us and the cost-model terms). One call per node: the planner prices every candidate."""
+        time_us and the cost-model terms). One call per node: the planner prices every candidate.
+
+        ``folded`` holds ``(i, extra)`` pairs: work the node adds to (or, negative, takes off) the
+        stage of its leaf child ``children[i]`` — the row-column lowering runs a GEMM pass on its
+        buffer where it lies, without the copy the leaf prices (trnplan.planner.nd.rowcol_work).
+        Such work is priced inside that child's stage: on a profile that ``overlaps`` the stage's
+        engine and data movement overlap with the extra included, so a copy the lowering does not
+        make comes off the stage's data movement, not off a separate stage of its own.
+        """
         flops = moved = launches = time_us = 0  # the children's sums first, as sum() adds them
         for c in children:
             flops, moved, launches, time_us = flops + c.flops, moved + c.bytes, launches + c.launches, time_us + c.time_us
+        own = work_terms(work, dtype)
+        overlap = self.overlap_us(work, dtype)
+        if overlap:
+            own["overlap"] = overlap
+        t = self.time_us(work, dtype)
+        for i, extra in folded:
+            child = children[i]
+            if child.children:
+                raise ValueError(f"work folded into {child.solver}'s stage: only a leaf is one stage")
+            stage = add_terms(child.terms, work_terms(extra, dtype))
+            merged = self.stage_overlap_us(stage)
+            # the stage's time with the extra, less the child's own: the extra's price, less what
+            # the overlap then hides beyond what it hid in the child alone
+            own = add_terms(own, work_terms(extra, dtype), {"overlap": merged - dict(child.terms).get("overlap", 0.0)})
+            t += self.terms_time_us(work_terms(extra, dtype)) - merged + dict(child.terms).get("overlap", 0.0)
+            flops, moved, launches = flops + extra.flops, moved + extra.bytes, launches + extra.launches
         return {"flops": work.flops + flops, "bytes": work.bytes + moved, "launches": work.launches + launches,
-                "time_us": self.time_us(work, dtype) + time_us,
-                "terms": add_terms(work_terms(work, dtype), *(c.terms for c in children))}
+                "time_us": t + time_us, "terms": add_terms(own, *(c.terms for c in children))}
+
+    def stage_overlap_us(self, terms) -> float:
+        """:meth:`overlap_us` of one stage's work given as cost-model terms (a leaf's
+        :attr:`~trnplan.core.node.PlanNode.terms`; any ``overlap`` entry in them is ignored)."""
+        if not self.overlaps:
+            return 0.0
+        parts = self.parts(terms)
+        return min(parts["engine"], parts["dma"])
+
+    def parts(self, terms) -> dict:
+        """A node's :attr:`~trnplan.core.node.PlanNode.terms` priced by kind, µs: ``fixed``
+        (graphs, ops, library calls), ``engine`` (the compute engines), ``dma`` (data movement)
+        and ``overlap`` (what the overlap of the two hid, summed over the tree's stages): the
+        predicted time is ``fixed + engine + dma − overlap`` (explain() prints them)."""
+        out = dict.fromkeys(("fixed", "engine", "dma", "overlap"), 0.0)
+        per_byte = self.engine.transpose_us_per_byte(self) if self.engine is not None else 0.0
+        for name, value in (terms.items() if isinstance(terms, dict) else terms):
+            if not value:
+                continue
+            if name == "overlap":
+                out["overlap"] += value
+            elif name in ("launches", "graphs", "fft_calls"):
+                out["fixed"] += value * self.price(name)
+            elif name in ("transposed", "strided"):  # the engine's transpose work, the penalty's excess moved
+                out["engine"] += value * per_byte
+                out["dma"] += value * (self.price(name) - per_byte)
+            elif name in ("bytes", "unfused"):
+                out["dma"] += value * self.price(name)
+            else:  # gemm:<dtype>, fft:<dtype>
+                out["engine"] += value * self.price(name)
+        return out
 
     def penalties(self) -> tuple[float, float]:
         """(short-run, long-run) cost of a transposed byte in contiguous bytes."""
@@ -239,6 +331,8 @@ class CostProfile:
             return self.graph_us
         if term == "fft_calls":
             return self.fft_launch_us
+        if term == "overlap":  # µs of engine time hidden under data movement (or the reverse)
+            return -1.0
         if term == "bytes":
             return 1.0 / (self.bandwidth_gbs * 1e3)
         if term == "unfused":

@@ -44,6 +44,8 @@ def render_short(plan) -> str:
     lines += _wrap("time", timing)
     if plan.request.backend.traffic_is_price:  # the accelerator routes: the traffic is the price
         lines += _wrap("traffic", _counted_line(plan))
+    if getattr(plan.request.backend.profile, "overlaps", False):
+        lines += _wrap("priced", _parts_line(plan))
     error = f"relative L2 ≤ {tree.error:.1e} predicted (bound {plan.tol:.0e})"
     if tree.measured_error is not None:
         error += f"; measured {tree.measured_error:.1e}"
@@ -186,6 +188,7 @@ def _header(plan) -> list[str]:
         (f"  predicted  {format_time(tree.time_us)}, {format_si(tree.flops)} flop, {format_si(tree.bytes)}B moved, "
          f"{tree.launches:.0f} ops; relative L2 error ≤ {tree.error:.1e} (bound {plan.tol:.0e})"),
         *optional("traffic", _counted_line(plan), backend.traffic_is_price),
+        *optional("priced", _parts_line(plan, full=True), getattr(backend.profile, "overlaps", False)),
         *optional("measured", f"{format_time(tree.measured_us or 0.0)} per call (median, effort {pv.effort})",
                   tree.measured_us is not None),
         *optional("accuracy", describe_measured(tree.measured_error), tree.measured_error is not None),
@@ -201,6 +204,16 @@ def _header(plan) -> list[str]:
         *optional("libraries", _libraries() if backend.host_libraries else "", backend.host_libraries),
         *optional("estimate", _margin_line(plan), _margin_line(plan)),
     ]
+
+
+def _parts_line(plan, full: bool = False) -> str:
+    """The predicted time by kind of cost where the profile overlaps engine and data movement
+    (the accelerators): what the overlap hid is the part a plain sum would have added."""
+    parts = plan.request.backend.profile.parts(plan.tree.terms)
+    why = ("; each stage costs the larger of its engine and its DMA time, which run concurrently on a NeuronCore"
+           if full else "")
+    return (f"launches and ops {format_time(parts['fixed'])} + engines {format_time(parts['engine'])} + "
+            f"DMA {format_time(parts['dma'])} − overlapped {format_time(parts['overlap'])}{why}")
 
 
 def _counted_line(plan) -> str:

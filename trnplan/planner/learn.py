@@ -104,21 +104,29 @@ def fit(samples, profile: CostProfile, ridge: float = RIDGE) -> Calibration:
     if not profile.fuses_elementwise:  # the eager traffic of elementwise chains is traffic like any other
         samples = [(_fold_unfused(terms), t) for terms, t in samples]
     names = sorted({k for terms, _ in samples for k in terms})
-    names = [k for k in names if _priced(profile, k)]
+    # the overlap term (µs an overlapping profile takes off engine + data-movement time) is no
+    # price to scale: it stays as the prior profile states it, an offset of each sample's prediction
+    names = [k for k in names if k != "overlap" and _priced(profile, k)]
+    offsets = []
     for terms, t in samples:
         if not (t and t > 0):
             continue
         row = [terms.get(k, 0.0) * profile.price(k) for k in names]
-        if sum(row) > 0:
+        offset = terms.get("overlap", 0.0) * profile.price("overlap")
+        if sum(row) + offset > 0:
             rows.append(row)
+            offsets.append(offset)
             times.append(t)
     if not rows or not names:
         return Calibration()
-    A, logt = np.asarray(rows), np.log(np.asarray(times))
+    A, logt, off = np.asarray(rows), np.log(np.asarray(times)), np.asarray(offsets)
     theta = np.zeros(len(names))
 
     def residual(th):
-        pred = A @ np.exp(th)
+        # where an overlap is taken off, scaled prices could take more than it hides: such a
+        # prediction stays above a tenth of the prior's (no sample without overlap is touched)
+        raw = A @ np.exp(th) + off
+        pred = np.where(off < 0, np.maximum(raw, 0.1 * (A.sum(axis=1) + off)), raw)
         return np.concatenate([np.log(pred) - logt, math.sqrt(ridge) * th]), pred
 
     r, pred = residual(theta)

@@ -247,35 +247,26 @@ class NDRowColumn(torch.nn.Module):
         return torch.stack([re, im], dim=1 if self.kind == "r2c" else 2)
 
 
-def rowcol_work(problem, children, size: int) -> Work:
-    """The row-column lowering's own work (:class:`NDRowColumn`), beside its children's.
+def rowcol_work(problem, children, size: int) -> tuple[Work, list]:
+    """The row-column lowering's own work (:class:`NDRowColumn`), beside its children's: the
+    work of its own copies, and ``(i, extra)`` for each lean pass, what the lowering changes in
+    pass ``i``'s stage (priced inside it: :meth:`~trnplan.core.cost.CostProfile.priced`).
 
     The two planes are stacked into one buffer once (not for r2c: its input is real). A lean
     pass (:func:`lean_pass`) is its child's GEMM on the buffer as it lies: the child's own cost
     includes interleaving its ``(re, im)`` pair (dft-gemm's copy; the c2r real GEMM's ``cat``),
-    which the buffer makes unnecessary, so that copy is taken off here. Any other pass copies its
-    planes out (a transposing copy, unless the axis is last or the pass is c2r's real one) and
+    which the buffer makes unnecessary, so that copy is taken off its stage. Any other pass copies
+    its planes out (a transposing copy, unless the axis is last or the pass is c2r's real one) and
     stacks its result back (a copy, transposing where the axis is not last).
     """
     b = problem.batch
     work = Work() if problem.kind == "r2c" else copy(2 * math.prod(problem.in_shape) * b, size)
+    folded = []
     last = len(problem.shape) - 1
-    for (axis, kind, cur), child in zip(passes(problem.shape, problem.kind), children, strict=True):
+    for i, ((axis, kind, cur), child) in enumerate(zip(passes(problem.shape, problem.kind), children, strict=True)):
         points = math.prod(cur) * b
         if lean_pass(child):
-            if kind != "r2c":  # dft-gemm's interleave of the pair, RealGemm's cat([re, im]): not made
-                work += copy(2 * points, size) * -1.0
-            lead = b * math.prod(cur[:axis])
-            if kind == "c2c" and math.prod(cur[axis + 1:]) > 1 and lead > 1:
-                # a pass between other axes is a batched GEMM whose matrix is broadcast over the lead
-                # axes: written (XLA:CPU materializes the broadcast: tests/xla/test_traffic_xla.py), then
-                # read once per batch item (trnplan.plan.traffic), where the child prices one read
-                matrix = (2 * child.n) ** 2 * size * products(problem.precision)
-                work += Work(bytes=(2 * lead - 1) * matrix)
-            k, c = node_chunking(child, problem.precision) if kind == "c2c" else (1, 0)
-            if k > 1:  # partial sums added in place (each reads the running sum) for the chunked leaf's own
-                work += chunk_work(child.n, child.batch, k, c, size) * -1.0
-                work += Work(launches=k - 1, bytes=(k - 1) * 2 * points * size)
+            folded.append((i, _lean_pass_extra(problem, child, axis, kind, cur, size)))
             continue
         if kind == "c2r":
             continue  # the planes are views of the buffer; the child writes the real result
@@ -284,7 +275,29 @@ def rowcol_work(problem, children, size: int) -> Work:
         if kind == "c2c" and axis != last:
             work += transpose(2 * points, size, run=1)  # the planes out, the axis moved last
         work += transpose(2 * out, size, run=1) if axis != last else copy(2 * out, size)  # stacked back
-    return work
+    return work, folded
+
+
+def _lean_pass_extra(problem, child, axis: int, kind: str, cur, size: int) -> Work:
+    """What a lean pass changes in its leaf's own work (:func:`rowcol_work`): the interleaving
+    copy not made, the matrix broadcast over the lead axes, the chunked sums added in place."""
+    b = problem.batch
+    points = math.prod(cur) * b
+    extra = Work()
+    if kind != "r2c":  # dft-gemm's interleave of the pair, RealGemm's cat([re, im]): not made
+        extra += copy(2 * points, size) * -1.0
+    lead = b * math.prod(cur[:axis])
+    if kind == "c2c" and math.prod(cur[axis + 1:]) > 1 and lead > 1:
+        # a pass between other axes is a batched GEMM whose matrix is broadcast over the lead
+        # axes: written (XLA:CPU materializes the broadcast: tests/xla/test_traffic_xla.py), then
+        # read once per batch item (trnplan.plan.traffic), where the child prices one read
+        matrix = (2 * child.n) ** 2 * size * products(problem.precision)
+        extra += Work(bytes=(2 * lead - 1) * matrix)
+    k, c = node_chunking(child, problem.precision) if kind == "c2c" else (1, 0)
+    if k > 1:  # partial sums added in place (each reads the running sum) for the chunked leaf's own
+        extra += chunk_work(child.n, child.batch, k, c, size) * -1.0
+        extra += Work(launches=k - 1, bytes=(k - 1) * 2 * points * size)
+    return extra
 
 
 class ND(WholeShape, Solver):
@@ -349,10 +362,10 @@ class ND(WholeShape, Solver):
             subs.append((problem.unscaled(length, elems * b, problem.inverse, kind=kind),
                          spec.child(i) if spec is not None else None))
         children = self._children(planner, subs, planner.tol(problem))
-        work = rowcol_work(problem, children, size)
+        work, folded = rowcol_work(problem, children, size)
         error = combine(*(c.error for c in children))
         return self.node(problem, planner, work, error, params=self._params(problem, method),
-                         children=tuple(children))
+                         children=tuple(children), folded=folded)
 
     @staticmethod
     def _children(planner, subs, tol) -> list:

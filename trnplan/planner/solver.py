@@ -181,6 +181,7 @@ class Solver:
         params=(),
         children=(),
         direct: bool = False,
+        folded=(),
     ) -> PlanNode:
         """Assemble a node: own work priced on the planner's profile plus the children's totals.
 
@@ -188,13 +189,14 @@ class Solver:
         pays for packing its result into the complex output (:func:`root_output`) and for
         launching its module as one graph (``graphs``: priced where the device runs a plan
         compiled whole, the accelerators' ``graph_us``; free elsewhere); ``direct`` marks a
-        library call that ``Plan.execute`` makes on the user's tensor instead.
+        library call that ``Plan.execute`` makes on the user's tensor instead; ``folded`` is work
+        this node changes in a leaf child's stage (:meth:`~trnplan.core.cost.CostProfile.priced`).
         """
         if not direct and planner.at_root(problem):
             work = work + root_output(problem) + Work(graphs=1)
         dtype = "float64" if problem.real_dtype == torch.float64 else "float32"
         return PlanNode(solver=self.name, n=problem.n, batch=problem.batch, inverse=problem.inverse, params=params,
-                        children=children, error=error, **planner.profile.priced(work, dtype, children))
+                        children=children, error=error, **planner.profile.priced(work, dtype, children, folded))
 
     def why_not_spec(self, problem: Problem, spec) -> str | None:
         """Why ``spec``'s length, factors or options cannot describe this solver on ``problem``."""
