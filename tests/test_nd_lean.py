@@ -66,7 +66,7 @@ def test_row_column_on_one_buffer_in_the_split_modes(case, precision):
 
 def _ops(plan) -> list[str]:
     """The captured graph's non-fused ops, and "scale" for an elementwise region (an inverse
-    plan's 1/N, applied by the plan around the nd module)."""
+    plan's 1/N, where the plan applies it around the nd module)."""
     return ["scale" if o.op.startswith("fused") else o.op for o in count_plan(plan).ops]
 
 
@@ -79,7 +79,8 @@ def test_gemm_passes_make_no_copies(kind):
     shape = (8, 16, 4) if kind == "c2c" else (8, 16, 6)
     ops = _ops(_plan(shape, kind, strategy, device="meta"))
     expected = ["aten::bmm", "aten::bmm", "aten::mm"] if kind != "r2c" else ["aten::mm", "aten::bmm", "aten::bmm"]
-    assert ops == ["aten::stack"] * (kind != "r2c") + expected + ["scale"] * (kind == "c2r"), ops
+    # c2r's 1/N rides in its last GEMM's matrix on the accelerator route (Backend.folds_scale): no scale pass
+    assert ops == ["aten::stack"] * (kind != "r2c") + expected, ops
     chunked = _ops(_plan((16, 32), "c2c", "(nd method=rowcol (dft-gemm chunk=32) (dft-gemm chunk=16))",
                          device="meta"))
     assert chunked == ["aten::stack", "aten::bmm", "aten::baddbmm", "aten::mm", "aten::addmm"], chunked

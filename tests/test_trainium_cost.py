@@ -8,10 +8,12 @@ byte figures against the count of the graph the device's compiler would receive.
 
 from __future__ import annotations
 
+import math
 import pathlib
 import runpy
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -28,6 +30,7 @@ from trnplan.backends.trainium import (
     TRN2_PROFILE,
     profile_for,
 )
+from trnplan.core.accuracy import DEFAULT_TOL, reference, seeded_input
 from trnplan.core.cost import (
     TRANSPOSE_PENALTY,
     TensorEngine,
@@ -41,9 +44,10 @@ from trnplan.core.cost import (
     work_terms,
 )
 from trnplan.kernels.gemm import native_bf16_matmul
-from trnplan.plan.traffic import count_module, count_plan
+from trnplan.plan.traffic import count_module, count_plan, plan_inputs
 from trnplan.planner.learn import fit
 from trnplan.planner.nd import lean_pass, rowcol_work
+from trnplan.planner.planner import PlanModule
 from trnplan.planner.solver import root_output
 
 #: the issue's bound on model / count for every tree family
@@ -317,3 +321,82 @@ def test_calibration_keeps_the_overlap_as_the_profile_states_it():
     assert "overlap" not in cal.scales and cal.samples == len(samples)
     assert all(v == pytest.approx(1.0, abs=1e-3) for v in cal.scales.values()), cal.scales
     assert cal.rms_after < 1e-3
+
+
+# ---------------------------------------------------------------------- the norm scale folded
+#: (shape, batch, kind, inverse, norm, strategy, folds): the roots that take the scale into a
+#: constant they already apply (a GEMM's matrix, the four-step's twiddles), and ones that cannot
+SCALED = [
+    (64, 3, "c2c", True, "backward", "dft-gemm", True),
+    (96, 3, "c2c", True, "backward", "(dft-gemm chunk=64)", True),
+    (64, 3, "c2c", False, "ortho", "dft-gemm", True),
+    (64, 3, "c2r", True, "backward", "(real method=gemm)", True),
+    (64, 3, "r2c", False, "forward", "(real method=gemm)", True),
+    (64, 2, "c2c", True, "backward", "(four-step 64=8x8 (stockham) (dft-gemm))", True),
+    (4096, 256, "c2c", True, "backward", "(four-step 4096=64x64 (dft-gemm) (dft-gemm))", True),
+    ((8, 16, 4), 2, "c2c", True, "backward", "(nd method=rowcol (dft-gemm) (dft-gemm) (dft-gemm))", True),
+    ((8, 16, 6), 2, "c2r", True, "backward", "(nd method=rowcol (dft-gemm) (dft-gemm) (real method=gemm))", True),
+    ((8, 16, 6), 2, "r2c", False, "forward", "(nd method=rowcol (real method=gemm) (dft-gemm) (dft-gemm))", True),
+    ((16, 32), 2, "c2c", True, "backward", "(nd method=rowcol (dft-gemm chunk=16) (dft-gemm chunk=12))", True),
+    ((8, 16, 4), 2, "c2c", True, "backward", "(nd method=rowcol (dft-gemm) (stockham) (dft-gemm))", True),
+    # the children are listed last axis first; c2c runs the last axis last: here a Stockham pass
+    ((8, 16, 4), 2, "c2c", True, "backward", "(nd method=rowcol (stockham) (dft-gemm) (dft-gemm))", False),
+    (64, 3, "c2c", True, "backward", "stockham", False),
+]
+
+
+def _run_split(module, problem, x):
+    """``module`` on the CPU on the seeded input, as complex128 numpy in the problem's shape."""
+    def put(a):
+        return torch.from_numpy(np.ascontiguousarray(a).reshape(problem.batch, -1)).to(problem.real_dtype)
+
+    with torch.no_grad():
+        y = module(put(x)) if problem.real_input else module(put(x.real), put(x.imag))
+    y = y[0].double().numpy() if problem.real_output else y[0].double().numpy() + 1j * y[1].double().numpy()
+    return y.reshape(problem.batch, *problem.out_shape)
+
+
+def _scaled_plan(case):
+    shape, batch, kind, inverse, norm, strategy, _ = case
+    plan = trnplan.plan_many(shape, batch, kind=kind, inverse=inverse, norm=norm, device="meta",
+                             strategy=strategy, cache=None)
+    assert plan.problem.scale != 1.0
+    return plan, trnplan.Planner(get_backend("meta"))
+
+
+@pytest.mark.parametrize("case", SCALED, ids=lambda c: f"{c[2]}-{c[4]}-{c[5]}")
+def test_the_norm_scale_folds_into_the_last_constant_on_the_accelerators(case):
+    """On the accelerator route the plan's norm scale (1/N of an inverse, 1/√N ortho, 1/N of a
+    norm="forward" r2c) rides in a constant the root already applies (a GEMM's matrix, the
+    four-step's twiddles), so the compiled graph has no multiply pass of its own. The folded
+    module is built on the CPU and held against numpy in float64 with the mode's bar; a root
+    that cannot fold keeps the scale as a pass, with the same result."""
+    plan, planner = _scaled_plan(case)
+    problem, folds = plan.problem, case[-1]
+    module = planner.lower_plan(plan.tree, problem, torch.device("cpu"))
+    assert module.scale == (1.0 if folds else problem.scale), str(plan.tree)
+    x = seeded_input(problem)
+    ref = reference(problem, x)
+    error = np.linalg.norm(_run_split(module, problem, x) - ref) / np.linalg.norm(ref)
+    assert error <= DEFAULT_TOL[problem.precision], (str(plan.tree), error)
+
+
+@pytest.mark.parametrize("case", [SCALED[0], SCALED[3], SCALED[5], SCALED[7], SCALED[-2]],
+                         ids=["dft-gemm", "c2r gemm", "four-step", "nd", "nd stockham last"])
+def test_the_folded_scale_saves_a_pass_on_the_graph(case):
+    """Counted on the lowered graph: where the scale folds, one read and one write of the output
+    fewer than the same tree with the scale as a pass (and no elementwise region over it)."""
+    plan, planner = _scaled_plan(case)
+    problem, folds = plan.problem, case[-1]
+    unfolded = PlanModule(planner.lower(plan.tree, problem, torch.device("meta")), problem.scale)
+    before = count_module(unfolded, plan_inputs(problem, torch.device("meta")))
+    after = count_plan(plan)
+    out = math.prod(problem.out_shape) * problem.batch * 4 * (1 if problem.real_output else 2)
+    assert before.bytes - after.bytes == pytest.approx(2 * out if folds else 0.0), (before.describe(),
+                                                                                      after.describe())
+
+
+def test_the_cpu_keeps_the_scale_as_its_own_pass():
+    """Plans that run op by op (the CPU) keep the scale where it was: their results are unchanged."""
+    plan = trnplan.plan_many(64, 3, inverse=True, strategy="dft-gemm", cache=None)
+    assert plan.module.scale == pytest.approx(1 / 64)

@@ -621,6 +621,7 @@ class AccelBackend(Backend):
     profile = ACCEL_PROFILE
     accelerator = True
     traffic_is_price = True
+    folds_scale = True
     artifact_modes = ()
     jit_modes = (DYNAMO, LAZY)
 

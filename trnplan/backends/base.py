@@ -175,6 +175,11 @@ class Backend:
     #: plans run compiled whole, so the traffic counted on the lowered graph is their price
     #: (explain() shows it beside the model's figure); on the host and CUDA ops run one by one
     traffic_is_price: bool = False
+    #: the plan's norm scale (1/n of an inverse) is folded into the last GEMM's constant matrix
+    #: where the tree's root can (:meth:`Solver.build_scaled`): in the captured graph a separate
+    #: scale is one more read and write of the output (trnplan.plan.traffic counts it); False
+    #: where plans run op by op, whose results stay as they were
+    folds_scale: bool = False
     #: the host FFT libraries (pyFFTW, mkl_fft, scipy) are leaves here (explain() lists them)
     host_libraries: bool = False
     #: the multicore solver's shards run in this process (explain() shows them); False where the

@@ -319,6 +319,7 @@ class NeuronBackend(Backend):
     host_link_gbs = HOST_LINK_GBS
     keeps_compiler_logs = True
     traffic_is_price = True
+    folds_scale = True
     process_shards = False  # one NEFF copy per NeuronCore: the bucket line says how the batch maps onto them
     #: fp64 is host-only (no FP64 on a NeuronCore), tf32 is CUDA's
     precisions = ("fp32", "bf16", "bf16x3", "bf16x6")

@@ -184,5 +184,8 @@ class DFTGemmSolver(Solver):
         return self.node(problem, planner, work, error, params={"chunk": chunk} if chunk else ())
 
     def build(self, node, ctx):
+        return self.build_scaled(node, ctx, 1.0)
+
+    def build_scaled(self, node, ctx, scale):
         w = fused_complex_matrix(dft_matrix(node.n, 1 if node.inverse else -1), left=False)
-        return DFTGemm(node.n, w, ctx, node.param("chunk", None))
+        return DFTGemm(node.n, w * scale if scale != 1.0 else w, ctx, node.param("chunk", None))

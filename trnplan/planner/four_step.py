@@ -66,11 +66,15 @@ def candidate_splits(n: int) -> list[tuple[int, int]]:
 
 
 class FourStepFFT(torch.nn.Module):
-    def __init__(self, n1: int, n2: int, first, second, sign: int, ctx):
+    """The general four-step: the first child's DFTs, the twiddle product, the second child's.
+    ``scale`` (the plan's norm, :meth:`FourStep.build_scaled`) rides in the twiddles (float64,
+    before the cast): the product that applies them applies it, with no pass of its own."""
+
+    def __init__(self, n1: int, n2: int, first, second, sign: int, ctx, scale: float = 1.0):
         super().__init__()
         self.n1, self.n2 = n1, n2
         self.first, self.second = first, second
-        tr, ti = ctx.split_const(twiddle_table(n2, n1, n1 * n2, sign))  # T[j2, k1]
+        tr, ti = ctx.split_const(twiddle_table(n2, n1, n1 * n2, sign) * scale)  # T[j2, k1]
         self.register_buffer("tr", tr)
         self.register_buffer("ti", ti)
 
@@ -118,7 +122,7 @@ class MonarchGemm(torch.nn.Module):
     lowering (1.01-1.05 ms), whose transposes Inductor keeps apart from the slicing.
     """
 
-    def __init__(self, n1: int, n2: int, sign: int, ctx):
+    def __init__(self, n1: int, n2: int, sign: int, ctx, scale: float = 1.0):
         super().__init__()
         self.n1, self.n2 = n1, n2
         order = interleave_order(n1)  # rows (c, k1) -> (k1, c)
@@ -127,7 +131,8 @@ class MonarchGemm(torch.nn.Module):
         self.first = Gemm(fused_complex_matrix(dft_matrix(n1, sign), left=True)[order], ctx, side="left",
                           rounded_output=True)
         twiddle = twiddle_table(n2, n1, n1 * n2, sign)  # T[j2, k1]
-        folded = dft_matrix(n2, sign)[None, :, :] * twiddle.T[:, None, :]  # G[k1][k2, j2] = F2[k2, j2]·T[j2, k1]
+        # G[k1][k2, j2] = F2[k2, j2]·T[j2, k1], times the plan's norm scale where it is folded here
+        folded = dft_matrix(n2, sign)[None, :, :] * (twiddle.T[:, None, :] * scale)
         self.second = Gemm(np.stack([fused_complex_matrix(g, left=True) for g in folded]), ctx, side="left")
 
     @staticmethod
@@ -258,8 +263,13 @@ class FourStep(Solver):
         return self.node(problem, planner, work, error, params={"factors": (n1, n2)}, children=(first, second))
 
     def build(self, node, ctx):
+        return self.build_scaled(node, ctx, 1.0)
+
+    def build_scaled(self, node, ctx, scale):
+        """The scale rides in the twiddles (the general lowering) or in the twiddle-folded second
+        GEMM's matrices (Monarch): both already exist, so it costs no pass."""
         n1, n2 = node.param("factors")
         if monarch_leaves(node, ctx):
-            return MonarchGemm(n1, n2, 1 if node.inverse else -1, ctx)
+            return MonarchGemm(n1, n2, 1 if node.inverse else -1, ctx, scale)
         return FourStepFFT(n1, n2, ctx.build(node.children[0]), ctx.build(node.children[1]),
-                           1 if node.inverse else -1, ctx)
+                           1 if node.inverse else -1, ctx, scale)

@@ -175,26 +175,30 @@ class NDRowColumn(torch.nn.Module):
     axis is last) and stacked back in (one copy).
     """
 
-    def __init__(self, shape: tuple, kind: str, inverse: bool, children, ctx):
+    def __init__(self, shape: tuple, kind: str, inverse: bool, children, ctx, scale: float = 1.0):
         super().__init__()
         self.shape, self.kind = tuple(shape), kind
         steps = passes(self.shape, kind)
         self.order = lean_order(len(self.shape), kind)
         self.steps = [steps[i] for i in self.order]
+        if scale != 1.0 and not lean_pass(children[self.order[-1]]):
+            raise ValueError(f"the norm scale folds into a last pass that is one GEMM, not {children[self.order[-1]]}")
         sign = 1 if inverse else -1
         mods = []
         for i in self.order:
-            node = children[i]
-            mods.append(self._gemm(node, steps[i], sign, ctx) if lean_pass(node) else ctx.build(node))
+            node, s = children[i], scale if i == self.order[-1] else 1.0
+            mods.append(self._gemm(node, steps[i], sign, ctx, s) if lean_pass(node) else ctx.build(node))
         self.passes = torch.nn.ModuleList(mods)
         self.lean = [lean_pass(children[i]) for i in self.order]
 
-    def _gemm(self, node, step, sign, ctx) -> torch.nn.Module:
+    def _gemm(self, node, step, sign, ctx, scale: float = 1.0) -> torch.nn.Module:
+        """A lean pass's GEMM; ``scale`` (the plan's norm, on the last pass) is folded into its
+        matrix in float64, before the cast."""
         axis, kind, cur = step
         n = self.shape[axis]
         if kind != "c2c":  # the real DFT-GEMM's own matrix: x @ [Re F | Im F] (r2c), [Re X | Im X] @ W (c2r)
-            return Gemm(real_gemm_matrix(n, kind == "c2r"), ctx, side="right")
-        w = fused_complex_matrix(dft_matrix(n, sign), left=True)  # rows (r', k), columns (r, j)
+            return Gemm(real_gemm_matrix(n, kind == "c2r") * scale, ctx, side="right")
+        w = fused_complex_matrix(dft_matrix(n, sign), left=True) * scale  # rows (r', k), columns (r, j)
         order = interleave_order(n)
         w = w[:, order] if self.kind == "r2c" else w[order]  # r2c: (j, r) in, (r', k) out; else (r, j) in, (k, r') out
         trail = math.prod(cur[axis + 1:])
@@ -410,3 +414,14 @@ class ND(WholeShape, Solver):
         if node.param("method") == "lib":
             return NDLibrary(shape, kind, node.inverse)
         return NDRowColumn(shape, kind, node.inverse, node.children, ctx)
+
+    def build_scaled(self, node, ctx, scale):
+        """The row-column lowering whose last pass is one GEMM on the buffer: the scale goes into
+        that GEMM's matrix (any other last pass is a module of its own: the scale stays a pass)."""
+        if node.param("method") == "lib":
+            return None
+        kind = node.param("kind", "c2c")
+        shape = tuple(node.param("factors"))
+        if not lean_pass(node.children[lean_order(len(shape), kind)[-1]]):
+            return None
+        return NDRowColumn(shape, kind, node.inverse, node.children, ctx, scale)

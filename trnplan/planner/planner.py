@@ -438,8 +438,18 @@ class Planner:
         return builder.context(problem.real_dtype, device, problem.precision).build(node)
 
     def lower_plan(self, node: PlanNode, problem, device) -> PlanModule:
-        """The whole transform as one module: the lowered tree, then ``problem``'s norm scale."""
-        return PlanModule(self.lower(node, problem, device), problem.scale)
+        """The whole transform as one module: the lowered tree, then ``problem``'s norm scale —
+        folded into the tree's last GEMM where the backend compiles plans whole
+        (``Backend.folds_scale``) and the root can (:meth:`Solver.build_scaled`): one read and
+        write of the output fewer in the graph."""
+        scale = problem.scale
+        solver = self.solver(node.solver)
+        if scale != 1.0 and self.backend.folds_scale and solver is not None:
+            builder = Builder({s.name: s for s in self.solvers})
+            folded = solver.build_scaled(node, builder.context(problem.real_dtype, device, problem.precision), scale)
+            if folded is not None:
+                return PlanModule(folded, 1.0)
+        return PlanModule(self.lower(node, problem, device), scale)
 
 
 class Builder:

@@ -186,10 +186,11 @@ def real_gemm_matrix(n: int, inverse: bool) -> np.ndarray:
 class RealGemm(torch.nn.Module):
     """One real GEMM with the real DFT matrix (r2c: n × 2h; c2r: 2h × n)."""
 
-    def __init__(self, n: int, inverse: bool, ctx):
+    def __init__(self, n: int, inverse: bool, ctx, scale: float = 1.0):
         super().__init__()
         self.n, self.inverse, self.h = n, inverse, n // 2 + 1
-        self.gemm = Gemm(real_gemm_matrix(n, inverse), ctx, side="right")
+        w = real_gemm_matrix(n, inverse)
+        self.gemm = Gemm(w * scale if scale != 1.0 else w, ctx, side="right")
 
     def forward(self, *inputs):
         if self.inverse:
@@ -288,6 +289,10 @@ class Real(Solver):
 
     def runs_on_user_tensor(self, node):
         return node.param("method") == "lib"
+
+    def build_scaled(self, node, ctx, scale):
+        """method=gemm is one GEMM: the scale goes into its matrix."""
+        return RealGemm(node.n, node.inverse, ctx, scale) if node.param("method") == "gemm" else None
 
     def build(self, node, ctx):
         method = node.param("method")

@@ -160,6 +160,13 @@ class Solver:
     def why_not(self, problem: Problem, planner, forced: bool) -> str | None:  # pragma: no cover
         raise NotImplementedError
 
+    def build_scaled(self, node: PlanNode, ctx: BuildContext, scale: float) -> torch.nn.Module | None:
+        """``node``'s module with the plan's norm ``scale`` folded into the constant matrix of its
+        last GEMM (scaled in float64 before the cast), so no pass of its own multiplies the output;
+        None where the last thing the module does is not such a GEMM (the scale then stays a pass
+        of :class:`~trnplan.planner.planner.PlanModule`)."""
+        return None
+
     def runs_on_user_tensor(self, node: PlanNode) -> bool:
         """Whether ``node``'s module, at a plan's root, is a library call ``Plan.execute`` makes on
         the user's tensor (no split into ``(re, im)``; see :func:`library_io`)."""
