@@ -579,10 +579,10 @@ def test_aot_load_check_a_fresh_package_is_checked_before_it_is_stored(aot_cache
 def test_aot_load_check_a_crash_is_remembered_per_fingerprint(aot_cache, tmp_path, monkeypatch):
     """No compile. A stored artifact whose child crashes: eager, and later aot plans build nothing."""
     from trnplan.backends import get_backend
-    from trnplan.plan import provide
+    from trnplan.plan import artifact
 
     cache_dir = _copy_cache(aot_cache, tmp_path / "cache")
-    monkeypatch.setattr(provide, "_FAILED_LOAD_CHECKS", {})
+    monkeypatch.setattr(artifact, "_FAILED_LOAD_CHECKS", {})
     monkeypatch.setenv("TRNPLAN_AOT_LOAD_CHECK", "1")
     _crash_at_load(monkeypatch)
     trnplan.clear_plan_cache()
@@ -602,7 +602,7 @@ def test_aot_load_check_a_crash_is_remembered_per_fingerprint(aot_cache, tmp_pat
         raise AssertionError("built an artifact that is known not to load")
 
     monkeypatch.setattr(backend, "build_artifact", no_build)
-    monkeypatch.setattr(provide, "_FAILED_LOAD_CHECKS", {})  # a new process: the plan cache remembers
+    monkeypatch.setattr(artifact, "_FAILED_LOAD_CHECKS", {})  # a new process: the plan cache remembers
     trnplan.clear_plan_cache()
     with pytest.warns(CacheWarning, match=r"aot artifacts crash at load on this machine \(the child process "
                                           r"loading it was killed by SIGSEGV.*TRNPLAN_AOT_LOAD_CHECK=1 checks again"):

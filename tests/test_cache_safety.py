@@ -25,7 +25,7 @@ from trnplan.backends.base import PrecisionProbe
 from trnplan.cache import CacheWarning, PlanCache, UntrustedCacheError, fingerprint, fingerprint_digest, records
 from trnplan.cache.bundle import UntrustedBundleError, export_bundle, import_bundle
 from trnplan.cache.store import ReadOnlyStore
-from trnplan.plan import provide
+from trnplan.plan import artifact
 from trnplan.planner import leafcost
 from trnplan.tools.cli import main
 
@@ -297,7 +297,7 @@ def test_every_record_kind_is_validated_and_forgotten(tmp_path, kind, value):
         cache._set(key, DEEP)
     else:
         cache.set_record(key, value)
-    parse = {"probe": PrecisionProbe.from_dict, "load_check": provide._load_check_why,
+    parse = {"probe": PrecisionProbe.from_dict, "load_check": artifact._load_check_why,
              "leafmodel": leafcost.parse_record}.get(kind)
     with pytest.warns(CacheWarning, match=f"{kind} .*{key!r} is not valid.*forgetting it|wisdom entry"):
         got = cache.get_wisdom(key) if kind == "wisdom" else cache.get_record(key, parse)

@@ -18,221 +18,43 @@ The protocol, per problem (FFTW's wisdom, plus artifacts), one function per step
    load what was stored, so concurrent processes run the same bytes.
 5. ``_store``: store the record (first writer wins) or add the new artifact to it.
 
-The result carries an immutable :class:`Provenance`, made once at the end.
+The result carries an immutable :class:`~trnplan.plan.provenance.Provenance`, made once at the end.
+This module is the pipeline's straight line and its measured-wisdom spot check; the steps' own jobs
+are modules beside it: :mod:`~trnplan.plan.probe` (the precision probe, its deferral),
+:mod:`~trnplan.plan.trust` (replaying stored trees, what this process already trusted),
+:mod:`~trnplan.plan.artifact` (jit compiles, artifacts and their load checks),
+:mod:`~trnplan.plan.unreachable` (why a tol is out of reach) and :mod:`~trnplan.plan.provenance`
+(what it hands back). Key formats and the planner's records are the cache layer's
+(:mod:`trnplan.cache.records`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import math
-import sys
 import time
-import warnings
 
 import attrs
 import torch
 
-from trnplan.backends import artifacts
-from trnplan.backends.artifacts import problem_inputs
-from trnplan.backends.base import PrecisionProbe
 from trnplan.cache import records
 from trnplan.cache.fingerprint import diff, fingerprint, fingerprint_digest
-from trnplan.cache.store import WISDOM_FORMAT, CacheWarning, PlanCache
+from trnplan.cache.store import WISDOM_FORMAT, PlanCache
 from trnplan.core import config, state
 from trnplan.core.errors import OverBoundError, PlanningError, WisdomMiss
 from trnplan.core.node import PlanNode
 from trnplan.core.progress import Progress
-from trnplan.core.spec import Spec, parse_strategy
+from trnplan.core.spec import Spec
 from trnplan.kernels import hostlib
+from trnplan.plan.artifact import artifact_runner, jit_runner
 from trnplan.plan.plan import Plan
+from trnplan.plan.probe import assumed_probe, precision_probe
+from trnplan.plan.provenance import Provenance, Provided, warn
+from trnplan.plan.trust import candidates_from_json, candidates_to_json, forget, remember_trusted, trusted_tree
+from trnplan.plan.unreachable import unreachable
 from trnplan.planner.measure import NOISE_FLOOR, Measurement, measure, ranked_candidates, recheck
-from trnplan.planner.planner import Candidate, Planner
-from trnplan.planner.registry import solver_names
+from trnplan.planner.planner import Planner
 
 _LOG = logging.getLogger(__name__)
-
-
-@attrs.frozen
-class Provenance:
-    """Where a plan came from, for explain() and tests: an immutable record made once, at the end
-    of :func:`provide` (and completed with the Neuron bucket note by plan_many, with attrs.evolve)."""
-
-    origin: str = "planned now"  # "planned now" | "wisdom hit"
-    planning_ms: float = 0.0
-    searches: int = 0
-    cache_path: str | None = None
-    wisdom_key: str | None = None
-    fingerprint: dict = attrs.Factory(dict)
-    fingerprint_note: str | None = None
-    compile_mode: str = "eager"
-    compile_reason: str = ""
-    artifact: str | None = None  # "compiled now" | "artifact hit" | None
-    artifact_key: str | None = None
-    artifact_bytes: int = 0
-    compile_s: float = 0.0
-    load_ms: float = 0.0
-    load_check_s: float = 0.0  # an AOT artifact's first load in a child process (artifacts.load_check)
-    #: why an artifact mode that was asked for could not be had (a failed build or load check), so the
-    #: plan runs eagerly; None when it was had or not asked for (precompile reports it as a failure)
-    artifact_error: str | None = None
-    dynamic_batch: bool | None = None
-    effort: str = "estimate"  # the effort that made the plan (a wisdom hit: the stored one's)
-    measurement: object | None = None  # trnplan.planner.measure.Measurement of a measured plan
-    calibration: str = ""  # the cost profile's calibration, one line (explain)
-    probe: str = ""  # the device's precision probe, one line (explain)
-    #: why a reused measured record was re-measured and replaced (it lost to the default), or None
-    replaced: str | None = None
-    probe_origin: str = ""  # "probed now" | "from the plan cache" | "from this process"
-    bucket: str = ""  # neuron: how the batch maps onto the compiled bucket and cores (explain)
-    runtime: str = ""  # accelerators: the runtime driving the device, with versions (explain)
-    compile_cache: str = ""  # accelerators: the runtime's compile cache and who set it (explain)
-    runs_on: str = ""  # neuron: where the plan runs (NeuronCores, the host and why, or nowhere here)
-    fallback: str = ""  # accelerators: the ATen ops the runtime ran on the CPU in this process (explain)
-
-
-@attrs.frozen
-class Provided:
-    """What :func:`provide` made: the tree, its module and runner, where they came from, the bound,
-    and what :func:`commit` stores (done by provide itself unless the request verifies first)."""
-
-    tree: PlanNode
-    candidates: tuple
-    module: torch.nn.Module
-    runner: object | None
-    provenance: Provenance
-    tol: float
-    pending: tuple = attrs.field(default=(), eq=False, repr=False)  # (context, decision, entries, planning_ms)
-
-
-def _warn(message: str) -> None:
-    """A CacheWarning attributed to the user's call (the first frame outside trnplan)."""
-    frame, level = sys._getframe(0), 1
-    while frame is not None and frame.f_globals.get("__name__", "").startswith("trnplan."):
-        frame, level = frame.f_back, level + 1
-    warnings.warn(message, CacheWarning, stacklevel=level)
-
-
-def _candidates_to_json(candidates) -> list:
-    return [{"solver": c.solver, "verdict": c.verdict, "reason": c.reason,
-             "time_us": c.node.time_us if c.node else None, "error": c.node.error if c.node else None}
-            for c in candidates]
-
-
-def _candidates_from_json(items) -> tuple:
-    out = []
-    for item in items or ():
-        node = None
-        if item.get("time_us") is not None:  # a stand-in node carrying the predicted numbers
-            node = PlanNode(item["solver"], 0, 0, time_us=item["time_us"], error=item["error"])
-        out.append(Candidate(item["solver"], item["verdict"], item.get("reason", ""), node))
-    return tuple(out)
-
-
-#: the wisdom this process stored or replayed, by (cache directory, wisdom key, the planner's probe
-#: and calibration): (the record's problem and tree as stored, the tree). A record read back
-#: unchanged is what this process made or already checked, so it is not replayed again (a wisdom
-#: hit after the in-process LRU dropped its plan: 70 of its ~290 calls); a record changed on disk
-#: since compares unequal and is replayed. At most TRUSTED_MAX entries, the oldest dropped first.
-_TRUSTED: dict = {}
-TRUSTED_MAX = 1024
-state.register("plan.trusted", _TRUSTED.clear)
-
-
-def _trust_key(req) -> tuple:
-    return str(req.cache.path), req.probe, req.calibration
-
-
-def _remember_trusted(req, key: str, record: dict, tree: PlanNode) -> None:
-    """``record`` (stored under ``key``) holds ``tree``, trusted for ``req``'s planner."""
-    if req.cache is None:
-        return
-    if len(_TRUSTED) >= TRUSTED_MAX:
-        del _TRUSTED[next(iter(_TRUSTED))]
-    _TRUSTED[(*_trust_key(req), key)] = (record["problem"], record["tree"], tree)
-
-
-def _trusted_tree(record: dict, req, key: str) -> PlanNode:
-    """The record's tree, if it is exactly what its solvers make of *this* problem.
-
-    The tree is replayed through the planner as a forced strategy (its own s-expression), which
-    re-applies every solver's applicability and parameter checks, then compared decision for
-    decision (solvers, sizes, batches, directions, parameters). A record for another problem, a
-    flipped direction or impossible factors is refused rather than run. A record this process
-    stored or replayed before, unchanged, gives the tree it had then (``_TRUSTED``).
-    """
-    known = _TRUSTED.get((*_trust_key(req), key)) if req.cache is not None else None
-    if known is not None and known[0] == record["problem"] and known[1] == record["tree"]:
-        return known[2]
-    problem = req.problem
-    if record["problem"] != problem.to_dict():
-        raise ValueError(f"it was stored for another problem ({record['problem']})")
-    tree = PlanNode.from_dict(record["tree"])
-    replayed = req.planner.plan(problem, parse_strategy(str(tree), solver_names()))
-    if replayed.digest() != tree.digest():
-        raise ValueError(f"its tree {tree} is not what its solvers make of this problem ({replayed})")
-    return tree
-
-
-def precision_probe(backend, device: torch.device, cache: PlanCache | None, fpd: str):
-    """(probe, origin): the device's precision probe, from this process, the plan cache (keyed by
-    the fingerprint digest) or run now and stored there."""
-    if backend.has_probe(device):
-        return backend.precision_probe(device), "from this process"
-    key = records.probe_key(fpd, device)
-    stored = cache.get_record(key, PrecisionProbe.from_dict) if cache is not None else None
-    if stored is not None:
-        return backend.remember_probe(device, stored), "from the plan cache"
-    probe = backend.precision_probe(device)
-    if probe.transient:  # a failed probe's assumption is never stored: the next process probes again
-        return probe, "assumed now (not stored)"
-    if cache is not None:
-        cache.add_record(key, probe.to_dict())
-    return probe, "probed now"
-
-
-def _unreachable(problem, spec, planner, backend, probe) -> str:
-    """Why ``planner.tol`` cannot be met: the smallest bound this precision reaches, and a
-    precision that would meet the tol (for the PlanningError a tol too tight raises)."""
-    tol = planner.tol(problem)
-
-    def reaches(p, bound):
-        try:
-            return Planner(backend, tol=bound, probe=probe).plan(p, spec)
-        except PlanningError:
-            return None
-
-    free = reaches(problem, math.inf)
-    if free is None:
-        return ""
-    # bisect (in log scale) the smallest bound a search still meets: the cheapest tree under an
-    # infinite bound is not always the most accurate one
-    lo, hi = tol, free.error
-    for _ in range(6):  # to within a factor (hi/lo)^(1/64): enough to name the reachable bound
-        mid = math.sqrt(lo * hi)
-        if reaches(problem, mid) is not None:
-            hi = mid
-        else:
-            lo = mid
-    msg = (f"tol={tol:.1e} is out of reach for precision={problem.precision!r} at n={problem.n}: the most "
-           f"accurate plan its solvers find is predicted at {hi:.1e}")
-    if problem.precision != "auto":
-        auto = attrs.evolve(problem, precision="auto")
-        pick = reaches(auto, tol) if spec is None else None
-        if spec is not None:  # the same forced strategy, its mode chosen
-            try:
-                pick = Planner(backend, tol=tol, probe=probe).plan(auto, Spec(name="precision", children=(spec,)))
-            except PlanningError:
-                pick = None
-        if pick is not None:
-            return msg + (f"; precision={pick.param('mode')!r} meets it (predicted {pick.error:.1e}), or let "
-                          f"precision='auto' choose")
-    if problem.dtype == "complex64":
-        wide = attrs.evolve(problem, precision="fp64", dtype="complex128")
-        pick = reaches(wide, tol)
-        if pick is not None:
-            return msg + f"; precision='fp64' with dtype=torch.complex128 meets it (predicted {pick.error:.1e})"
-    return msg + "; no precision mode reaches it"
 
 
 # ---------------------------------------------------------------------- the pipeline
@@ -346,23 +168,23 @@ def _trust(req: _Request, record: dict, key: str) -> _Decision | None:
     """Step 2: the record's tree, replayed and lowered — or None, the record forgotten, if it is bogus."""
     problem = req.problem
     try:
-        tree = _trusted_tree(record, req, key)
+        tree = trusted_tree(record, req, key)
         if record.get("host_wisdom"):
             hostlib.import_wisdom(record["host_wisdom"])
         fftw_before = _fftw_planned()
         with hostlib.fftw_rigor(record.get("effort", "estimate")):  # as the process that stored it
             module = req.planner.lower_plan(tree, problem, req.device)
         fftw_measured = _fftw_planned() != fftw_before  # FFTW had to: the record lacked its decision
-        candidates = _candidates_from_json(record.get("candidates"))
+        candidates = candidates_from_json(record.get("candidates"))
         stored = record.get("measurement")
         measurement = Measurement.from_dict(stored) if stored is not None else None
         effort = record.get("effort", "estimate")
     except Exception as exc:  # noqa: BLE001 - bogus wisdom of any kind is forgotten, never trusted
-        _warn(f"plan cache {req.cache.path}: wisdom {key!r} does not describe a valid plan for this problem "
-              f"({type(exc).__name__}: {exc}); forgetting it and re-planning")
-        _forget(req, key)
+        warn(f"plan cache {req.cache.path}: wisdom {key!r} does not describe a valid plan for this problem "
+             f"({type(exc).__name__}: {exc}); forgetting it and re-planning")
+        forget(req, key)
         return None
-    _remember_trusted(req, key, record, tree)
+    remember_trusted(req, key, record, tree)
     if fftw_measured:  # keep the decision FFTW made now, so that later processes reproduce this one
         record = {**record, "host_wisdom": hostlib.export_wisdom()}
         req.cache.update_wisdom(key, record)
@@ -411,12 +233,12 @@ def _plan_or_measure(req: _Request) -> _Decision:
     if req.wisdom_only:
         raise _refuse_miss(req, req.request.tol, note)
     if other_fingerprint:
-        _warn(f"plan cache {req.cache.path}: {note}; re-planning")
+        warn(f"plan cache {req.cache.path}: {note}; re-planning")
     problem, planner = req.problem, req.planner
     try:
         tree, candidates = planner.search(problem, req.spec)
     except OverBoundError as exc:
-        why = _unreachable(problem, req.spec, planner, req.backend, planner.probe)
+        why = unreachable(problem, req.spec, planner, req.backend, planner.probe)
         raise OverBoundError(f"{why}. ({exc})" if why else str(exc), candidates=exc.candidates,
                              tol=exc.tol) from None
     measurement, prebuilt = None, {}
@@ -451,8 +273,8 @@ def _build(req: _Request, decision: _Decision) -> tuple[object, dict, dict]:
     if eager is not None:
         return None, entries, {"compile_mode": "eager", "compile_reason": eager}
     if req.mode in req.backend.jit_modes:
-        return _jit(req, decision, facts), entries, facts
-    runner, entry = _artifact(req, decision, entries.get(req.mode), facts)
+        return jit_runner(req, decision, facts), entries, facts
+    runner, entry = artifact_runner(req, decision, entries.get(req.mode), facts)
     if entry is not None:
         entries[req.mode] = entry
     else:
@@ -475,7 +297,7 @@ def _store(req: _Request, decision: _Decision, entries: dict, planning_ms: float
         _RECHECKED.add((str(cache.path), decision.key))
     if decision.stale is None:
         if cache.add_wisdom(decision.key, new) is new:  # stored (no other process was first): trusted here
-            _remember_trusted(req, decision.key, new, decision.tree)
+            remember_trusted(req, decision.key, new, decision.tree)
     elif decision.stale[0] == decision.key:  # a stale measured record: the new measurement replaces it
         cache.replace_wisdom(decision.key, new, decision.stale[1])
     else:  # it answered from another variant's key (an exportable plan for an eager request)
@@ -496,13 +318,7 @@ def reject(got: Provided) -> None:
     answered (if any) is forgotten, so it is not replayed either."""
     req, decision, _, _ = got.pending
     if req.cache is not None and decision.record is not None:
-        _forget(req, decision.key)
-
-
-def _forget(req, key: str) -> None:
-    """Forget the wisdom under ``key``: on disk, and as trusted in this process."""
-    req.cache.forget(key)
-    _TRUSTED.pop((*_trust_key(req), key), None)
+        forget(req, decision.key)
 
 
 def _new_record(req: _Request, decision: _Decision, entries: dict, planning_ms: float) -> dict:
@@ -511,7 +327,7 @@ def _new_record(req: _Request, decision: _Decision, entries: dict, planning_ms: 
     new = {
         "format": WISDOM_FORMAT, "problem": req.problem.to_dict(), "fingerprint": req.fp, "tree": tree.to_dict(),
         "strategy": str(req.spec) if req.spec else None, "tol": req.tol, "planning_ms": planning_ms,
-        "candidates": _candidates_to_json(decision.candidates), "artifacts": entries, "created": time.time(),
+        "candidates": candidates_to_json(decision.candidates), "artifacts": entries, "created": time.time(),
         "effort": req.effort,
     }
     if decision.measurement is not None:
@@ -537,7 +353,7 @@ def provide(request) -> Provided:
 
 def _provide(request) -> Provided:
     fp = fingerprint(request.problem.device, request.device, request.backend)  # once per build
-    req = _request(request, fp, assumed=_assumed_probe(request, fp))
+    req = _request(request, fp, assumed=assumed_probe(request, fp))
     tentative = _tentative_tree(req) if req.probe_origin == "assumed" else None
     if req.probe_origin == "assumed" and (tentative is None or req.planner.host_fallback_reason(tentative) is None):
         # a NeuronCore plan wins under the assumed probe: plan with the real one (it runs now)
@@ -578,22 +394,6 @@ def _log_decision(problem, decision, provenance: Provenance) -> None:
         _LOG.debug("%s: %s", problem.describe(), decision.measurement.rule)
 
 
-def _assumed_probe(request, fp: dict):
-    """(probe, "assumed") where the device's probe may wait until a device plan wins, else None.
-
-    The Neuron probe is a compile. For the precisions whose device plans the assumed probe favours
-    (``backend.probe_can_wait``), a host fallback that wins under it wins under any probe result,
-    so it is planned first under the assumption and the probe runs only if a NeuronCore plan wins.
-    """
-    backend, device, cache = request.backend, request.device, request.cache
-    if request.effort != "estimate" or not backend.probe_can_wait(request.problem) or backend.has_probe(device):
-        return None
-    fpd = fingerprint_digest(fp)
-    if cache is not None and cache.get_record(records.probe_key(fpd, device), PrecisionProbe.from_dict) is not None:
-        return None
-    return backend.assumed_probe("the host fallback runs this plan, so nothing was compiled to probe"), "assumed"
-
-
 def _tentative_tree(req: _Request) -> PlanNode | None:
     """The tree this request would get, without side effects (no counts, warnings or forgetting):
     the stored one if it is trusted, else the search's pick (None if the search raises)."""
@@ -601,7 +401,7 @@ def _tentative_tree(req: _Request) -> PlanNode | None:
     tree = None
     if record is not None:
         try:
-            tree = _trusted_tree(record, req, _key)
+            tree = trusted_tree(record, req, _key)
         except Exception:  # noqa: BLE001 - bogus wisdom: the real pass forgets it (with a warning) and plans
             tree = None
     if tree is None:
@@ -647,7 +447,7 @@ def _remeasure(req: _Request, decision: _Decision, stale: str) -> tuple[_Request
     """Re-measure a stale measured record at its own effort (an "estimate" request it answered
     must not put an estimate under a measured key), to be stored over it: (request, decision)."""
     effort = decision.measurement.effort
-    _warn(f"plan cache {req.cache.path}: {stale}; re-measuring (effort {effort!r}) and replacing the record")
+    warn(f"plan cache {req.cache.path}: {stale}; re-measuring (effort {effort!r}) and replacing the record")
     key = records.wisdom_key(req.digest, req.fpd, req.spec, req.tol, effort, req.planner.exportable)
     again = attrs.evolve(req, effort=effort, store_key=key)
     fresh = _plan_or_measure(again)
@@ -686,182 +486,6 @@ def _measure(req: _Request, estimate_node, prebuilt=None):
     and timed there (``backend.measure_runner``) and its bytes kept in ``prebuilt`` for the winner."""
     return measure(req.planner, req.problem, req.spec, req.device, req.effort, estimate_node,
                    _plan_maker(req, prebuilt))
-
-
-def _jit(req: _Request, decision: _Decision, facts: dict):
-    """A runner compiled in this process (compile="inductor"); None (eager) if it fails to build."""
-    problem, mode = req.problem, req.mode
-    # the plan's own flat (batch, points) shape: compiled static, as Plan.execute calls it
-    example = tuple(t[: problem.batch] for t in problem_inputs(problem, req.device))
-    t0 = time.perf_counter()
-    try:
-        runner = req.backend.jit_compile(decision.module, example, mode)
-    except Exception as exc:  # noqa: BLE001 - any compiler failure: the plan runs eagerly, with a warning
-        _warn(f"could not compile {decision.tree} with {mode} ({type(exc).__name__}: {str(exc)[:500]}); "
-              f"running eagerly")
-        facts.update(compile_mode="eager", compile_reason=f"{mode} failed to compile ({type(exc).__name__}); "
-                                                          f"eager instead")
-        return None
-    facts.update(compile_s=time.perf_counter() - t0, artifact="compiled in process")
-    return runner
-
-
-#: AOT load checks that failed in this process: (fingerprint digest, mode) -> why (see _failed_load_check)
-_FAILED_LOAD_CHECKS: dict[tuple[str, str], str] = {}
-state.register("plan.failed_load_checks", _FAILED_LOAD_CHECKS.clear)
-
-
-def _wants_load_check(backend, mode: str) -> str:
-    """"no", "yes" or "fresh" (yes, and ignore a remembered failure) for an artifact of ``mode``."""
-    setting = config.aot_load_check()
-    if mode != "aot" or setting == "0" or (setting == "auto" and not backend.load_check_artifacts):
-        return "no"
-    return "fresh" if setting == "1" else "yes"
-
-
-def _failed_load_check(cache, fpd: str, mode: str) -> str | None:
-    """Why AOT artifacts do not load on this fingerprint, if a load check said so before."""
-    why = _FAILED_LOAD_CHECKS.get((fpd, mode))
-    if why is None and cache is not None:
-        why = cache.get_record(records.load_check_key(fpd, mode), _load_check_why)
-    return why
-
-
-def _load_check_why(record: dict) -> str:
-    """A ``load_check:`` record's reason (see PlanCache.get_record's damaged-record policy)."""
-    why = record["why"]
-    if not isinstance(why, str) or not why:
-        raise TypeError(f"'why' must be a text, got {why!r}")
-    return why
-
-
-def _remember_failed_load_check(cache, fpd: str, mode: str, why: str | None) -> None:
-    if why is None:
-        _FAILED_LOAD_CHECKS.pop((fpd, mode), None)
-        if cache is not None:
-            cache.forget(records.load_check_key(fpd, mode))
-        return
-    _FAILED_LOAD_CHECKS[(fpd, mode)] = why
-    if cache is not None:
-        cache.set_record(records.load_check_key(fpd, mode), {"why": why, "when": time.time()})
-
-
-def _artifact(req: _Request, decision: _Decision, entry: dict | None, facts: dict):
-    """(runner, record entry) for the artifact of the tree; (None, None) if it cannot be had."""
-    tree, mode, cache = decision.tree, req.mode, req.cache
-    akey = records.artifact_key(req.digest, tree.digest(), req.fpd, mode)
-    facts["artifact_key"] = akey
-    if cache is not None:
-        cache.check_trusted()  # before any compile: an untrusted directory would waste it
-    check = _wants_load_check(req.backend, mode)
-    failed = _failed_load_check(cache, req.fpd, mode) if check == "yes" else None
-    if failed is not None:
-        # neither build (30-90 s on a GPU) nor load what would crash this process
-        reason = (f"{mode} artifacts crash at load on this machine ({failed}; remembered for this fingerprint: "
-                  f"torch, device and driver). TRNPLAN_AOT_LOAD_CHECK=1 checks again")
-        _warn(f"not using an {mode} artifact for {tree}: {reason}; running eagerly (compile='eager' or "
-              f"'inductor' avoids this warning)")
-        facts.update(compile_reason=reason, artifact_error=reason)
-        return None, None
-    data = _stored_artifact(cache, akey, entry, facts)
-    built = data is None
-    if built:
-        data, entry = _compile_artifact(req, decision, akey, facts)
-        if data is None:
-            return None, None
-    if check != "no" and entry.get("load_check") != "ok":
-        if not _load_check(req, tree, data, built, akey, facts):
-            return None, None
-        entry = {**entry, "load_check": "ok"}
-    t0 = time.perf_counter()
-    try:
-        runner = req.backend.load_artifact(data, mode, req.device)
-    except Exception as exc:  # noqa: BLE001 - any loader failure: the plan runs eagerly, with a warning
-        return _broken_artifact(req, tree, akey, exc, facts), None
-    facts.update(load_ms=(time.perf_counter() - t0) * 1e3, artifact_bytes=len(data))
-    return runner, entry
-
-
-def _broken_artifact(req: _Request, tree, akey: str, exc: Exception, facts: dict) -> None:
-    """An artifact whose bytes match their sha256 but do not load (a damaged or foreign build, a
-    bundle made for another torch): forget the bytes, run eagerly, say so. A loader crash that
-    kills the process is the load check's business (TRNPLAN_AOT_LOAD_CHECK)."""
-    mode = req.mode
-    reason = f"the {mode} artifact {akey} did not load ({type(exc).__name__}: {str(exc)[:300]})"
-    _warn(f"{reason}; forgetting it and running {tree} eagerly (a later plan builds it again)")
-    facts.update(compile_reason=f"{reason}; eager instead", artifact_error=reason, artifact=None)
-    if req.cache is not None:
-        req.cache.forget(akey)
-
-
-def _stored_artifact(cache, akey: str, entry: dict | None, facts: dict) -> bytes | None:
-    """The artifact the record names, if it is stored and its sha256 matches."""
-    if cache is None or entry is None or entry.get("key") != akey:
-        return None
-    data = cache.get_artifact(akey, entry.get("sha256", ""))
-    if data is not None:
-        compile_s = float(entry.get("compile_s", 0.0))
-        facts.update(artifact="artifact hit", compile_s=compile_s, dynamic_batch=entry.get("dynamic_batch"))
-        cache.count("artifact_hits")
-        cache.count("compile_seconds_saved", compile_s)
-    return data
-
-
-def _compile_artifact(req: _Request, decision: _Decision, akey: str, facts: dict):
-    """(bytes, record entry) of a new artifact, stored first-writer-wins; (None, None) if it fails to build."""
-    problem, tree, mode, cache = req.problem, decision.tree, req.mode, req.cache
-    if req.wisdom_only:
-        raise WisdomMiss(
-            f"effort='wisdom_only' (or TRNPLAN_WISDOM_ONLY=1): the plan for {problem.describe()} is stored "
-            f"but its {mode} artifact {akey} is missing or damaged in "
-            f"{cache.path if cache is not None else 'no cache'}; precompile it again"
-        )
-    example = problem_inputs(problem, req.device)
-    t0 = time.perf_counter()
-    # a compiler's logs stay under the plan cache (Neuron's compiler_workdir)
-    keep = {"workdir": str(cache.path / "compile" / akey.split(":")[1])} if (
-        req.backend.keeps_compiler_logs and cache is not None) else {}
-    try:
-        if str(tree) in decision.prebuilt:  # built, and timed, while measuring
-            data, built, seconds = decision.prebuilt[str(tree)]
-            t0 -= seconds
-        else:
-            data, built = req.backend.build_artifact(decision.module, example, mode, **keep)
-    except Exception as exc:
-        if not req.backend.build_failure_fallback():
-            raise  # Neuron: a CompileError naming the compiler's log, unless the host fallback was asked for
-        _warn(f"could not build the {mode} artifact for {tree} ({type(exc).__name__}: {exc}); running eagerly")
-        facts.update(compile_reason=f"{mode} failed to build ({type(exc).__name__}); eager instead",
-                     artifact_error=f"{mode} failed to build ({type(exc).__name__}: {str(exc)[:300]})")
-        return None, None
-    compile_s = time.perf_counter() - t0
-    facts.update(compile_s=compile_s, artifact="compiled now", dynamic_batch=built.get("dynamic_batch"))
-    if cache is not None:
-        data = cache.add_artifact(akey, data)  # another process may have won: run its bytes
-        cache.count("compiles")
-        cache.count("compile_seconds", compile_s)
-    entry = {"key": akey, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data),
-             "compile_s": compile_s, "dynamic_batch": built.get("dynamic_batch")}
-    return data, entry
-
-
-def _load_check(req: _Request, tree, data: bytes, built: bool, akey: str, facts: dict) -> bool:
-    """A child process loads the artifact first: a crash there costs this process nothing
-    (artifacts.load_check). False, remembered per fingerprint, if it did not load."""
-    problem, mode, cache = req.problem, req.mode, req.cache
-    t0 = time.perf_counter()
-    why = artifacts.load_check(data, req.device, problem_inputs(problem, req.device))
-    facts["load_check_s"] = time.perf_counter() - t0
-    _remember_failed_load_check(cache, req.fpd, mode, why)
-    if why is None:
-        return True
-    reason = f"the {mode} artifact did not load on this machine: {why}"
-    _warn(f"{reason}; running {tree} eagerly. Later {mode} plans on this machine (this torch, device and "
-          f"driver) run eagerly without building; TRNPLAN_AOT_LOAD_CHECK=1 checks again")
-    facts.update(compile_reason=reason, artifact_error=reason, artifact=None)
-    if built and cache is not None:
-        cache.forget(akey)  # bytes no record will point at (a stored artifact is left as it is)
-    return False
 
 
 __all__ = ["Provenance", "Provided", "commit", "provide", "reject"]
