@@ -245,3 +245,32 @@ def test_plan_cache_size_is_settable_in_code():
     finally:
         trnplan.set_plan_cache_size(None)
     assert trnplan.plan_cache_info()["maxsize"] == 256
+
+
+def test_adjoint_is_planned_from_the_request_through_the_pipeline(tmp_path, monkeypatch):
+    """Plan.adjoint() makes the adjoint's request from the plan's own (its cache, compile mode, bound,
+    effort, device) and gets it from the in-process plan cache, built by the plan layer's pipeline
+    (PLANS.build) on a miss; plan_many (the API) is not called back."""
+    from trnplan.plan import api, memo
+
+    cache = trnplan.PlanCache(tmp_path / "c")
+    plan = trnplan.plan_many(48, batch=3, kind="r2c", tol=1e-4, cache=cache, compile="eager")
+    monkeypatch.setattr(api, "plan_many", lambda *a, **k: pytest.fail("plan_many called back"))
+    built = []
+    real_build = memo.PLANS.build
+    monkeypatch.setattr(memo.PLANS, "build", lambda request: built.append(request) or real_build(request))
+    adj = plan.adjoint()
+    req, fwd = adj.request, plan.request
+    assert built == [req] and adj.problem.kind == "c2r" and adj.problem.inverse
+    assert (req.cache, req.compile, req.tol, req.effort, req.device) == (cache, "eager", 1e-4, fwd.effort, fwd.device)
+    assert plan.adjoint() is adj and memo.PLANS.get(req) is adj  # planned once, kept like any plan
+
+
+def test_a_plan_pickled_with_plan_many_in_front_still_loads():
+    """Pickles made while plans carried plan_many, ``(plan_many, request, tree, host_wisdom)``, load."""
+    from trnplan.plan.plan import _restore_plan
+
+    plan = trnplan.plan_many(64, 2, cache=None)
+    _, (request, tree, wisdom) = plan.__reduce__()
+    old = _restore_plan(trnplan.plan_many, request, tree, wisdom)
+    assert str(old.tree) == tree and old.problem == plan.problem

@@ -9,7 +9,6 @@ pocketfft does).
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -282,7 +281,7 @@ def _plan_many(shape, batch, *, kind, inverse, dtype, precision, norm, device, c
         request = make_request(shape, batch, **args)
         if name is not None and str(request.device) == str(device):  # "cuda" follows the current device: unnamed
             PLANS.name(name, request)
-    plan = PLANS.get(request)
+    plan = PLANS.get(request)  # PLANS.plan(request), inline: an in-process hit is the hot path
     if plan is None:  # built outside the lock; another thread's plan for the same request wins
         plan = PLANS.add(request, _build_plan(request))
     return plan
@@ -318,10 +317,12 @@ def _verify(request: PlanRequest, got: Provided, runner, provenance) -> PlanNode
 
 
 def _plan(request: PlanRequest, got: Provided, tree, runner, provenance) -> Plan:
-    replan = functools.partial(plan_many, tol=request.tol, cache=request.cache, compile=request.compile,
-                               effort="estimate" if request.effort == "wisdom_only" else request.effort)
     return Plan(request, tree, got.candidates, got.module, provenance=provenance, runner=runner, tol=got.tol,
-                profile_name=request.backend.profile.name, replan=replan)
+                profile_name=request.backend.profile.name, pipeline=True)
+
+
+#: the pipeline the in-process plan cache builds with on a miss (a plan's adjoint, an unpickled plan)
+PLANS.build = _build_plan
 
 
 __all__ = ["DEFAULT_CACHE", "cached_plan", "clear_plan_cache", "dropin_plan", "plan_cache_info", "plan_many", "plan_many_uncached"]

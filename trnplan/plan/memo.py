@@ -44,6 +44,18 @@ class PlanMemo:
         #: :meth:`clear`, so that a call answers only while its plan is cached
         self.calls: dict = {}
         self._lock = threading.Lock()
+        #: the plan layer's build pipeline, ``request -> Plan`` (:func:`trnplan.plan.api._build_plan`),
+        #: set once when that module is imported: what :meth:`plan` runs on a miss. Set there, not
+        #: passed to each Plan, because the pipeline builds Plans (it imports the module that
+        #: defines them, which therefore cannot import it)
+        self.build = None
+
+    def plan(self, request):
+        """The plan of ``request``: the cached one, else one built by the pipeline (:attr:`build`) and kept."""
+        plan = self.get(request)
+        if plan is None:  # built outside the lock; another thread's plan for the same request wins
+            plan = self.add(request, self.build(request))
+        return plan
 
     def get(self, request):
         """The plan of ``request`` (now the most recently used), or None; counts the hit on the plan."""

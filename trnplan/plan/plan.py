@@ -24,6 +24,8 @@ from trnplan.kernels import hostlib
 from trnplan.kernels.complex import pack, pack_arith, unpack_arith
 from trnplan.plan.autograd import PlanFunction, SplitFunction
 from trnplan.plan.explain import render_explain, render_short
+from trnplan.plan.memo import PLANS
+from trnplan.plan.request import make_request
 from trnplan.plan.traffic import count_plan
 from trnplan.plan.validation import check_layout, check_pair, check_tensor, dtype_name, wanted
 from trnplan.planner.planner import DEFAULT_STRATEGIES, PlanModule
@@ -115,8 +117,12 @@ def adjoint_arguments(problem: Problem) -> dict:
     return args
 
 
-def _restore_plan(plan_many, request: dict, tree: str, host_wisdom: dict | None = None) -> Plan:
+def _restore_plan(*args) -> Plan:
     """Unpickle a :class:`Plan` (its ``__reduce__``): rebuild it from its request and tree.
+
+    ``args``: ``(request, tree, host_wisdom)``, ``request`` plan_many's arguments as a dict (the
+    cache as ``"default"``, a path or None); a pickle made before plans stopped carrying
+    plan_many has it in front, ``(plan_many, request, tree, host_wisdom)``, and loads the same.
 
     A plan with pyFFTW leaves carries the pickling process's FFTW wisdom (``host_wisdom``), given
     to FFTW here before anything is lowered: FFTW_ESTIMATE reads wisdom for sub-problems too, so
@@ -129,18 +135,19 @@ def _restore_plan(plan_many, request: dict, tree: str, host_wisdom: dict | None 
     wisdom), the pickled tree is forced as the strategy, which replays it through its solvers
     without searching. Either way the plan is the one that was pickled.
     """
+    request, tree, host_wisdom = args[-3:] if len(args) == 4 else (*args, None)[:3]
     hostlib.import_wisdom(host_wisdom)
     request = dict(request)
     where = request.pop("cache")
     cache = default_cache() if where == "default" else PlanCache(where) if where is not None else None
     if cache is not None:
         try:
-            plan = plan_many(**request, cache=cache, effort="wisdom_only")
+            plan = PLANS.plan(make_request(**request, cache=cache, effort="wisdom_only"))
             if str(plan.tree) == tree:
                 return plan
         except WisdomMiss:
             pass
-    return plan_many(**{**request, "strategy": tree, "effort": "estimate"}, cache=cache)
+    return PLANS.plan(make_request(**{**request, "strategy": tree, "effort": "estimate"}, cache=cache))
 
 
 __all__ = ["Plan", "adjoint_arguments"]
@@ -164,7 +171,7 @@ class Plan:
     """
 
     def __init__(self, request, tree: PlanNode, candidates, module: PlanModule, *, provenance, runner=None,
-                 tol: float, profile_name: str, replan=None):
+                 tol: float, profile_name: str, pipeline: bool = False):
         problem, device = request.problem, request.device
         #: the :class:`~trnplan.plan.request.PlanRequest` this plan was made for
         self.request = request
@@ -202,9 +209,9 @@ class Plan:
         self._native_any_lead = self._native is not None and _any_leading(self._native)
         self._adjoint: Plan | None = None
         self._weights: dict = {}  # device -> Hermitian weights of the real kinds' backward
-        #: plans the adjoint the same way (plan_many with this plan's cache, compile, tol and effort),
-        #: given by plan_many, which this module cannot import (plan_many imports Plan)
-        self._replan = replan
+        #: made by the plan layer's pipeline (plan_many), which can plan it again from its request:
+        #: its adjoint, and on unpickling (a Plan made otherwise, e.g. to time a candidate, cannot)
+        self._pipeline = pipeline
 
     @property
     def tree(self) -> PlanNode:
@@ -442,16 +449,10 @@ class Plan:
         """
         if self._adjoint is None:
             p = self.problem
-            if self._replan is None:
+            if not self._pipeline:
                 raise RuntimeError("this Plan was not made by trnplan.plan_many, which is what plans its adjoint")
-            adjoint = adjoint_arguments(p)
-            forced_default = self.strategy in DEFAULT_STRATEGIES or f"({self.strategy})" in DEFAULT_STRATEGIES
-            if forced_default and self._replan.keywords.get("cache") is None:
-                # the drop-in's plan of a new shape (the device's own FFT, no search, stored nowhere):
-                # its adjoint is the device's own FFT too, planned the same way
-                adjoint["strategy"] = self.strategy
             try:
-                self._adjoint = self._replan(**adjoint, device=self.request.backend.device_argument(self.device))
+                self._adjoint = PLANS.plan(self._adjoint_request())
             except WisdomMiss as exc:
                 raise WisdomMiss(
                     f"the backward pass (autograd) of the plan for {p.describe()} runs its adjoint plan, which "
@@ -459,6 +460,20 @@ class Plan:
                     f"manifest entry, or `trnplan precompile --backward ...`, or trnplan.precompile([{{..., "
                     f"'backward': True}}])") from None
         return self._adjoint
+
+    def _adjoint_request(self):
+        """The request of the adjoint plan: the adjoint problem (:func:`adjoint_arguments`) on this
+        plan's device, planned as this plan was (its cache, compile mode, bound and effort)."""
+        req = self.request
+        strategy = None
+        forced_default = self.strategy in DEFAULT_STRATEGIES or f"({self.strategy})" in DEFAULT_STRATEGIES
+        if forced_default and req.cache is None:
+            # the drop-in's plan of a new shape (the device's own FFT, no search, stored nowhere):
+            # its adjoint is the device's own FFT too, planned the same way
+            strategy = self.strategy
+        return make_request(**adjoint_arguments(self.problem), device=req.backend.device_argument(self.device),
+                            strategy=strategy, effort="estimate" if req.effort == "wisdom_only" else req.effort,
+                            tol=req.tol, cache=req.cache, compile=req.compile)
 
     def backward(self, g: torch.Tensor) -> torch.Tensor:
         """The gradient with respect to the input, given the gradient ``g`` of the output.
@@ -543,23 +558,23 @@ class Plan:
         solver pickle, ``multiprocessing`` can pass them, and ``torch.save`` of a module holding
         one works (load it with ``torch.load(..., weights_only=False)``, as any pickled module).
         """
-        if self._replan is None:
+        if not self._pipeline:
             raise TypeError("this Plan was not made by trnplan.plan_many, which is what rebuilds it on unpickling")
-        p, made = self.problem, self._replan.keywords
-        cache = made["cache"]
+        p, made = self.problem, self.request
+        cache = made.cache
         where = "default" if cache is not None and cache is default_cache() else (
             str(cache.path) if cache is not None else None)
         request = {"shape": p.shape, "batch": p.batch, "kind": p.kind, "inverse": p.inverse, "dtype": p.dtype,
                    "precision": p.precision, "norm": p.norm, "cores": p.cores, "strategy": self.strategy,
-                   "device": str(self.request.backend.device_argument(self.device)), "tol": made["tol"],
-                   "compile": made["compile"], "cache": where}
+                   "device": str(self.request.backend.device_argument(self.device)), "tol": made.tol,
+                   "compile": made.compile, "cache": where}
         if p.modes:
             request["modes"] = p.modes
         if p.low:
             request["low"] = p.low
         tree = str(self.tree)
         host_wisdom = hostlib.export_wisdom() if "pyfftw" in tree else None
-        return (_restore_plan, (self._replan.func, request, tree, host_wisdom))
+        return (_restore_plan, (request, tree, host_wisdom))
 
     def __copy__(self) -> Plan:
         """A new Plan object sharing this one's module, artifact and adjoint (not a rebuild)."""
