@@ -67,3 +67,31 @@ def test_call_counts_meet_the_goals():
                          capture_output=True, text=True, check=True)
     wisdom = json.loads(out.stdout)["wisdom"]
     assert wisdom["calls"] <= 210 and wisdom["get_backend"] == 1 and wisdom["Problem.digest"] == 1
+
+
+def test_a_record_this_process_stored_is_not_replayed_and_a_changed_one_is(tmp_path, monkeypatch):
+    """The wisdom hit skips the replay of a record this process stored (or replayed) and finds
+    unchanged; a fresh process's state (state.reset) replays it; a record changed on disk since is
+    replayed, and one that does not describe a plan for the problem is forgotten with a warning."""
+    from trnplan.cache import CacheWarning
+    from trnplan.core import state
+    from trnplan.plan import trust
+
+    replays = []
+    real = trust.parse_strategy
+    monkeypatch.setattr(trust, "parse_strategy", lambda *a: replays.append(a[0]) or real(*a))
+    cache = PlanCache(tmp_path / "c")
+    first = trnplan.plan_many((64,), batch=4, cache=cache)
+    key = first.provenance.wisdom_key
+    trnplan.clear_plan_cache()
+    again = trnplan.plan_many((64,), batch=4, cache=cache)
+    assert again.provenance.origin == "wisdom hit" and replays == [] and again.tree == first.tree
+    state.reset()  # a fresh process: the record is replayed through its solvers
+    again = trnplan.plan_many((64,), batch=4, cache=cache)
+    assert again.provenance.origin == "wisdom hit" and replays == [str(first.tree)]
+    record = cache.get_wisdom(key)
+    cache.update_wisdom(key, {**record, "tree": {**record["tree"], "n": 32}})  # another process's bogus tree
+    trnplan.clear_plan_cache()
+    with pytest.warns(CacheWarning, match="does not describe a valid plan for this problem"):
+        replanned = trnplan.plan_many((64,), batch=4, cache=cache)
+    assert replanned.provenance.origin == "planned now" and replanned.tree == first.tree
