@@ -23,6 +23,11 @@ DERIVED_KEYS = {"best_library", "best_library_us", "measure_vs_best", "estimate_
                 "estimate_vs_torch", "measure_vs_torch"}
 
 
+#: the tests of the module-scoped `suite_run` fixture, on one pytest-xdist worker (`make test` runs
+#: --dist loadgroup): split over two workers, each ran the fixture, paying its cost twice
+ONE_WORKER = pytest.mark.xdist_group("benchsuite_run")
+
+
 @pytest.fixture(scope="module")
 def suite_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("suite")
@@ -36,6 +41,7 @@ def suite_run(tmp_path_factory):
     return out, docs
 
 
+@ONE_WORKER
 def test_json_schema(suite_run):
     out, _ = suite_run
     result = json.loads((out / "results.json").read_text())
@@ -67,6 +73,7 @@ def test_json_schema(suite_run):
             assert row["derived"]["estimate_vs_best"] > 0
 
 
+@ONE_WORKER
 def test_trnplan_cells_verified_against_numpy(suite_run):
     out, _ = suite_run
     result = json.loads((out / "results.json").read_text())
@@ -80,6 +87,7 @@ def test_trnplan_cells_verified_against_numpy(suite_run):
         assert row["derived"]["flagged"] == []
 
 
+@ONE_WORKER
 def test_markdown_table_shape(suite_run):
     out, _ = suite_run
     text = (out / "results.md").read_text()
@@ -100,6 +108,7 @@ def test_markdown_table_shape(suite_run):
     assert ("time_per_size.png" in text)
 
 
+@ONE_WORKER
 def test_docs_section_replaced_rest_kept(suite_run):
     out, docs = suite_run
     text = docs.read_text()

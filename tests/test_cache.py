@@ -312,6 +312,11 @@ def test_wisdom_only_in_process_forms(tmp_path, monkeypatch):
 
 
 # ---------------------------------------------------------------------- AOT (expensive)
+#: the tests of the module-scoped `aot_cache` fixture, on one pytest-xdist worker (`make test` runs
+#: --dist loadgroup): split over two workers, each ran the fixture, paying its cost twice
+ONE_WORKER = pytest.mark.xdist_group("aot_cache")
+
+
 @pytest.fixture(scope="module")
 def aot_cache(tmp_path_factory):
     """AOT COMPILE #1 (~20 s): process A plans n=64 batch 4 with compile="aot" and exits.
@@ -338,6 +343,7 @@ def _copy_cache(aot_cache, dest) -> pathlib.Path:
     return pathlib.Path(dest)
 
 
+@ONE_WORKER
 @pytest.mark.slow
 def test_aot_cross_process_artifact_hit(aot_cache, tmp_path):
     a = aot_cache["a"]
@@ -386,6 +392,7 @@ def test_aot_cross_process_artifact_hit(aot_cache, tmp_path):
         print("[aot] the artifact's batch is static: the batch-7 check was skipped")
 
 
+@ONE_WORKER
 @pytest.mark.slow
 def test_aot_warm_start_leaves_nothing_in_the_temp_dir(aot_cache, tmp_path):
     """AOTInductor's loader extracted each package (1.5 MB here) into a temp folder of its own and
@@ -407,6 +414,7 @@ def test_aot_warm_start_leaves_nothing_in_the_temp_dir(aot_cache, tmp_path):
     assert rel_l2(np.load(tmp_path / "out" / "b.npy"), reference(x, False)) <= BAR["fp32"]
 
 
+@ONE_WORKER
 @pytest.mark.slow
 def test_aot_untrusted_dir_refuses_artifact(aot_cache, tmp_path, monkeypatch):
     """No compile: loads process A's artifact from a world-writable copy."""
@@ -427,6 +435,7 @@ def test_aot_untrusted_dir_refuses_artifact(aot_cache, tmp_path, monkeypatch):
     assert_correct(plan, 64, 4)
 
 
+@ONE_WORKER
 @pytest.mark.slow
 def test_aot_tampered_artifact_is_rejected_and_rebuilt(aot_cache, tmp_path, monkeypatch):
     """No compile: the rebuild after a tampered artifact is stood in for by process A's real
@@ -521,6 +530,7 @@ def _stored_package(aot_cache, tmp_path) -> bytes:
     return cache.get_artifact(entry["key"], entry["sha256"])
 
 
+@ONE_WORKER
 @pytest.mark.slow
 def test_aot_load_check_loads_a_real_package_in_a_child_once(aot_cache, tmp_path, monkeypatch):
     """No compile: process A's stored package is loaded and run by a child process first, then here."""
@@ -543,6 +553,7 @@ def test_aot_load_check_loads_a_real_package_in_a_child_once(aot_cache, tmp_path
     assert_correct(again, 64, 4, seed=1)
 
 
+@ONE_WORKER
 @pytest.mark.slow
 def test_aot_load_check_a_fresh_package_is_checked_before_it_is_stored(aot_cache, tmp_path, monkeypatch):
     """The build is stood in for by process A's real package: checked by a child, then stored with the mark."""
@@ -575,6 +586,7 @@ def test_aot_load_check_a_fresh_package_is_checked_before_it_is_stored(aot_cache
     assert only_records(cache)[0]["artifacts"] == {} and cache.stats()["artifact_entries"] == 0
 
 
+@ONE_WORKER
 @pytest.mark.slow
 def test_aot_load_check_a_crash_is_remembered_per_fingerprint(aot_cache, tmp_path, monkeypatch):
     """No compile. A stored artifact whose child crashes: eager, and later aot plans build nothing."""

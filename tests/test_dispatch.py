@@ -232,6 +232,11 @@ STANDIN = textwrap.dedent("""
 """)
 
 
+#: the tests of the module-scoped `standin` fixture, on one pytest-xdist worker (`make test` runs
+#: --dist loadgroup): split over two workers, each ran the fixture, paying its cost twice
+ONE_WORKER = pytest.mark.xdist_group("dispatch_standin")
+
+
 @pytest.fixture(scope="module")
 def standin(tmp_path_factory):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [str(ROOT), os.environ.get("PYTHONPATH")] if p),
@@ -242,6 +247,7 @@ def standin(tmp_path_factory):
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
+@ONE_WORKER
 @pytest.mark.slow
 @pytest.mark.parametrize("call", ["rfft", "irfft", "stft", "compiled"])
 def test_standin_torchneuron_refuses_complex_naming_the_split_api(standin, call):
@@ -252,6 +258,7 @@ def test_standin_torchneuron_refuses_complex_naming_the_split_api(standin, call)
     assert got["fft_ops"] == [] and got["complex_ops"] == [], got  # refused before anything ran on the device
 
 
+@ONE_WORKER
 @pytest.mark.slow
 def test_standin_where_complex_is_held_torch_fft_stft_and_autograd_run_as_plans(standin):
     held = standin["held"]
@@ -263,6 +270,7 @@ def test_standin_where_complex_is_held_torch_fft_stft_and_autograd_run_as_plans(
     assert held["grad_fn"] == "FftR2CBackward0" and held["grad"] <= 1e-5, held
 
 
+@ONE_WORKER
 @pytest.mark.slow
 def test_standin_compiled_forward_and_backward_graphs_have_no_fft_and_only_allowlisted_ops(standin):
     got = standin["held"]["compiled"]

@@ -101,6 +101,11 @@ def _child(script: str, cache_dir, *args, **env) -> dict:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
+#: the tests of the module-scoped `built` fixture, on one pytest-xdist worker (`make test` runs
+#: --dist loadgroup): split over two workers, each ran the fixture, paying its cost twice
+ONE_WORKER = pytest.mark.xdist_group("neff_bundle")
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("neff-bundle")
@@ -109,6 +114,7 @@ def built(tmp_path_factory):
     return root, bundle, got
 
 
+@ONE_WORKER
 @pytest.mark.slow
 def test_export_carries_the_plans_neffs_and_not_the_users_other_models(built):
     _, bundle, got = built
@@ -126,6 +132,7 @@ def test_export_carries_the_plans_neffs_and_not_the_users_other_models(built):
     assert len(meta["probes"]) == 1 and meta["probes"][0]["key"].startswith("probe:"), meta["probes"]
 
 
+@ONE_WORKER
 @pytest.mark.slow
 def test_a_wisdom_only_process_finds_the_imported_neffs_and_compiles_nothing(built, tmp_path):
     _, bundle, got = built
@@ -181,6 +188,7 @@ def _escape(meta, files):
     (_flip, "sha256 does not match: the bundle is damaged"),
     (_escape, "not a runtime cache file with a relative path"),
 ])
+@ONE_WORKER
 def test_a_damaged_or_escaping_compiled_file_is_refused(built, tmp_path, change, why):
     _, bundle, _ = built
     cache = PlanCache(tmp_path / "prod")
@@ -192,6 +200,7 @@ def test_a_damaged_or_escaping_compiled_file_is_refused(built, tmp_path, change,
     assert report.rejected[0][0] not in {key for key, _ in cache.records()}
 
 
+@ONE_WORKER
 @pytest.mark.slow
 def test_a_remote_compile_cache_is_refused_and_plans_only_skips_the_neffs(built, tmp_path, monkeypatch):
     _, bundle, _ = built
@@ -203,6 +212,7 @@ def test_a_remote_compile_cache_is_refused_and_plans_only_skips_the_neffs(built,
     assert report.wisdom == 2 and report.compiled == 0 and not (tmp_path / "plans" / "neff").exists()
 
 
+@ONE_WORKER
 @pytest.mark.slow
 def test_measured_planning_times_each_candidate_compiled_on_the_device_in_the_split_form(built):
     """Issue 27 item 4/planning: effort="measure" on the (stand-in) NeuronCore times the candidates

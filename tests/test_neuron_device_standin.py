@@ -168,6 +168,11 @@ CHILD = textwrap.dedent("""
 """)
 
 
+#: the tests of the module-scoped `child` fixture, on one pytest-xdist worker (`make test` runs
+#: --dist loadgroup): split over two workers, each ran the fixture, paying its cost twice
+ONE_WORKER = pytest.mark.xdist_group("device_standin_child")
+
+
 @pytest.fixture(scope="module")
 def child(tmp_path_factory):
     # module scope runs before conftest's per-test cache directory: give the child its own
@@ -183,6 +188,7 @@ CASES = ["c2c", "r2c", "c2r", "c2c-2d", "r2c-3d"]
 REAL_DTYPES = {"torch.float32", "torch.bfloat16", "torch.int32", "torch.bool"}
 
 
+@ONE_WORKER
 @pytest.mark.parametrize("name", CASES)
 def test_execute_split_returns_neuron_tensors_with_fp32_accuracy(child, name):
     got = child[name]
@@ -191,6 +197,7 @@ def test_execute_split_returns_neuron_tensors_with_fp32_accuracy(child, name):
     assert got["err"] <= DEFAULT_TOL["fp32"], got
 
 
+@ONE_WORKER
 @pytest.mark.parametrize("name", CASES)
 def test_compiled_graphs_run_only_allowlisted_real_ops(child, name):
     got = child[name]
@@ -201,6 +208,7 @@ def test_compiled_graphs_run_only_allowlisted_real_ops(child, name):
     assert set(got["dtypes"]) <= REAL_DTYPES, got["dtypes"]  # every op on the device, in the graph or not
 
 
+@ONE_WORKER
 @pytest.mark.parametrize("name", ["c2c execute", "r2c execute", "trnplan.fft.fft", "trnplan.fft.rfft"])
 def test_complex_in_or_out_on_the_device_is_refused_naming_execute_split(child, name):
     got = child["refusals"][name]
@@ -210,6 +218,7 @@ def test_complex_in_or_out_on_the_device_is_refused_naming_execute_split(child, 
     assert set(got["dtypes"]) <= REAL_DTYPES, got["dtypes"]
 
 
+@ONE_WORKER
 def test_float64_on_the_device_is_refused_with_the_fix(child):
     got = child["fp64"]
     assert got is not None and got["cls"] == "PlanningError", got
@@ -218,11 +227,13 @@ def test_float64_on_the_device_is_refused_with_the_fix(child):
     assert got["ops"] == 0, "trnplan ran ops on the device before refusing"
 
 
+@ONE_WORKER
 def test_the_stand_in_refuses_what_a_neuroncore_refuses(child):
     assert child["refused"] == [["complex in graph", True], ["complex eager", True], ["float64", True],
                                 ["int64", True], ["off-list op in graph", True]]
 
 
+@ONE_WORKER
 def test_autograd_through_execute_split_stays_real_on_the_device(child):
     got = child["grad"]
     assert set(got["devices"]) == {"neuron:0"} and got["type"] == "NeuronTensor"
@@ -230,6 +241,7 @@ def test_autograd_through_execute_split_stays_real_on_the_device(child):
     assert set(got["dtypes"]) <= REAL_DTYPES, got["dtypes"]
 
 
+@ONE_WORKER
 def test_no_silent_fallback_on_torchneuron(child):
     """Item 8: trnplan sets (setdefault) TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION=1 and
     TORCH_NEURONX_FALLBACK_ONLY_FOR_UNIMPLEMENTED_OPS=1, explain() lists get_fallback_ops(), and an
@@ -240,6 +252,7 @@ def test_no_silent_fallback_on_torchneuron(child):
     assert got["eager"] is not None and "CPU fallback is disabled" in got["eager"], got
 
 
+@ONE_WORKER
 def test_a_failed_compile_is_a_compile_error_naming_the_log(child):
     got = child["compile_error"]
     assert got is not None and got["cls"] == "CompileError", got
@@ -247,6 +260,7 @@ def test_a_failed_compile_is_a_compile_error_naming_the_log(child):
     assert "compile='eager'" in got["msg"]
 
 
+@ONE_WORKER
 def test_the_neff_cache_follows_the_plan_cache_and_wisdom_only_never_compiles(child):
     """Item 4: not set at import; set at the first Neuron plan to <plan cache>/neff; another plan cache
     in the same process is refused (the runtime reads the variable once); under wisdom_only a plan whose
