@@ -16,6 +16,7 @@ Usage::
     python bench/measure_busy.py                       # 5 processes, load on, 2 torch threads
     python bench/measure_busy.py --runs 5 --no-load    # the quiet-machine run
     python bench/measure_busy.py --markdown docs/benchmarks.md --plot docs/measure_busy.png
+    python bench/measure_busy.py --replot bench/out/measure_busy.json --plot docs/measure_busy.png
 
 Prints a table and writes JSON (``--out``); ``--markdown`` rewrites the section between its
 markers in that file. A benchmark, not a test: nothing here asserts a time.
@@ -161,6 +162,8 @@ def plot(summary: list, path: str) -> None:
     for j, s in enumerate(summary):
         ax.scatter([j] * len(s["ratios"]), s["ratios"], color="tab:blue", s=18)
         ax.scatter([j], [s["median"]], color="tab:red", marker="_", s=300)
+    if max(max(s["ratios"]) for s in summary) > 3:  # a stalled run (50×) would flatten the rest
+        ax.set_yscale("log")
     ax.axhline(GOAL_WORST, color="gray", ls="--", lw=1)
     ax.axhline(1.0, color="black", lw=0.5)
     ax.set_xticks(range(len(summary)), [s["label"] for s in summary], rotation=20, fontsize=8)
@@ -181,6 +184,22 @@ def replace_section(path: str, text: str) -> None:
         f.write(doc)
 
 
+def measure_runs(args) -> tuple:
+    """The runs, one fresh-cache process after another, written to ``args.out``: (summary, meta)."""
+    runs, expected = [], 60.0
+    for i in range(args.runs):
+        print(f"run {i + 1}/{args.runs}", file=sys.stderr, flush=True)
+        runs.append(one_run(args, i, expected))
+        expected = runs[-1]["wall_s"]
+    summary = summarise(runs)
+    meta = {"runs": args.runs, "threads": args.threads, "load": args.load,
+            "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "loadavg": os.getloadavg()}
+    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+    with open(args.out, "w", encoding="utf-8") as f:
+        json.dump({"meta": meta, "runs": runs, "summary": summary}, f, indent=1)
+    return summary, meta
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--runs", type=int, default=5)
@@ -191,23 +210,19 @@ def main() -> int:
     p.add_argument("--out", default="bench/out/measure_busy.json")
     p.add_argument("--markdown")
     p.add_argument("--plot")
+    p.add_argument("--replot", metavar="JSON", help="render the table and plot of an earlier --out file; run nothing")
     p.add_argument("--child-json", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child_json:
         return child(args)
-    runs, expected = [], 60.0
-    for i in range(args.runs):
-        print(f"run {i + 1}/{args.runs}", file=sys.stderr, flush=True)
-        runs.append(one_run(args, i, expected))
-        expected = runs[-1]["wall_s"]
-    summary = summarise(runs)
-    meta = {"runs": args.runs, "threads": args.threads, "load": args.load,
-            "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "loadavg": os.getloadavg()}
+    if args.replot:
+        with open(args.replot, encoding="utf-8") as f:
+            saved = json.load(f)
+        summary, meta = saved["summary"], saved["meta"]
+    else:
+        summary, meta = measure_runs(args)
     text = markdown(summary, meta)
     print(text)
-    os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as f:
-        json.dump({"meta": meta, "runs": runs, "summary": summary}, f, indent=1)
     if args.markdown:
         replace_section(args.markdown, text)
     if args.plot:
