@@ -70,6 +70,10 @@ from trnplan.backends import get_backend
 from trnplan.cache.store import PlanCache
 from trnplan.kernels import hostlib
 from trnplan.plan import provide
+try:
+    from trnplan.plan import artifact
+except ImportError:  # an older trnplan: the artifact steps were in provide
+    artifact = provide
 from trnplan.planner.planner import Planner
 
 excl, stack = collections.Counter(), []
@@ -94,15 +98,16 @@ def wrap(owner, name, label):
 for owner, names, label in [
         (provide, ("fingerprint",), "fingerprint"),
         (PlanCache, ("_open",), "cache open"),
-        (PlanCache, ("get_wisdom", "get_record", "wisdom_for_problem"), "cache reads"),
+        (PlanCache, ("get_wisdom", "first_wisdom", "get_record", "wisdom_for_problem"), "cache reads"),
         (PlanCache, ("count", "add_wisdom", "update_wisdom", "add_record", "set_record", "add_artifact"),
          "cache writes"),
-        (provide, ("_trusted_tree",), "replay"),
+        (provide, ("_trusted_tree", "trusted_tree"), "replay"),
         (Planner, ("search",), "search"),
         (Planner, ("lower_plan",), "lower"),
         (PlanCache, ("get_artifact",), "artifact load"),
         (type(get_backend("cpu")), ("load_artifact",), "artifact load"),
         (provide, ("_compile_artifact",), "compile"),
+        (artifact, ("_compile_artifact",), "compile"),
         (hostlib, ("_import_library",), "library imports")]:
     for name in names:
         wrap(owner, name, label)
