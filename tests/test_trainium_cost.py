@@ -400,3 +400,31 @@ def test_the_cpu_keeps_the_scale_as_its_own_pass():
     """Plans that run op by op (the CPU) keep the scale where it was: their results are unchanged."""
     plan = trnplan.plan_many(64, 3, inverse=True, strategy="dft-gemm", cache=None)
     assert plan.module.scale == pytest.approx(1 / 64)
+
+
+@pytest.mark.parametrize("case", SCALED, ids=lambda c: f"{c[2]}-{c[4]}-{c[5]}")
+def test_a_root_that_cannot_fold_the_scale_pays_its_pass(case):
+    """The planner prices the scale's own pass (one read and write of the output) at a root
+    that does not fold it, and nothing where it folds: the model's bytes of the scaled plan
+    against the same tree unscaled, and Solver.scale_folds against what the lowering did."""
+    plan, planner = _scaled_plan(case)
+    problem, folds = plan.problem, case[-1]
+    assert planner.solver(plan.tree.solver).scale_folds(plan.tree) == folds
+    shape, batch, kind, inverse, _, strategy, _ = case
+    unscaled = trnplan.plan_many(shape, batch, kind=kind, inverse=inverse, norm="forward" if inverse else "backward",
+                                 device="meta", strategy=strategy, cache=None)
+    assert unscaled.problem.scale == 1.0 and str(unscaled.tree) == str(plan.tree)
+    out = math.prod(problem.out_shape) * batch * 4 * (1 if problem.real_output else 2)
+    assert plan.tree.bytes - unscaled.tree.bytes == pytest.approx(0.0 if folds else 2 * out)
+
+
+def test_precision_auto_folds_the_scale_into_its_modes_plan():
+    """precision='auto' lowers its chosen mode's tree in that mode: the scale folds there too."""
+    plan = trnplan.plan_many(64, 3, inverse=True, precision="auto", device="meta", strategy="dft-gemm", cache=None)
+    assert plan.tree.solver == "precision"
+    module = trnplan.Planner(get_backend("meta")).lower_plan(plan.tree, plan.problem, torch.device("cpu"))
+    assert module.scale == 1.0
+    x = seeded_input(plan.problem)
+    ref = reference(plan.problem, x)
+    error = np.linalg.norm(_run_split(module, plan.problem, x) - ref) / np.linalg.norm(ref)
+    assert error <= plan.tol, (str(plan.tree), error)

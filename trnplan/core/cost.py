@@ -49,8 +49,9 @@ import attrs
 #: wisdom planned under the old prices is planned again). 2: true traffic in ``bytes``, transposes
 #: and unfused elementwise traffic priced by the profile, one launch per compiled graph, tile rules;
 #: 3: the CPU profile's GEMM rates re-measured (3× faster: trnplan.backends.cpu); 4: a NeuronCore's
-#: engine and DMA time of a node overlap (``CostProfile.overlaps``: their larger, not their sum)
-COST_MODEL_VERSION = 4
+#: engine and DMA time of a node overlap (``CostProfile.overlaps``: their larger, not their sum);
+#: 5: on the accelerators a root that cannot fold the norm scale pays its pass (solver.scale_pass)
+COST_MODEL_VERSION = 5
 
 
 @attrs.frozen

@@ -186,6 +186,9 @@ class DFTGemmSolver(Solver):
     def build(self, node, ctx):
         return self.build_scaled(node, ctx, 1.0)
 
+    def scale_folds(self, node):
+        return True
+
     def build_scaled(self, node, ctx, scale):
         w = fused_complex_matrix(dft_matrix(node.n, 1 if node.inverse else -1), left=False)
         return DFTGemm(node.n, w * scale if scale != 1.0 else w, ctx, node.param("chunk", None))

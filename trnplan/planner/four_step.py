@@ -265,6 +265,9 @@ class FourStep(Solver):
     def build(self, node, ctx):
         return self.build_scaled(node, ctx, 1.0)
 
+    def scale_folds(self, node):
+        return True
+
     def build_scaled(self, node, ctx, scale):
         """The scale rides in the twiddles (the general lowering) or in the twiddle-folded second
         GEMM's matrices (Monarch): both already exist, so it costs no pass."""

@@ -415,13 +415,17 @@ class ND(WholeShape, Solver):
             return NDLibrary(shape, kind, node.inverse)
         return NDRowColumn(shape, kind, node.inverse, node.children, ctx)
 
-    def build_scaled(self, node, ctx, scale):
-        """The row-column lowering whose last pass is one GEMM on the buffer: the scale goes into
-        that GEMM's matrix (any other last pass is a module of its own: the scale stays a pass)."""
+    def scale_folds(self, node):
+        """The row-column lowering whose last pass is one GEMM on the buffer (any other last pass
+        is a module of its own: the scale stays a pass)."""
         if node.param("method") == "lib":
-            return None
-        kind = node.param("kind", "c2c")
+            return False
         shape = tuple(node.param("factors"))
-        if not lean_pass(node.children[lean_order(len(shape), kind)[-1]]):
+        return lean_pass(node.children[lean_order(len(shape), node.param("kind", "c2c"))[-1]])
+
+    def build_scaled(self, node, ctx, scale):
+        """The scale goes into the last GEMM pass's matrix (:meth:`scale_folds`)."""
+        if not self.scale_folds(node):
             return None
-        return NDRowColumn(shape, kind, node.inverse, node.children, ctx, scale)
+        shape = tuple(node.param("factors"))
+        return NDRowColumn(shape, node.param("kind", "c2c"), node.inverse, node.children, ctx, scale)

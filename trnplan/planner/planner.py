@@ -443,10 +443,9 @@ class Planner:
         (``Backend.folds_scale``) and the root can (:meth:`Solver.build_scaled`): one read and
         write of the output fewer in the graph."""
         scale = problem.scale
-        solver = self.solver(node.solver)
-        if scale != 1.0 and self.backend.folds_scale and solver is not None:
-            builder = Builder({s.name: s for s in self.solvers})
-            folded = solver.build_scaled(node, builder.context(problem.real_dtype, device, problem.precision), scale)
+        if scale != 1.0 and self.backend.folds_scale and self.solver(node.solver) is not None:
+            ctx = Builder({s.name: s for s in self.solvers}).context(problem.real_dtype, device, problem.precision)
+            folded = ctx.build.build_scaled(node, scale)
             if folded is not None:
                 return PlanModule(folded, 1.0)
         return PlanModule(self.lower(node, problem, device), scale)
@@ -470,6 +469,10 @@ class Builder:
 
     def __call__(self, node: PlanNode) -> torch.nn.Module:
         return self.by_name[node.solver].build(node, self.ctx)
+
+    def build_scaled(self, node: PlanNode, scale: float) -> torch.nn.Module | None:
+        """``node``'s module with ``scale`` folded in (:meth:`Solver.build_scaled`), or None."""
+        return self.by_name[node.solver].build_scaled(node, self.ctx, scale)
 
 
 class PlanModule(torch.nn.Module):

@@ -101,6 +101,12 @@ class Precision(Solver):
         sub = ctx.build.context(ctx.dtype, ctx.device, node.param("mode"))
         return sub.build(node.children[0])
 
+    def build_scaled(self, node, ctx, scale):
+        """The child's, in its own mode: the child was planned (and priced, its scale's pass
+        included where it cannot fold it) at the root."""
+        sub = ctx.build.context(ctx.dtype, ctx.device, node.param("mode"))
+        return sub.build.build_scaled(node.children[0], scale)
+
 
 class _Backendless:
     """Every mode is a candidate when only the spelling of a strategy is checked."""

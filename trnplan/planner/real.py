@@ -290,6 +290,9 @@ class Real(Solver):
     def runs_on_user_tensor(self, node):
         return node.param("method") == "lib"
 
+    def scale_folds(self, node):
+        return node.param("method") == "gemm"
+
     def build_scaled(self, node, ctx, scale):
         """method=gemm is one GEMM: the scale goes into its matrix."""
         return RealGemm(node.n, node.inverse, ctx, scale) if node.param("method") == "gemm" else None

@@ -29,7 +29,7 @@ import torch
 
 from trnplan.backends.base import Backend, PrecisionProbe
 from trnplan.core import state
-from trnplan.core.cost import CostProfile, Work
+from trnplan.core.cost import CostProfile, Work, elementwise
 from trnplan.core.errors import PlanningError
 from trnplan.core.node import PlanNode
 from trnplan.core.problem import Problem
@@ -92,6 +92,14 @@ def root_output(problem: Problem) -> Work:
     if problem.real_output:
         return Work()
     return Work(launches=1, bytes=4 * math.prod(problem.out_shape) * problem.batch * itemsize(problem))
+
+
+def scale_pass(problem: Problem) -> Work:
+    """The plan's norm scale as a pass of its own (:class:`~trnplan.planner.planner.PlanModule`
+    multiplies each output tensor): one read and one write of the output, fused into one region."""
+    tensors = 1 if problem.real_output else 2
+    return elementwise(tensors, math.prod(problem.out_shape) * problem.batch, itemsize(problem), operands=2,
+                       arrays=2 * tensors)
 
 
 def library_io(problem: Problem, planner, launches: int = 2) -> Work:
@@ -160,6 +168,11 @@ class Solver:
     def why_not(self, problem: Problem, planner, forced: bool) -> str | None:  # pragma: no cover
         raise NotImplementedError
 
+    def scale_folds(self, node: PlanNode) -> bool:
+        """Whether :meth:`build_scaled` folds a scale into ``node``'s module (read from the node
+        alone: the planner prices the scale's own pass at a root where it does not)."""
+        return False
+
     def build_scaled(self, node: PlanNode, ctx: BuildContext, scale: float) -> torch.nn.Module | None:
         """``node``'s module with the plan's norm ``scale`` folded into the constant matrix of its
         last GEMM (scaled in float64 before the cast), so no pass of its own multiplies the output;
@@ -196,11 +209,17 @@ class Solver:
         pays for packing its result into the complex output (:func:`root_output`) and for
         launching its module as one graph (``graphs``: priced where the device runs a plan
         compiled whole, the accelerators' ``graph_us``; free elsewhere); ``direct`` marks a
-        library call that ``Plan.execute`` makes on the user's tensor instead; ``folded`` is work
+        library call that ``Plan.execute`` makes on the user's tensor instead. Where the backend
+        folds the norm scale into the root's constants (``Backend.folds_scale``) and this root
+        cannot (:meth:`scale_folds`), the root pays the scale's own pass. ``folded`` is work
         this node changes in a leaf child's stage (:meth:`~trnplan.core.cost.CostProfile.priced`).
         """
         if not direct and planner.at_root(problem):
             work = work + root_output(problem) + Work(graphs=1)
+            if problem.scale != 1.0 and planner.backend.folds_scale and not self.scale_folds(PlanNode(
+                    solver=self.name, n=problem.n, batch=problem.batch, inverse=problem.inverse, params=params,
+                    children=children)):
+                work = work + scale_pass(problem)  # Planner.lower_plan keeps it a pass (folds nowhere)
         dtype = "float64" if problem.real_dtype == torch.float64 else "float32"
         return PlanNode(solver=self.name, n=problem.n, batch=problem.batch, inverse=problem.inverse, params=params,
                         children=children, error=error, **planner.profile.priced(work, dtype, children, folded))
