@@ -333,34 +333,47 @@ def test_a_device_plan_over_the_2_gb_tensor_limit_is_refused(standin):
 
 # ---------------------------------------------------------------------- a warm process (defect 1)
 _CHILD = textwrap.dedent(r"""
-    import json, sys, warnings
+    import json, sys
+    import warnings
     warnings.simplefilter("ignore")
     import numpy as np, torch, trnplan
     from trnplan.cache import PlanCache
     assert "torch_neuronx" not in sys.modules  # trnplan must import it itself
-    plan = trnplan.plan_many(({n},), batch={batch}, device="neuron", cores={cores}, precision={precision!r},
-                             strategy={strategy!r}, cache=PlanCache({cache!r}))
-    x = np.load({data!r})
-    y = plan.execute(torch.from_numpy(x).to(torch.complex64))
-    standin = sys.modules["torch_neuronx"]
-    print(json.dumps({{"traces": len(standin.CALLS), "placements": standin.PLACEMENTS,
-                      "artifact": plan.provenance.artifact, "origin": plan.provenance.origin,
-                      "explain": plan.explain(full=True), "y": y.numpy().view(np.float32).tolist()}}))
+    got = []
+    for job in json.loads(sys.argv[1]):
+        plan = trnplan.plan_many((job["n"],), batch=job["batch"], device="neuron", cores=job["cores"],
+                                 precision=job["precision"], strategy=job["strategy"], cache=PlanCache(job["cache"]))
+        y = plan.execute(torch.from_numpy(np.load(job["data"])).to(torch.complex64))
+        standin = sys.modules["torch_neuronx"]
+        got.append({"traces": len(standin.CALLS), "placements": list(standin.PLACEMENTS),
+                    "artifact": plan.provenance.artifact, "origin": plan.provenance.origin,
+                    "explain": plan.explain(full=True), "y": y.numpy().view(np.float32).tolist()})
+    print(json.dumps(got))
 """)
 
 
 def _fresh_process(where, tmp_path, x, *, n, batch, cores=1, precision="fp32", strategy="dft-gemm", **env):
     """Run the plan in a new process that sees ``where`` (a stand-in host) and only the plan cache."""
-    np.save(tmp_path / "x.npy", x.numpy())
-    script = _CHILD.format(n=n, batch=batch, cores=cores, precision=precision, strategy=strategy,
-                           cache=str(tmp_path / "c"), data=str(tmp_path / "x.npy"))
+    job = {"n": n, "batch": batch, "cores": cores, "precision": precision, "strategy": strategy}
+    return _fresh_process_runs(where, tmp_path, [(x, job)], **env)[0]
+
+
+def _fresh_process_runs(where, tmp_path, runs, **env):
+    """Each ``(x, plan arguments)`` of ``runs`` planned and executed in turn in one new process (as
+    :func:`_fresh_process`; ``traces`` and ``placements`` count from the process's start)."""
+    jobs = []
+    for i, (x, kw) in enumerate(runs):
+        np.save(tmp_path / f"x{i}.npy", x.numpy())
+        jobs.append({"cores": 1, "precision": "fp32", "strategy": "dft-gemm", **kw, "cache": str(tmp_path / "c"),
+                     "data": str(tmp_path / f"x{i}.npy")})
     env = child_env(where, TRNPLAN_CACHE_DIR=str(tmp_path / "default"), TRNPLAN_WISDOM_ONLY="1",
                     NEURON_RT_VISIBLE_CORES="0-3", **env)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300,
-                         check=False)
+    out = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(jobs)], capture_output=True, text=True, env=env,
+                         timeout=300, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    got["y"] = np.asarray(got["y"], dtype=np.float32).view(np.complex64).reshape(batch, n)
+    for g, job in zip(got, jobs):
+        g["y"] = np.asarray(g["y"], dtype=np.float32).view(np.complex64).reshape(job["batch"], job["n"])
     return got
 
 
@@ -413,9 +426,12 @@ def test_precompile_on_a_build_host_then_run_on_the_instance(build_host, standin
         assert [c["cpu_backend"] for c in tnx.CALLS] == [True, True]  # no probe: nothing to run it on
         assert tnx.PLACEMENTS == []  # nothing loaded on the build host
     monkeypatch.delenv("TRNPLAN_NEURON_CPU_BACKEND")
-    for n, batch, cores in ((256, 4, 1), (256, 7, 2)):
-        x64, x = _complex_input((batch, n), seed=batch)
-        got = _fresh_process(standin_host, tmp_path, x, n=n, batch=batch, cores=cores, TRNPLAN_NEURON_TARGET="trn1")
+    # both plans in one fresh process (an interpreter start each cost ~10 s of this suite): the
+    # trace count is the process's, so the second plan's load is checked to trace nothing as well
+    inputs = [(_complex_input((batch, n), seed=batch), {"n": n, "batch": batch, "cores": cores})
+              for n, batch, cores in ((256, 4, 1), (256, 7, 2))]
+    runs = _fresh_process_runs(standin_host, tmp_path, [(x, kw) for (_, x), kw in inputs], TRNPLAN_NEURON_TARGET="trn1")
+    for ((x64, _), _), got in zip(inputs, runs, strict=True):
         assert got["traces"] == 0 and got["artifact"] == "artifact hit"
         assert "assumed" in got["explain"]  # the probe the build host assumed, kept with the plans
         assert rel_l2(got["y"], reference(x64, False)) <= BAR["fp32"]
