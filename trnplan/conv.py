@@ -18,10 +18,17 @@ it from a new (e.g. learned) bank instead, differentiably. The two transforms ar
 plans chosen by the planner (a host library, torch.fft, or on an accelerator the four-step /
 Monarch GEMM trees of Dao et al.'s FlashFFTConv formulation); autograd runs their adjoint plans.
 
-Not built here (issue 30 item 2): one fused solver that plans the forward transform, the product
-and the inverse as a single node (today they are two plans and one elementwise product, so an
-accelerator runs them as separately compiled graphs), and implicit zero-padding inside the
-transform (the signal is padded by one ``pad`` op).
+On ``xla`` a call on real signals with the kept bank and no gradient runs as **one compiled graph**
+(:meth:`ConvPlan.fused`): the pad, both plans' device modules on split ``(re, im)`` tensors, the
+product in real arithmetic and the crop, compiled together by ``torch.compile(backend="openxla",
+fullgraph=True, dynamic=False)`` once per input shape; the planned route ran three graphs per call
+there (each plan compiled alone, the product between them). Calls that need a gradient, pass a new
+bank or have complex signals take the planned route.
+
+Not built here (issue 30 item 2): one fused *solver* that plans the forward transform, the product
+and the inverse as a single node (the planner prices the two plans, not the fused graph), and
+implicit zero-padding inside the transform (the signal is padded by one ``pad`` op; on the CPU
+torch.fft pads the same way inside ``rfft(x, n=N)``, so only a pruned-input GEMM would save it).
 
 References
 ----------
@@ -66,6 +73,7 @@ class ConvPlan(torch.nn.Module):
         self.register_buffer("filters", filters.detach(), persistent=False)
         self.register_buffer("spectrum", self.filter_spectrum(filters.detach()), persistent=False)
         self._full = None  # a real bank's full (c2c) spectrum, made when complex signals first come
+        self._fused: dict = {}  # (input shape, device) -> the compiled whole-convolution graph (fused)
 
     def extra_repr(self) -> str:
         return (f"channels={self.channels}, length={self.length}, kernel={self.kernel}, mode={self.mode!r}, "
@@ -99,10 +107,50 @@ class ConvPlan(torch.nn.Module):
             pad += [0, want - size]
         return torch.nn.functional.pad(x, pad) if any(pad) else x
 
+    def fusable(self, x: torch.Tensor, filters: torch.Tensor | None = None) -> bool:
+        """Whether a call on ``x`` runs as one compiled graph (:meth:`fused`): on ``xla``, real signals
+        and bank, the kept bank, and no gradient to record."""
+        grad = torch.is_grad_enabled() and (x.requires_grad or self.filters.requires_grad)
+        return (x.device.type == "xla" and filters is None and not grad and not self.complex and not x.is_complex()
+                and x.dtype == torch.float32)
+
+    def fused(self, x: torch.Tensor) -> torch.Tensor:
+        """The whole convolution of ``x`` as one graph: pad, the r2c plan's device module, the product
+        with the bank's spectrum in real arithmetic, the c2r plan's module, crop; compiled once per
+        input shape and device. The same plans as the planned route (their trees, not their runners)."""
+        key = (tuple(x.shape), str(x.device))
+        graph = self._fused.get(key)
+        if graph is None:
+            graph = self._fused[key] = torch.compile(self._composed(x), backend="openxla", fullgraph=True, dynamic=False)
+        return graph(x)
+
+    def _composed(self, x: torch.Tensor):
+        lead = tuple(x.shape[: x.ndim - self.rank - 1])
+        batch = max(1, math.prod(lead)) * self.channels
+        fwd = cached_plan("r2c", self.n, batch, torch.complex64, "backward", False, x.device).module
+        inv = cached_plan("c2r", self.n, batch, torch.complex64, "forward", True, x.device).module
+        # the spectrum split once, on the device: the graph is real-typed (its parts broadcast over the lead dims)
+        half = math.prod(self.n[:-1]) * (self.n[-1] // 2 + 1)
+        sr, si = (t.reshape(self.channels, half) for t in _split(self.spectrum))
+        n, out_length, rank, pad = self.n, self.out_length, self.rank, self._pad
+
+        def conv(signal):
+            re, im = fwd(pad(signal, n).reshape(batch, -1))
+            re, im = re.reshape(-1, sr.shape[0], half), im.reshape(-1, sr.shape[0], half)
+            (y,) = inv((re * sr - im * si).reshape(batch, half), (re * si + im * sr).reshape(batch, half))
+            y = y.reshape(*lead, sr.shape[0], *n)
+            for d, keep in zip(range(-rank, 0), out_length):
+                y = y.narrow(d, 0, keep)
+            return y
+
+        return conv
+
     def forward(self, x: torch.Tensor, filters: torch.Tensor | None = None) -> torch.Tensor:
         if x.ndim < self.rank + 1 or tuple(x.shape[-self.rank:]) != self.length or x.shape[-self.rank - 1] != self.channels:
             raise ValueError(f"x must have shape (..., {self.channels}, {', '.join(map(str, self.length))}) (channels, "
                              f"then the signal); got {tuple(x.shape)}")
+        if self.fusable(x, filters):
+            return self.fused(x)
         if self.complex and not x.is_complex():
             x = x.to(self.spectrum.dtype)  # real signals with a complex bank: a complex convolution
         if filters is not None:
@@ -126,6 +174,11 @@ class ConvPlan(torch.nn.Module):
         for d, keep in zip(range(-self.rank, 0), self.out_length):
             y = y.narrow(d, 0, keep)
         return y
+
+
+def _split(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(Re z, Im z)`` of a complex tensor, as new real tensors (on xla, by the device's own ops)."""
+    return z.real.contiguous(), z.imag.contiguous()
 
 
 def _cmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

@@ -153,3 +153,41 @@ def test_long_convolution_on_xla():
     gerr = float((xd.grad.cpu().double() - xr.grad).norm() / xr.grad.norm())
     assert fallback == [], fallback
     assert err <= 2 * DEFAULT_TOL["fp32"] and gerr <= 4 * DEFAULT_TOL["fp32"], (err, gerr)  # two fp32 plans
+
+
+def _executions() -> int:
+    import torch_xla.debug.metrics as met
+
+    data = met.metric_data("ExecuteTime")
+    return int(data[0]) if data else 0
+
+
+@pytest.mark.parametrize("length,kernel,mode,lead", [(256, 64, "causal", (2,)), (200, 33, "linear", (3,)),
+                                                      (128, 128, "circular", ()), ((12, 10), (3, 4), "linear", (2,))],
+                         ids=["causal-1d", "linear-1d", "circular-1d", "linear-2d"])
+def test_long_convolution_is_one_graph_per_call_on_xla(length, kernel, mode, lead):
+    """Without a gradient, a convolution on xla runs as one compiled graph (ConvPlan.fused: pad, both
+    plans' modules, the product, the crop) — one execution per call once compiled, where the planned
+    route ran three (each plan's graph and the product's) — nothing on the host, and within two fp32
+    plans' bar of the float64 convolution on the CPU."""
+    from trnplan.conv import plan_conv
+
+    shape = (length,) if isinstance(length, int) else length
+    h = torch.randn(4, *((kernel,) if isinstance(kernel, int) else kernel))
+    conv, ref = plan_conv(h.to(DEV), length, mode), plan_conv(h.double(), length, mode)
+    xs = [torch.randn(*lead, 4, *shape) for _ in range(3)]
+    xd = [x.to(DEV) for x in xs]
+    torch_xla.sync()
+    before = xla_audit._fallback_counts()
+    for i, (x, xdev) in enumerate(zip(xs, xd)):
+        assert conv.fusable(xdev)
+        start = _executions()
+        with torch.no_grad():
+            y = conv(xdev)
+        torch_xla.sync()
+        if i:  # the first call also compiles (and runs) the plans' own graphs
+            assert _executions() - start == 1
+        expected = ref(x.double())
+        assert rel_l2(y.cpu(), expected) <= 2 * DEFAULT_TOL["fp32"]
+    assert sorted(op for op, n in xla_audit._fallback_counts().items() if n > before.get(op, 0)) == []
+    assert not conv.fusable(xd[0].requires_grad_())  # a gradient to record: the planned route (its adjoints)
