@@ -21,8 +21,9 @@ Monarch GEMM trees of Dao et al.'s FlashFFTConv formulation); autograd runs thei
 On ``xla`` a call on real signals with the kept bank and no gradient runs as **one compiled graph**
 (:meth:`ConvPlan.fused`): the pad, both plans' device modules on split ``(re, im)`` tensors, the
 product in real arithmetic and the crop, compiled together by ``torch.compile(backend="openxla",
-fullgraph=True, dynamic=False)`` once per input shape; the planned route ran three graphs per call
-there (each plan compiled alone, the product between them). Calls that need a gradient, pass a new
+fullgraph=True, dynamic=False)`` once per input shape; the planned route ran five graphs per call
+there (each plan's compiled graph, and three lazy graphs for the pad, the product and the crop:
+measured on XLA:CPU, torch-xla 2.9). Calls that need a gradient, pass a new
 bank or have complex signals take the planned route.
 
 Not built here (issue 30 item 2): one fused *solver* that plans the forward transform, the product

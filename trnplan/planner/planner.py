@@ -440,10 +440,12 @@ class Planner:
     def lower_plan(self, node: PlanNode, problem, device) -> PlanModule:
         """The whole transform as one module: the lowered tree, then ``problem``'s norm scale —
         folded into the tree's last GEMM where the backend compiles plans whole
-        (``Backend.folds_scale``) and the root can (:meth:`Solver.build_scaled`): one read and
-        write of the output fewer in the graph."""
+        (``Backend.folds_scale``), or on every backend where the root's solver says so
+        (``Solver.folds_scale_always``), and the root can (:meth:`Solver.build_scaled`): one read and
+        write of the output fewer."""
         scale = problem.scale
-        if scale != 1.0 and self.backend.folds_scale and self.solver(node.solver) is not None:
+        solver = self.solver(node.solver)
+        if scale != 1.0 and solver is not None and (self.backend.folds_scale or solver.folds_scale_always):
             ctx = Builder({s.name: s for s in self.solvers}).context(problem.real_dtype, device, problem.precision)
             folded = ctx.build.build_scaled(node, scale)
             if folded is not None:
@@ -484,10 +486,6 @@ class PlanModule(torch.nn.Module):
 
     def __init__(self, root: torch.nn.Module, scale: float):
         super().__init__()
-        # a root whose last step is a constant GEMM takes the scale into its matrix (fold_scale):
-        # no separate pass over the output (trnplan.planner.truncated's pruned c2r)
-        if scale != 1.0 and hasattr(root, "fold_scale") and root.fold_scale(scale):
-            scale = 1.0
         self.root, self.scale = root, scale
 
     def forward(self, *inputs: torch.Tensor):

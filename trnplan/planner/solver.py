@@ -168,6 +168,10 @@ class Solver:
     def why_not(self, problem: Problem, planner, forced: bool) -> str | None:  # pragma: no cover
         raise NotImplementedError
 
+    #: fold the norm scale (build_scaled) on every backend, op-by-op ones too (Backend.folds_scale
+    #: decides for the others): where the pass it saves was measured to matter there
+    folds_scale_always: ClassVar[bool] = False
+
     def scale_folds(self, node: PlanNode) -> bool:
         """Whether :meth:`build_scaled` folds a scale into ``node``'s module (read from the node
         alone: the planner prices the scale's own pass at a root where it does not)."""

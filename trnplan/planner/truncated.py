@@ -85,7 +85,7 @@ def _back(state, dim: int, last: int):
 class PrunedRowColumn(torch.nn.Module):
     """method=gemm: one kept-column GEMM per axis (r2c: last axis first; c2r: last axis last)."""
 
-    def __init__(self, shape: tuple, modes: tuple, inverse: bool, ctx, low: tuple = ()):
+    def __init__(self, shape: tuple, modes: tuple, inverse: bool, ctx, low: tuple = (), scale: float = 1.0):
         super().__init__()
         self.shape, self.modes, self.inverse = tuple(shape), tuple(modes), inverse
         self.kept = kept_lengths(self.modes, tuple(low))
@@ -102,26 +102,13 @@ class PrunedRowColumn(torch.nn.Module):
                 w[2 * m - 1] = 0.0  # and Im of the Nyquist bin
         else:
             w = np.concatenate([f.real, f.imag], axis=1)  # x @ [Re F | Im F]
-        self.real = Gemm(w, ctx, side="right")
-        # c2r: the float64 matrix kept, so that the plan's norm scale can be folded into it (fold_scale)
-        self._real_matrix, self._ctx = (w, ctx) if inverse else (None, None)
+        # c2r: the plan's norm scale folded into the last GEMM's matrix, in float64 (Truncated.build_scaled)
+        self.real = Gemm(w * scale if inverse and scale != 1.0 else w, ctx, side="right")
         mats = []
         for axis in range(len(shape) - 1):
             fa = _dft_columns(shape[axis], kept_rows(shape[axis], modes[axis], axis in low), 1 if inverse else -1)
             mats.append(Gemm(complex_gemm_matrix(fa.T if inverse else fa), ctx, side="right"))
         self.axes = torch.nn.ModuleList(mats)
-
-    def fold_scale(self, scale: float) -> bool:
-        """c2r: multiply the last GEMM's matrix by the plan's norm scale (1/n for norm="backward"),
-        rebuilt from float64, so that no separate pass scales the whole real output. That pass was
-        a read and a write of the full signal, the largest tensor of the plan (512 × 1024 keeping 16:
-        ~560 µs of ~1100 in torch.profiler, more than the GEMM's ~510, busy machine, 2026-11-27).
-        Returns whether it folded (the forward's last pass writes the kept spectrum: not folded, its
-        scale is 1 under the default norm)."""
-        if self._real_matrix is None:
-            return False
-        self.real = Gemm(self._real_matrix * scale, self._ctx, side="right")
-        return True
 
     def _complex_pass(self, gemm, state, dim, last):
         moved = _moved(state, dim, last)
@@ -231,7 +218,7 @@ class Truncated(WholeShape, Solver):
     # and the precision modes' GEMM cost and error (gemm_work, gemm_error); 3: method=gemm's passes
     # priced as they run (gathers per pass, blocks at the long-run price), method=full over a library
     # leaf at the root calls it on the user's tensor, and the root's default is that tree (margin rule);
-    # 4: the pruned c2r folds the norm scale into its last GEMM, and its own margin sigma on the CPU
+    # 4: the pruned c2r folds the norm scale into its last GEMM (build_scaled), and its own margin sigma on the CPU
     version = 4
     composite = True
     truncates = True
@@ -349,10 +336,33 @@ class Truncated(WholeShape, Solver):
                   gemm_error(problem.precision, len(shape), planner.probe, problem.n * b)]  # the mode's GEMM stages
         return work, errors
 
+    #: the pruned c2r's norm scale is folded into its last GEMM on the CPU too: as a pass of its own
+    #: it read and wrote the whole real output, the plan's largest tensor (512 × 1024 keeping 16: ~560
+    #: µs of ~1100 in torch.profiler, more than the GEMM's ~510; busy machine, 2026-11-27)
+    folds_scale_always = True
+
     def build(self, node, ctx):
+        pruned = self.build_scaled(node, ctx, 1.0)
+        return pruned if pruned is not None else self._build_full(node, ctx)
+
+    def scale_folds(self, node):
+        return node.param("method") == "gemm" and node.inverse
+
+    def build_scaled(self, node, ctx, scale):
+        """method=gemm: the c2r's last pass (the real GEMM) takes the scale; r2c's last pass is a
+        complex one and method=full's is its child's: None (the scale stays a pass)."""
+        if node.param("method") != "gemm" or (scale != 1.0 and not self.scale_folds(node)):
+            return None
+        shape, modes, low = self._shape(node)
+        return PrunedRowColumn(shape, modes, node.inverse, ctx, low, scale)
+
+    @staticmethod
+    def _shape(node):
         shape = tuple(node.param("factors"))
         modes = tuple(int(m) for m in str(node.param("modes")).split("x"))
         low = tuple(int(a) for a in str(node.param("low", "")).split("x") if a)
-        if node.param("method") == "gemm":
-            return PrunedRowColumn(shape, modes, node.inverse, ctx, low)
+        return shape, modes, low
+
+    def _build_full(self, node, ctx):
+        shape, modes, low = self._shape(node)
         return TruncateFull(shape, modes, node.inverse, ctx.build(node.children[0]), low)
