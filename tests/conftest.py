@@ -48,14 +48,16 @@ def _ram_cache_root():
 
 
 @pytest.fixture(autouse=True)
-def _fresh_plan_cache(tmp_path, monkeypatch, _ram_cache_root):
+def _fresh_plan_cache(request, monkeypatch, _ram_cache_root):
     """Every test starts from a fresh process's state (:func:`trnplan.core.state.reset`: the
     in-process plan cache, probes, host-library memos, settings made with ``set_*``, the compile
     cache variables, ...) and its own empty on-disk cache (on a RAM file system where there is
     one: :func:`_ram_cache_root`), so no test sees what another left behind, in any order, and
     nothing is written to the user's ~/.cache."""
+    # tmp_path only where it is needed: pytest makes each one on disk (a directory and a symlink
+    # update, ~2 ms each on the loaded machine), and most tests never ask for it
     own = None if _ram_cache_root is None else Path(tempfile.mkdtemp(dir=_ram_cache_root))
-    monkeypatch.setenv("TRNPLAN_CACHE_DIR", str((own or tmp_path) / "trnplan-cache"))
+    monkeypatch.setenv("TRNPLAN_CACHE_DIR", str((own or request.getfixturevalue("tmp_path")) / "trnplan-cache"))
     monkeypatch.delenv("TRNPLAN_WISDOM_ONLY", raising=False)
     monkeypatch.delenv("TRNPLAN_TRUST_CACHE", raising=False)
     state.reset()
