@@ -63,6 +63,17 @@ def wisdom_keys(digest: str, fpd: str, spec, tol: float, effort: str, exportable
     return tuple([f"wisdom:{digest}:{fpd}:{v}" for v in _variants(spec, tol, pairs)])
 
 
+def request_keys(digest: str, fpd: str, spec, tol: float, look: str, effort: str,
+                 exportable: bool) -> tuple[tuple[str, ...], str]:
+    """(:func:`wisdom_keys` for effort ``look``, :func:`wisdom_key` for ``effort``): the keys a request
+    is answered from and the one its new plan is stored under, their variant digests made in one call."""
+    exports = (True,) if exportable else (False, True)
+    pairs = [(e, x) for e in USABLE_EFFORTS[look] for x in exports]
+    pairs.append((effort, exportable))
+    keys = [f"wisdom:{digest}:{fpd}:{v}" for v in _variants(spec, tol, pairs)]
+    return tuple(keys[:-1]), keys[-1]
+
+
 def artifact_key(problem_digest: str, tree_digest: str, fpd: str, mode: str) -> str:
     """Where the ``mode`` artifact of a tree for a problem is stored."""
     return f"artifact:{hashlib.sha256((problem_digest + tree_digest).encode()).hexdigest()[:16]}:{fpd}:{mode}"
@@ -122,5 +133,5 @@ def store_leaf_fit(cache, fpd: str, threads: int, leaves: dict, report: dict) ->
 
 
 __all__ = ["USABLE_EFFORTS", "add_calibration_samples", "artifact_key", "calibration_key", "leaf_fit",
-           "leafmodel_key", "load_check_key", "planning_profile", "probe_key", "store_leaf_fit", "variant_digest",
-           "wisdom_key", "wisdom_keys"]
+           "leafmodel_key", "load_check_key", "planning_profile", "probe_key", "request_keys", "store_leaf_fit",
+           "variant_digest", "wisdom_key", "wisdom_keys"]

@@ -63,7 +63,8 @@ def _any_leading(call) -> bool:
     dims = kw.get("dim", _TORCH_FFT[fn])
     if dims is None:
         return False
-    return all(d < 0 for d in (dims if isinstance(dims, tuple) else (dims,)))
+    dims = dims if isinstance(dims, tuple) else (dims,)
+    return not dims or max(dims) < 0  # every dim negative (no generator: the call is on every plan's build)
 
 
 def _lean(call, ndim: int):
@@ -175,7 +176,10 @@ class Plan:
         problem, device = request.problem, request.device
         #: the :class:`~trnplan.plan.request.PlanRequest` this plan was made for
         self.request = request
-        self.problem, self._tree, self.candidates = problem, tree, tuple(candidates)
+        self.problem, self._tree = problem, tree
+        # a wisdom hit's are parsed from its record when first asked (explain(): 15 calls a hit
+        # need not make, tools/count_calls.py)
+        self._candidates = candidates if callable(candidates) else tuple(candidates)
         self.module, self.device = module, device
         self.provenance, self.strategy, self.tol = provenance, request.strategy, tol
         self.profile_name = profile_name
@@ -212,6 +216,13 @@ class Plan:
         #: made by the plan layer's pipeline (plan_many), which can plan it again from its request:
         #: its adjoint, and on unpickling (a Plan made otherwise, e.g. to time a candidate, cannot)
         self._pipeline = pipeline
+
+    @property
+    def candidates(self) -> tuple:
+        """Every solver the planner considered at the top level, with its verdict."""
+        if callable(self._candidates):
+            self._candidates = tuple(self._candidates())
+        return self._candidates
 
     @property
     def tree(self) -> PlanNode:

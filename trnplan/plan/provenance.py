@@ -58,7 +58,7 @@ class Provided:
     and what :func:`commit` stores (done by provide itself unless the request verifies first)."""
 
     tree: PlanNode
-    candidates: tuple
+    candidates: object  # a tuple, or a call that gives it (a wisdom hit's stored list: Plan.candidates)
     module: torch.nn.Module
     runner: object | None
     provenance: Provenance

@@ -30,6 +30,7 @@ are modules beside it: :mod:`~trnplan.plan.probe` (the precision probe, its defe
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 
@@ -119,9 +120,9 @@ def _request(request, fp: dict, assumed=None) -> _Request:
     if problem.precision == "auto" and spec is not None and spec.name != "precision":
         spec = Spec(name="precision", children=(spec,))  # auto with a forced strategy: choose its mode
     bound = planner.tol(problem)
-    keys = records.wisdom_keys(request.digest, fpd, spec, bound, "wisdom_only" if request.wisdom_only else effort,
-                               planner.exportable)
-    store_key = records.wisdom_key(request.digest, fpd, spec, bound, effort, planner.exportable)
+    keys, store_key = records.request_keys(request.digest, fpd, spec, bound,
+                                           "wisdom_only" if request.wisdom_only else effort, effort,
+                                           planner.exportable)
     return _Request(request, problem, spec, device, cache, effort, request.wisdom_only, backend, fp, fpd, planner,
                     mode, mode_reason, probe.describe(), probe_origin,
                     calibration.describe() if calibration is not None else "", keys, store_key)
@@ -133,7 +134,7 @@ class _Decision:
 
     tree: PlanNode
     module: torch.nn.Module
-    candidates: tuple
+    candidates: object  # a tuple; a wisdom hit's, a call that reads them from its record (Plan.candidates)
     key: str  # the wisdom key it was found under, or will be stored under
     origin: str  # "wisdom hit" | "planned now"
     effort: str
@@ -175,7 +176,8 @@ def _trust(req: _Request, record: dict, key: str) -> _Decision | None:
         with hostlib.fftw_rigor(record.get("effort", "estimate")):  # as the process that stored it
             module = req.planner.lower_plan(tree, problem, req.device)
         fftw_measured = _fftw_planned() != fftw_before  # FFTW had to: the record lacked its decision
-        candidates = candidates_from_json(record.get("candidates"))
+        # explain()'s list, as stand-in nodes made when first asked (parse_wisdom checked its fields)
+        candidates = functools.partial(candidates_from_json, record.get("candidates"))
         stored = record.get("measurement")
         measurement = Measurement.from_dict(stored) if stored is not None else None
         effort = record.get("effort", "estimate")

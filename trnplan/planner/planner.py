@@ -133,7 +133,10 @@ class Planner:
 
     def solver(self, name: str):
         """The solver called ``name`` among those this planner searches, or None."""
-        return next((s for s in self.solvers if s.name == name), None)
+        for s in self.solvers:  # a loop, not next(genexpr): no generator call per solver passed
+            if s.name == name:
+                return s
+        return None
 
     def has_native_fft(self, precision: str) -> bool:
         """The backend's :meth:`~trnplan.backends.base.Backend.has_native_fft`, asked once per
