@@ -72,7 +72,7 @@ class CPUBackend(Backend):
 
         # the host FFT libraries are candidates: a plan made without pyFFTW is re-made once it is
         # installed (and one made with it is not replayed where it is gone)
-        libs = ", ".join(f"{k} {v or 'absent'}" for k, v in hostlib.available().items())
+        libs = ", ".join([f"{k} {v or 'absent'}" for k, v in hostlib.available().items()])
         return {**super().fingerprint(), "torch_isa": torch.backends.cpu.get_cpu_capability(),
                 "cpu_flags": cpu_flags(), "fft_libraries": libs}
 

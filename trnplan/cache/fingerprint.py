@@ -30,7 +30,8 @@ def fingerprint(device_kind: str, device: torch.device | None = None, backend=No
         "device": device_kind,
     }
     backend = get_backend(device_kind) if backend is None else backend
-    fp.update({k: str(v) for k, v in backend.fingerprint(device).items() if k not in fp})
+    for k, v in backend.fingerprint(device).items():  # the backend's facts, never over the common four
+        fp.setdefault(k, str(v))
     return fp
 
 

@@ -99,11 +99,22 @@ def leafmodel_key(fpd: str, threads: int) -> str:
 def planning_profile(profile, cache, fpd: str, device, threads: int):
     """(the profile to price plans on, the calibration applied or None): ``profile`` calibrated by
     this machine's stored measurements on ``device`` and with its library leaves fitted at
-    ``threads`` threads, where the plan cache holds them."""
+    ``threads`` threads, where the plan cache holds them (:func:`calibrated`, then :func:`fitted`)."""
+    profile, calibration = calibrated(profile, cache, fpd, device)
+    return fitted(profile, cache, fpd, threads), calibration
+
+
+def calibrated(profile, cache, fpd: str, device):
+    """(``profile`` calibrated by this machine's stored measurements on ``device``, the calibration
+    applied or None), where the plan cache holds them."""
     stored = cache.get_record(calibration_key(fpd, device), learn.parse_record) if cache is not None else None
-    profile, calibration = learn.calibrated_profile(profile, stored)
+    return learn.calibrated_profile(profile, stored)
+
+
+def fitted(profile, cache, fpd: str, threads: int):
+    """``profile`` with its library leaves fitted at ``threads`` threads, where the plan cache holds a fit."""
     fit = leaf_fit(cache, fpd, threads) if profile.fft_gflops else None
-    return leafcost.fitted_profile(profile, fit, threads), calibration
+    return leafcost.fitted_profile(profile, fit, threads)
 
 
 def add_calibration_samples(cache, fpd: str, device, samples, profile):
@@ -132,6 +143,7 @@ def store_leaf_fit(cache, fpd: str, threads: int, leaves: dict, report: dict) ->
     cache.set_record(leafmodel_key(fpd, threads), leafcost.fit_record(leaves, report, time.time()))
 
 
-__all__ = ["USABLE_EFFORTS", "add_calibration_samples", "artifact_key", "calibration_key", "leaf_fit",
+__all__ = ["USABLE_EFFORTS", "add_calibration_samples", "artifact_key", "calibrated", "calibration_key", "fitted",
+           "leaf_fit",
            "leafmodel_key", "load_check_key", "planning_profile", "probe_key", "request_keys", "store_leaf_fit",
            "variant_digest", "wisdom_key", "wisdom_keys"]

@@ -112,11 +112,14 @@ def _request(request, fp: dict, assumed=None) -> _Request:
             f"the running process (nothing of it is kept in the plan cache): use compile='aot' (precompiled into "
             f"the cache) or compile='eager' for {problem.describe()}"
         )
-    # calibrated by this machine's measurements, the leaves fitted here at these threads, if any
-    profile, calibration = records.planning_profile(backend.profile, cache, fpd, device, torch.get_num_threads())
+    # calibrated by this machine's measurements (the calibration is part of the provenance and of
+    # what this process trusts), the leaves fitted here at these threads, if any: the fit is read when
+    # the planner first prices a node (a wisdom hit replayed by this process never does)
+    profile, calibration = records.calibrated(backend.profile, cache, fpd, device)
+    threads = torch.get_num_threads()
     # an artifact holds torch ops only: host-library leaves are not candidates for it
-    planner = Planner(backend, tol=request.tol, probe=probe, device=device, profile=profile,
-                      exportable=mode != "eager")
+    planner = Planner(backend, tol=request.tol, probe=probe, device=device, exportable=mode != "eager",
+                      lazy_profile=functools.partial(records.fitted, profile, cache, fpd, threads))
     if problem.precision == "auto" and spec is not None and spec.name != "precision":
         spec = Spec(name="precision", children=(spec,))  # auto with a forced strategy: choose its mode
     bound = planner.tol(problem)

@@ -80,16 +80,22 @@ class Planner:
     tol : float, optional
         Relative L2 error bound every plan must be predicted to meet; default per precision
         from :data:`trnplan.core.accuracy.DEFAULT_TOL`.
+    profile : CostProfile, optional
+        The profile to price nodes on (default: the backend's).
+    lazy_profile : callable, optional
+        In place of ``profile``: a call (no arguments) giving it, made when :attr:`profile` is first
+        read, so that a planner that only lowers a stored tree reads no calibration records.
     """
 
     def __init__(self, backend, *, solvers=None, tol: float | None = None, probe=None, device=None,
-                 profile=None, exportable: bool = False):
+                 profile=None, exportable: bool = False, lazy_profile=None):
         self.backend = backend
         #: the plan must lower to torch ops only (an artifact is asked for): host-library leaves decline
         self.exportable = exportable
-        #: the cost profile nodes are priced on: the backend's, or one calibrated from measurements
-        self.profile = backend.profile if profile is None else profile
-        self.solvers = registry.solvers() if solvers is None else tuple(solvers)
+        if lazy_profile is None:
+            self.profile = backend.profile if profile is None else profile
+        self._lazy_profile = lazy_profile
+        self.solvers = registry.SOLVERS.snapshot() if solvers is None else tuple(solvers)
         self.tol_override = tol
         self._probe = probe
         self._device = device
@@ -106,8 +112,15 @@ class Planner:
         self._host: Planner | None = None  # on_host()
         #: DEFAULT_STRATEGIES and TRUNCATED_DEFAULTS parsed for this planner's solvers (default_node
         #: runs every root search)
-        names = registry.solver_names() if solvers is None else tuple(s.name for s in self.solvers)
+        names = registry.SOLVERS.names() if solvers is None else tuple(s.name for s in self.solvers)
         self._default_specs, self._truncated_specs = _default_specs(names)
+
+    @functools.cached_property
+    def profile(self):
+        """The cost profile nodes are priced on: the backend's, or one calibrated from measurements.
+        ``lazy_profile`` (a call giving it) is called when it is first read: the first priced node
+        of a search (the lowering of a wisdom hit's tree reads none; its records go unread)."""
+        return self._lazy_profile()
 
     def at_root(self, problem) -> bool:
         """Whether ``problem`` is the plan's own problem (or, for precision='auto', a mode of it),

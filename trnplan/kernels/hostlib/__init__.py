@@ -186,7 +186,7 @@ def available() -> dict[str, str | None]:
         ``{"scipy": "1.17.1", "pyfftw": "0.15.1", "mkl_fft": None}``: library name to its
         distribution's version (:func:`installed`), or ``None`` where it is not installed.
     """
-    return {name: installed(name) for name in LIBRARIES}
+    return dict(zip(LIBRARIES, map(installed, LIBRARIES)))
 
 
 def transform(library: str, shape: tuple, kind: str, inverse: bool,
