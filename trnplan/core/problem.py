@@ -71,6 +71,21 @@ def _integral(value) -> bool:
     return True
 
 
+def _shape_tuple(shape) -> tuple:
+    """``shape`` (an int or a sequence of ints) as a tuple of ints; TypeError for anything else."""
+    if isinstance(shape, bool):
+        raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}")
+    # a tuple of plain ints (what most callers pass) is taken as it is, without the general checks'
+    # calls (a wisdom hit's budget, tools/count_calls.py); the result is the same either way
+    if type(shape) is tuple and set(map(type, shape)) == {int}:
+        return shape
+    if _integral(shape):
+        return (operator.index(shape),)
+    if isinstance(shape, (tuple, list, torch.Size)):
+        return tuple(operator.index(n) if _integral(n) else n for n in shape)
+    raise TypeError(f"shape must be an int or a sequence of ints, got {type(shape).__name__}: {shape!r}")
+
+
 def _check_arguments(**args) -> None:
     """TypeErrors that name the argument, for the values whose own checks would say something
     else (a list where a word belongs fails as "unhashable type: 'list'"; ``inverse=1`` is
@@ -273,20 +288,8 @@ class Problem:
         if inverse is None:
             inverse = kind == "c2r"
         _check_arguments(kind=kind, inverse=inverse, dtype=dtype, precision=precision, norm=norm)
-        if isinstance(shape, bool):
-            raise TypeError(f"shape must be an int or a sequence of ints, got {shape!r}")
-        # plain ints (what most callers pass) are taken as they are, without the general checks'
-        # calls (a wisdom hit's budget, tools/count_calls.py); the result is the same either way
-        if type(shape) is tuple and set(map(type, shape)) == {int}:
-            pass
-        elif _integral(shape):
-            shape = (operator.index(shape),)
-        elif isinstance(shape, (tuple, list, torch.Size)):
-            shape = tuple(operator.index(n) if _integral(n) else n for n in shape)
-        else:
-            raise TypeError(
-                f"shape must be an int or a sequence of ints, got {type(shape).__name__}: {shape!r}"
-            )
+        shape = _shape_tuple(shape)
+        # plain ints (what most callers pass) are taken as they are, without _integral's call
         if type(batch) is not int:
             batch = operator.index(batch) if _integral(batch) else batch
         if type(cores) is not int:
