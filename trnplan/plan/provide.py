@@ -119,7 +119,7 @@ def _request(request, fp: dict, assumed=None) -> _Request:
     threads = torch.get_num_threads()
     # an artifact holds torch ops only: host-library leaves are not candidates for it
     planner = Planner(backend, tol=request.tol, probe=probe, device=device, exportable=mode != "eager",
-                      lazy_profile=functools.partial(records.fitted, profile, cache, fpd, threads))
+                      lazy_profile=functools.partial(_fitted_profile, profile, cache, fpd, threads))
     if problem.precision == "auto" and spec is not None and spec.name != "precision":
         spec = Spec(name="precision", children=(spec,))  # auto with a forced strategy: choose its mode
     bound = planner.tol(problem)
@@ -129,6 +129,12 @@ def _request(request, fp: dict, assumed=None) -> _Request:
     return _Request(request, problem, spec, device, cache, effort, request.wisdom_only, backend, fp, fpd, planner,
                     mode, mode_reason, probe.describe(), probe_origin,
                     calibration.describe() if calibration is not None else "", keys, store_key)
+
+
+def _fitted_profile(profile, cache, fpd: str, threads: int):
+    """The planner's ``lazy_profile``: ``profile`` with this machine's leaf fit at ``threads``, read by
+    the cache layer when the planner first prices a node (the planner itself never calls the cache)."""
+    return records.fitted(profile, cache, fpd, threads)
 
 
 @attrs.frozen
