@@ -100,36 +100,41 @@ def _check_arguments(**args) -> None:
         raise ValueError(f"dtype must be one of 'complex64', 'complex128'; got {args['dtype']!r}")  # noqa: TRY004
 
 
-def _positive_int(name: str):
-    def check(_inst, _attr, value):
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name} must be a positive int, got {value!r}")
-
-    return check
-
-
-def _check_shape(_inst, _attr, value):
-    if not isinstance(value, tuple) or not value:
-        raise ValueError(f"shape must be a non-empty tuple of positive ints, got {value!r}")
-    for n in value:
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ValueError(
-                f"shape must hold positive ints (the transform length per axis), got {value!r}"
-            )
-
-
-def _one_of(name: str, allowed):
-    def check(_inst, _attr, value):
-        if value not in allowed:
-            raise ValueError(f"{name} must be one of {', '.join(map(repr, allowed))}; got {value!r}")
-
-    return check
-
-
 def _check_precision(_inst, _attr, value):
     if value not in PRECISIONS and value != AUTO:
         known = ", ".join(map(repr, (*PRECISIONS, AUTO)))
         raise ValueError(f"precision must be one of {known}; got {value!r}")
+
+
+_IS_BOOL = attrs.validators.instance_of(bool)
+_DTYPES = tuple(_NATIVE_PRECISION)  # a tuple: an unhashable dtype is refused as a ValueError too
+
+
+def _check_fields(p) -> None:
+    """Problem's field checks, in field order, each with its own message: the checks above, written
+    out (shape, batch, kind, inverse, dtype, precision, norm, device, cores)."""
+    shape = p.shape
+    if not isinstance(shape, tuple) or not shape:
+        raise ValueError(f"shape must be a non-empty tuple of positive ints, got {shape!r}")
+    for n in shape:
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"shape must hold positive ints (the transform length per axis), got {shape!r}")
+    if isinstance(p.batch, bool) or not isinstance(p.batch, int) or p.batch < 1:
+        raise ValueError(f"batch must be a positive int, got {p.batch!r}")
+    if p.kind not in KINDS:
+        raise ValueError(f"kind must be one of {', '.join(map(repr, KINDS))}; got {p.kind!r}")
+    if not isinstance(p.inverse, bool):  # attrs' own check and message, as before
+        _IS_BOOL(p, attrs.fields(Problem).inverse, p.inverse)
+    if p.dtype not in _DTYPES:
+        raise ValueError(f"dtype must be one of {', '.join(map(repr, _DTYPES))}; got {p.dtype!r}")
+    if p.precision not in PRECISIONS and p.precision != AUTO:
+        _check_precision(p, None, p.precision)
+    if p.norm not in NORMS:
+        raise ValueError(f"norm must be one of {', '.join(map(repr, NORMS))}; got {p.norm!r}")
+    if not (type(p.device) is str and p.device in DEVICE_KINDS):  # a built-in kind is valid as it is
+        device_kind(p.device)
+    if isinstance(p.cores, bool) or not isinstance(p.cores, int) or p.cores < 1:
+        raise ValueError(f"cores must be a positive int, got {p.cores!r}")
 
 
 @attrs.frozen
@@ -167,15 +172,17 @@ class Problem:
         Cores to split the work over (the multicore solver; every sub-problem inherits it).
     """
 
-    shape: tuple = attrs.field(validator=_check_shape)
-    batch: int = attrs.field(default=1, validator=_positive_int("batch"))
-    kind: str = attrs.field(default="c2c", validator=_one_of("kind", KINDS))
-    inverse: bool = attrs.field(default=False, validator=attrs.validators.instance_of(bool))
-    dtype: str = attrs.field(default="complex64", validator=_one_of("dtype", tuple(_NATIVE_PRECISION)))
-    precision: str = attrs.field(default="fp32", validator=_check_precision)
-    norm: str = attrs.field(default="backward", validator=_one_of("norm", NORMS))
-    device: str = attrs.field(default="cpu", validator=lambda _i, _a, value: device_kind(value))
-    cores: int = attrs.field(default=1, validator=_positive_int("cores"))
+    # the fields' checks run as one validator, in field order, once every field is set (attrs runs
+    # validators then): one call per Problem made (per request, per sub-problem of a search), not nine
+    shape: tuple = attrs.field(validator=lambda inst, _a, _v: _check_fields(inst))
+    batch: int = 1
+    kind: str = "c2c"
+    inverse: bool = attrs.field(default=False, validator=_IS_BOOL)  # kept: attrs' message names the field
+    dtype: str = "complex64"
+    precision: str = "fp32"
+    norm: str = "backward"
+    device: str = "cpu"
+    cores: int = 1
     #: a truncated (pruned) real transform: the frequencies kept per axis, () for all of them
     modes: tuple = attrs.field(default=(), converter=tuple)
     #: of a truncated transform's non-last axes, those that keep only the lowest ``modes[axis]``
