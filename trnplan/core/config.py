@@ -34,7 +34,7 @@ def _raw(name: str, environ=None) -> str:
 
 
 def _int_env(name: str, default: int) -> int:
-    raw = _raw(name)
+    raw = os.environ.get(name, "").strip()  # _raw, written out: read on every plan
     if raw == "":
         return default
     if not _COUNT.fullmatch(raw) or int(raw) < 1:
@@ -56,7 +56,7 @@ def _number_env(name: str) -> float | None:
 
 def _flag_env(name: str, default: bool) -> bool:
     """A 0/1 switch (unset or empty: ``default``)."""
-    raw = _raw(name)
+    raw = os.environ.get(name, "").strip()  # _raw, written out: read on every plan
     if raw == "":
         return default
     if raw not in ("0", "1"):

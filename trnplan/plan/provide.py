@@ -82,15 +82,12 @@ class _Request:
     calibration: str
     keys: tuple  # the wisdom keys that may answer, best first
     store_key: str  # where a new plan is stored
+    #: the resolved bound (the planner's for the problem): tol=None and an explicit default tol are the same plan
+    tol: float
 
     @property
     def digest(self) -> str:
         return self.request.digest
-
-    @property
-    def tol(self) -> float:
-        """The resolved bound: tol=None and an explicit default tol are the same plan."""
-        return self.planner.tol(self.problem)
 
 
 def _request(request, fp: dict, assumed=None) -> _Request:
@@ -128,7 +125,7 @@ def _request(request, fp: dict, assumed=None) -> _Request:
                                            planner.exportable)
     return _Request(request, problem, spec, device, cache, effort, request.wisdom_only, backend, fp, fpd, planner,
                     mode, mode_reason, probe.describe(), probe_origin,
-                    calibration.describe() if calibration is not None else "", keys, store_key)
+                    calibration.describe() if calibration is not None else "", keys, store_key, bound)
 
 
 def _fitted_profile(profile, cache, fpd: str, threads: int):
