@@ -10,6 +10,7 @@ here; what TF32 does to a GEMM on a GPU is in tests/test_cuda.py.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -55,23 +56,23 @@ USER_SETUPS = {
     "new api ieee": "torch.backends.cuda.matmul.fp32_precision = 'ieee'",
 }
 
+#: one new interpreter imports torch and the scopes, then forks a child per user setup: each child
+#: starts from torch's untouched settings (the parent sets none), as a new process does, without an
+#: interpreter start and torch import per setup (~2.5 s each on the quiet machine, 7-11 s loaded)
+_SCOPES_CHILD = textwrap.dedent("""
+    import json, os, sys, traceback
+    import torch
+    from trnplan.kernels.gemm import fp32_matmul_scope, tf32_scope
 
-@pytest.mark.slow
-@needs_new_api
-@pytest.mark.parametrize("setup", USER_SETUPS.values(), ids=USER_SETUPS.keys())
-def test_tf32_and_fp32_scopes_hold_and_restore_whatever_api_the_user_set(setup):
-    """Before this, tf32 mode read the legacy ``allow_tf32`` flag, which raises a RuntimeError once
-    the new API has enabled TF32 (measured on torch 2.13): every tf32 plan failed for such a user."""
-    code = textwrap.dedent(f"""
-        import torch
-        from trnplan.kernels.gemm import fp32_matmul_scope, tf32_scope
-        def state():
-            try:
-                legacy = torch.backends.cuda.matmul.allow_tf32
-            except RuntimeError:
-                legacy = "refused"
-            return (torch._C._get_fp32_precision_getter("cuda", "matmul"), legacy)
-        {setup}
+    def state():
+        try:
+            legacy = torch.backends.cuda.matmul.allow_tf32
+        except RuntimeError:
+            legacy = "refused"
+        return (torch._C._get_fp32_precision_getter("cuda", "matmul"), legacy)
+
+    def check(setup):
+        exec(setup)
         before = state()
         with tf32_scope():
             assert torch._C._get_fp32_precision_getter("cuda", "matmul") == "tf32"
@@ -79,12 +80,52 @@ def test_tf32_and_fp32_scopes_hold_and_restore_whatever_api_the_user_set(setup):
         with fp32_matmul_scope("cuda"):
             assert torch._C._get_fp32_precision_getter("cuda", "matmul") in ("ieee", "none")
         assert state() == before, (state(), before)
-        print("ok", before)
-    """)
+        return f"ok {before}"
+
+    got = {}
+    for name, setup in json.loads(sys.argv[1]).items():
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: a process whose torch no setup has touched
+            os.close(read)
+            try:
+                msg = check(setup)
+            except BaseException:
+                msg = traceback.format_exc()
+            os.write(write, msg.encode())
+            os._exit(0)
+        os.close(write)
+        with os.fdopen(read) as f:
+            got[name] = f.read()
+        _, status = os.waitpid(pid, 0)
+        got[name] += "" if status == 0 else f" (child exit status {status})"
+    print(json.dumps(got))
+""")
+
+#: the tests of the module-scoped `scopes_in_fresh_processes` fixture, on one pytest-xdist worker
+#: (`make test` runs --dist loadgroup), so that it runs once
+ONE_WORKER = pytest.mark.xdist_group("matmul_user_setups")
+
+
+@pytest.fixture(scope="module")
+def scopes_in_fresh_processes():
+    """{setup name: "ok (state before)" or the failure} for every :data:`USER_SETUPS`."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.getcwd(), os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120,
-                          check=False)
-    assert proc.returncode == 0 and "ok" in proc.stdout, proc.stderr[-3000:]
+    proc = subprocess.run([sys.executable, "-c", _SCOPES_CHILD, json.dumps(USER_SETUPS)], capture_output=True,
+                          text=True, env=env, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@ONE_WORKER
+@pytest.mark.slow
+@needs_new_api
+@pytest.mark.parametrize("name", USER_SETUPS)
+def test_tf32_and_fp32_scopes_hold_and_restore_whatever_api_the_user_set(scopes_in_fresh_processes, name):
+    """Before this, tf32 mode read the legacy ``allow_tf32`` flag, which raises a RuntimeError once
+    the new API has enabled TF32 (measured on torch 2.13): every tf32 plan failed for such a user."""
+    got = scopes_in_fresh_processes[name]
+    assert got.startswith("ok "), got
 
 
 @needs_new_api
