@@ -16,7 +16,7 @@ import torch
 
 from trnplan._version import __version__
 from trnplan.backends import get_backend
-from trnplan.planner.registry import registry_digest
+from trnplan.planner.registry import SOLVERS
 
 
 def fingerprint(device_kind: str, device: torch.device | None = None, backend=None) -> dict[str, str]:
@@ -25,7 +25,7 @@ def fingerprint(device_kind: str, device: torch.device | None = None, backend=No
     the device kind's backend where the caller has it already."""
     fp = {
         "trnplan": __version__,
-        "registry": registry_digest(),
+        "registry": SOLVERS.digest(),  # registry_digest(), one call nearer
         "torch": torch.__version__,
         "device": device_kind,
     }

@@ -44,9 +44,11 @@ def variant_digest(spec, tol, effort: str = "estimate", exportable: bool = False
 def _variants(spec, tol, pairs) -> list[str]:
     """:func:`variant_digest` of each (effort, exportable) of ``pairs``."""
     head = [str(spec) if spec else None, tol]
-    # estimate's eager keys are those of the versions before efforts
-    return [hashlib.sha256(json.dumps(head + [e, x] if e != "estimate" or x else head).encode()).hexdigest()[:8]
-            for e, x in pairs]
+    out = []
+    for e, x in pairs:  # a loop, not a comprehension: no Python call of its own on every request
+        # estimate's eager keys are those of the versions before efforts
+        out.append(hashlib.sha256(json.dumps(head + [e, x] if e != "estimate" or x else head).encode()).hexdigest()[:8])
+    return out
 
 
 def wisdom_key(digest: str, fpd: str, spec, tol: float, effort: str, exportable: bool) -> str:
@@ -68,9 +70,14 @@ def request_keys(digest: str, fpd: str, spec, tol: float, look: str, effort: str
     """(:func:`wisdom_keys` for effort ``look``, :func:`wisdom_key` for ``effort``): the keys a request
     is answered from and the one its new plan is stored under, their variant digests made in one call."""
     exports = (True,) if exportable else (False, True)
-    pairs = [(e, x) for e in USABLE_EFFORTS[look] for x in exports]
+    pairs = []
+    for e in USABLE_EFFORTS[look]:  # loops, not comprehensions: no Python call of their own per request
+        for x in exports:
+            pairs.append((e, x))
     pairs.append((effort, exportable))
-    keys = [f"wisdom:{digest}:{fpd}:{v}" for v in _variants(spec, tol, pairs)]
+    keys = []
+    for v in _variants(spec, tol, pairs):
+        keys.append(f"wisdom:{digest}:{fpd}:{v}")
     return tuple(keys[:-1]), keys[-1]
 
 

@@ -110,9 +110,10 @@ _IS_BOOL = attrs.validators.instance_of(bool)
 _DTYPES = tuple(_NATIVE_PRECISION)  # a tuple: an unhashable dtype is refused as a ValueError too
 
 
-def _check_fields(p) -> None:
+def _check_fields(p, _attr=None, _value=None) -> None:
     """Problem's field checks, in field order, each with its own message: the checks above, written
-    out (shape, batch, kind, inverse, dtype, precision, norm, device, cores)."""
+    out (shape, batch, kind, inverse, dtype, precision, norm, device, cores). Problem's validator
+    (of ``shape``: attrs runs it once every field is set)."""
     shape = p.shape
     if not isinstance(shape, tuple) or not shape:
         raise ValueError(f"shape must be a non-empty tuple of positive ints, got {shape!r}")
@@ -174,7 +175,7 @@ class Problem:
 
     # the fields' checks run as one validator, in field order, once every field is set (attrs runs
     # validators then): one call per Problem made (per request, per sub-problem of a search), not nine
-    shape: tuple = attrs.field(validator=lambda inst, _a, _v: _check_fields(inst))
+    shape: tuple = attrs.field(validator=_check_fields)
     batch: int = 1
     kind: str = "c2c"
     inverse: bool = attrs.field(default=False, validator=_IS_BOOL)  # kept: attrs' message names the field
@@ -213,7 +214,7 @@ class Problem:
         put(self, "real_dtype", torch.float64 if self.dtype == "complex128" else torch.float32)
         put(self, "real_input", self.kind == "r2c" or self.kind in R2R_KINDS)
         put(self, "real_output", self.kind == "c2r" or self.kind in R2R_KINDS)
-        half = (*self.shape[:-1], self.half)
+        half = (*self.shape[:-1], self.shape[-1] // 2 + 1)  # self.half, without the property's call
         try:
             kept = self.kept_shape if self.modes else half
         except TypeError:  # modes that are not ints: __attrs_post_init__ says so (_check_modes)

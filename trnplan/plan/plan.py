@@ -181,7 +181,8 @@ class Plan:
         # need not make, tools/count_calls.py)
         self._candidates = candidates if callable(candidates) else tuple(candidates)
         self.module, self.device = module, device
-        self.provenance, self.strategy, self.tol = provenance, request.strategy, tol
+        # request.strategy, without the property's call
+        self.provenance, self.strategy, self.tol = provenance, str(request.spec) if request.spec is not None else None, tol
         self.profile_name = profile_name
         # a compiled artifact runs the whole transform (norm included); the eager module stays
         # for the pair form's autograd, which an AOT/NEFF artifact does not carry

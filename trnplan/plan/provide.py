@@ -166,22 +166,19 @@ def _look_up(req: _Request) -> tuple[dict | None, str]:
     return None, req.store_key
 
 
-def _fftw_planned() -> int:
-    """FFTW plans made in this process without wisdom (estimated or measured)."""
-    return hostlib.FFTW_PLANS["measured"] + hostlib.FFTW_PLANS["estimated"]
-
-
 def _trust(req: _Request, record: dict, key: str) -> _Decision | None:
     """Step 2: the record's tree, replayed and lowered — or None, the record forgotten, if it is bogus."""
     problem = req.problem
     try:
-        tree = trusted_tree(record, req, key)
+        tree, replayed = trusted_tree(record, req, key)
         if record.get("host_wisdom"):
             hostlib.import_wisdom(record["host_wisdom"])
-        fftw_before = _fftw_planned()
+        # FFTW plans made in this process without wisdom (estimated or measured), before and after
+        plans = hostlib.FFTW_PLANS
+        fftw_before = plans["measured"] + plans["estimated"]
         with hostlib.fftw_rigor(record.get("effort", "estimate")):  # as the process that stored it
             module = req.planner.lower_plan(tree, problem, req.device)
-        fftw_measured = _fftw_planned() != fftw_before  # FFTW had to: the record lacked its decision
+        fftw_measured = plans["measured"] + plans["estimated"] != fftw_before  # the record lacked FFTW's decision
         # explain()'s list, as stand-in nodes made when first asked (parse_wisdom checked its fields)
         candidates = functools.partial(candidates_from_json, record.get("candidates"))
         stored = record.get("measurement")
@@ -192,7 +189,8 @@ def _trust(req: _Request, record: dict, key: str) -> _Decision | None:
              f"({type(exc).__name__}: {exc}); forgetting it and re-planning")
         forget(req, key)
         return None
-    remember_trusted(req, key, record, tree)
+    if replayed:  # one this process trusted before is remembered already
+        remember_trusted(req, key, record, tree)
     if fftw_measured:  # keep the decision FFTW made now, so that later processes reproduce this one
         record = {**record, "host_wisdom": hostlib.export_wisdom()}
         req.cache.update_wisdom(key, record)
@@ -369,7 +367,7 @@ def _provide(request) -> Provided:
     t0 = time.perf_counter()
     record, key = _look_up(req)
     decision = _trust(req, record, key) if record is not None else None
-    stale = _recheck(req, decision) if decision is not None else None
+    stale = _recheck(req, decision) if decision is not None and decision.measurement is not None else None
     if stale is not None:
         req, decision = _remeasure(req, decision, stale)
     elif decision is None:
@@ -409,7 +407,7 @@ def _tentative_tree(req: _Request) -> PlanNode | None:
     tree = None
     if record is not None:
         try:
-            tree = trusted_tree(record, req, _key)
+            tree = trusted_tree(record, req, _key)[0]
         except Exception:  # noqa: BLE001 - bogus wisdom: the real pass forgets it (with a warning) and plans
             tree = None
     if tree is None:

@@ -36,8 +36,9 @@ from trnplan.planner.registry import solver_names
 COMPILE_MODES = ("auto", "eager", "aot", "inductor", "neuron", "dynamo", "lazy")
 
 
-def _cache_key(cache: PlanCache | None) -> str | None:
-    return str(cache.path) if cache is not None else None
+def _cache_key(request) -> str | None:
+    """A request's ``cache_key``: its plan cache's directory."""
+    return str(request.cache.path) if request.cache is not None else None
 
 
 @attrs.frozen(cache_hash=True)
@@ -79,7 +80,7 @@ class PlanRequest:
     effort: str = "estimate"
     wisdom_only: bool = False
     verify: bool = False
-    cache_key: str | None = attrs.field(default=attrs.Factory(lambda self: _cache_key(self.cache), takes_self=True))
+    cache_key: str | None = attrs.field(default=attrs.Factory(_cache_key, takes_self=True))
     #: the device's backend (:func:`trnplan.backends.get_backend`), resolved once (and kept by
     #: ``attrs.evolve``: a derived request is for the same device kind)
     backend: Backend = attrs.field(default=attrs.Factory(lambda self: get_backend(self.problem.device),

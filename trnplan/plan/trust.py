@@ -50,18 +50,19 @@ def remember_trusted(req, key: str, record: dict, tree: PlanNode) -> None:
     _TRUSTED[(*_trust_key(req), key)] = (record["problem"], record["tree"], tree)
 
 
-def trusted_tree(record: dict, req, key: str) -> PlanNode:
-    """The record's tree, if it is exactly what its solvers make of *this* problem.
+def trusted_tree(record: dict, req, key: str) -> tuple[PlanNode, bool]:
+    """(the record's tree, whether it was replayed now), if it is exactly what its solvers make of
+    *this* problem.
 
     The tree is replayed through the planner as a forced strategy (its own s-expression), which
     re-applies every solver's applicability and parameter checks, then compared decision for
     decision (solvers, sizes, batches, directions, parameters). A record for another problem, a
     flipped direction or impossible factors is refused rather than run. A record this process
-    stored or replayed before, unchanged, gives the tree it had then (``_TRUSTED``).
+    stored or replayed before, unchanged, gives the tree it had then (``_TRUSTED``; not replayed).
     """
     known = _TRUSTED.get((*_trust_key(req), key)) if req.cache is not None else None
     if known is not None and known[0] == record["problem"] and known[1] == record["tree"]:
-        return known[2]
+        return known[2], False
     problem = req.problem
     if record["problem"] != problem.to_dict():
         raise ValueError(f"it was stored for another problem ({record['problem']})")
@@ -69,7 +70,7 @@ def trusted_tree(record: dict, req, key: str) -> PlanNode:
     replayed = req.planner.plan(problem, parse_strategy(str(tree), solver_names()))
     if replayed.digest() != tree.digest():
         raise ValueError(f"its tree {tree} is not what its solvers make of this problem ({replayed})")
-    return tree
+    return tree, True
 
 
 def forget(req, key: str) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 
 import attrs
 import torch
@@ -42,6 +43,10 @@ DEFAULT_STRATEGIES = ("(native)", "(real method=lib)", "(nd method=lib)")
 #: frequencies cut out (c2r: zero-filled in first) — rfftn + slice + zero-fill + irfftn, what an FNO
 #: layer written with torch.fft does (issue 30: the estimate is never slower than that call)
 TRUNCATED_DEFAULTS = ("(truncated method=full (real method=lib))", "(truncated method=full (nd method=lib))")
+
+
+#: a solver's name (C-level: the lowering's name -> solver map makes no Python call per solver)
+_NAME = operator.attrgetter("name")
 
 
 @functools.lru_cache(maxsize=64)
@@ -110,10 +115,13 @@ class Planner:
         #: the problem of the current top-level search: its module runs on the user's tensor
         self.root = None
         self._host: Planner | None = None  # on_host()
-        #: DEFAULT_STRATEGIES and TRUNCATED_DEFAULTS parsed for this planner's solvers (default_node
-        #: runs every root search)
-        names = registry.SOLVERS.names() if solvers is None else tuple(s.name for s in self.solvers)
-        self._default_specs, self._truncated_specs = _default_specs(names)
+
+    @functools.cached_property
+    def _specs(self) -> tuple:
+        """(DEFAULT_STRATEGIES, TRUNCATED_DEFAULTS) parsed for this planner's solvers: read by every
+        root search (default_node), made at the first (a planner that only lowers a stored tree
+        never parses them)."""
+        return _default_specs(tuple([s.name for s in self.solvers]))
 
     @functools.cached_property
     def profile(self):
@@ -281,7 +289,7 @@ class Planner:
         on the CPU, cuFFT on CUDA; for a truncated problem :data:`TRUNCATED_DEFAULTS`, that FFT then
         the cut), within the bound; None where the backend has none that applies (Neuron, xla, a
         precision the library lacks) or it is over the bound."""
-        for spec in self._truncated_specs if problem.modes else self._default_specs:
+        for spec in self._specs[1] if problem.modes else self._specs[0]:
             try:
                 return self.plan(problem, spec)
             except PlanningError:
@@ -450,7 +458,7 @@ class Planner:
     # ------------------------------------------------------------------ lowering
     def lower(self, node: PlanNode, problem, device):
         """Build the torch module of a node tree (unscaled) for ``problem``'s dtype on ``device``."""
-        builder = Builder({s.name: s for s in self.solvers})
+        builder = Builder(dict(zip(map(_NAME, self.solvers), self.solvers)))  # name -> solver, no comprehension call
         return builder.context(problem.real_dtype, device, problem.precision).build(node)
 
     def lower_plan(self, node: PlanNode, problem, device) -> PlanModule:
