@@ -7,7 +7,6 @@ import math
 
 import attrs
 
-from trnplan.core.errors import PlanningError
 from trnplan.core.spec import Spec
 from trnplan.planner.planner import Planner
 
@@ -18,10 +17,7 @@ def unreachable(problem, spec, planner, backend, probe) -> str:
     tol = planner.tol(problem)
 
     def reaches(p, bound):
-        try:
-            return Planner(backend, tol=bound, probe=probe).plan(p, spec)
-        except PlanningError:
-            return None
+        return Planner(backend, tol=bound, probe=probe).try_plan(p, spec)
 
     free = reaches(problem, math.inf)
     if free is None:
@@ -41,10 +37,7 @@ def unreachable(problem, spec, planner, backend, probe) -> str:
         auto = attrs.evolve(problem, precision="auto")
         pick = reaches(auto, tol) if spec is None else None
         if spec is not None:  # the same forced strategy, its mode chosen
-            try:
-                pick = Planner(backend, tol=tol, probe=probe).plan(auto, Spec(name="precision", children=(spec,)))
-            except PlanningError:
-                pick = None
+            pick = Planner(backend, tol=tol, probe=probe).try_plan(auto, Spec(name="precision", children=(spec,)))
         if pick is not None:
             return msg + (f"; precision={pick.param('mode')!r} meets it (predicted {pick.error:.1e}), or let "
                           f"precision='auto' choose")
