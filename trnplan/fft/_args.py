@@ -108,6 +108,19 @@ def _dims_1d(name: str, x: torch.Tensor, n, dim):
     return d, (x.shape[d] if n is None else _int_arg(name, "n", n))
 
 
+def _dims(name: str, x: torch.Tensor, s, dim, nd: bool, *, nonempty: bool = False):
+    """The dims to transform and their lengths, for an N-D (``nd``) or a 1-D call; a 1-D call's
+    length is checked here. ``nonempty``: an N-D real transform must transform at least one axis."""
+    if nd:
+        dims, shape = _dims_nd(name, x, s, dim)
+        if nonempty and not dims:
+            raise RuntimeError(f"{name} must transform at least one axis; pass dim=(-1,) or a non-empty s")
+        return dims, shape
+    d, n = _dims_1d(name, x, s, dim)
+    _check_points([n])
+    return [d], [n]
+
+
 def _dims_nd(name: str, x: torch.Tensor, s, dim):
     """ATen's canonicalize_fft_shape_and_dim_args: the dims to transform and their lengths."""
     ndim = x.ndim

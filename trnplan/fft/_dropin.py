@@ -18,7 +18,7 @@ from trnplan.fft._args import (
     _MIRROR,
     _check_input,
     _check_points,
-    _dims_1d,
+    _dims,
     _dims_nd,
     _finish,
     _int_arg,
@@ -38,12 +38,7 @@ def _c2c(name, x, s, dim, norm, out, inverse, nd):
     _check_input(name, x)
     raw_norm, given = norm, x
     norm = _norm(name, norm)
-    if nd:
-        dims, shape = _dims_nd(name, x, s, dim)
-    else:
-        d, n = _dims_1d(name, x, s, dim)
-        dims, shape = [d], [n]
-        _check_points(shape)
+    dims, shape = _dims(name, x, s, dim, nd)
     x = _promote(name, x, require_complex=True)
     if not dims:  # fftn over no dimensions (a 0-d tensor, or dim=()) is the promoted input itself
         return _finish(name, x.clone(), out)
@@ -88,14 +83,7 @@ def _r2c(name, x, s, dim, norm, out, nd, conj):
     _check_input(name, x)
     raw_norm = norm
     norm = _norm(name, norm)
-    if nd:
-        dims, shape = _dims_nd(name, x, s, dim)
-        if not dims:
-            raise RuntimeError(f"{name} must transform at least one axis; pass dim=(-1,) or a non-empty s")
-    else:
-        d, n = _dims_1d(name, x, s, dim)
-        dims, shape = [d], [n]
-        _check_points(shape)
+    dims, shape = _dims(name, x, s, dim, nd, nonempty=True)
     given = x
     x = _resize(_real_input(name, x), dims, shape)
     remember = _direct_key(name, given, s, dim, raw_norm) if out is None and x is given and not conj else None

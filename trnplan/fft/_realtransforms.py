@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import torch
 
-from trnplan.fft._args import _check_input, _check_points, _dims_1d, _dims_nd, _finish, _norm, _promote, _resize
+from trnplan.fft._args import _check_input, _dims, _finish, _norm, _promote, _resize
 from trnplan.fft._engine import _transform
 
 
@@ -25,12 +25,7 @@ def _r2r(name, x, type, s, dim, norm, out, inverse, nd):
     if isinstance(type, bool) or type not in (1, 2, 3, 4):
         raise ValueError(f"{name}(): type must be 1, 2, 3 or 4 (the DCT/DST type), got {type!r}")
     kind = f"{name.removeprefix('i')[:3]}{type}"
-    if nd:
-        dims, shape = _dims_nd(name, x, s, dim)
-    else:
-        d, n = _dims_1d(name, x, s, dim)
-        dims, shape = [d], [n]
-        _check_points(shape)
+    dims, shape = _dims(name, x, s, dim, nd)
     if kind == "dct1" and min(shape, default=2) < 2:
         raise RuntimeError(f"{name}(): the DCT-I is not defined for a length below 2 (its logical length is "
                            f"2(n−1)); got lengths {tuple(shape)}")
