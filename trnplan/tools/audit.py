@@ -23,7 +23,6 @@ substitute for ``torch_neuronx.analyze()`` or a compile on a Neuron host.
 from __future__ import annotations
 
 import functools
-import importlib.resources
 import re
 import warnings
 
@@ -32,6 +31,7 @@ import torch
 
 from trnplan.backends import get_backend
 from trnplan.backends.artifacts import problem_inputs
+from trnplan.backends.data import read_table
 from trnplan.core import state
 from trnplan.core.errors import PlanningError
 from trnplan.core.problem import Problem
@@ -67,13 +67,7 @@ HOST_ONLY_PRECISION = {"fp64": "fp64 has no device path: trn1/trn2 have no FP64 
 @functools.lru_cache(maxsize=1)
 def allowlist() -> dict[str, str]:
     """``{"aten::mm": "listed", ...}``: the ATen ops the audit accepts and each one's source."""
-    text = importlib.resources.files("trnplan.backends.data").joinpath(ALLOWLIST_FILE).read_text()
-    out = {}
-    for line in text.splitlines():
-        if line.strip() and not line.startswith("#"):
-            op, source, *_ = line.split("\t") + [""]
-            out[op.strip()] = source.strip()
-    return out
+    return read_table(ALLOWLIST_FILE)
 
 
 @attrs.frozen

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import collections
 import functools
-import importlib.resources
 import math
 import re
 from typing import ClassVar
@@ -40,6 +39,7 @@ from typing import ClassVar
 import attrs
 import torch
 
+from trnplan.backends.data import read_table
 from trnplan.core import state
 
 XLA_OPS_FILE = "neuronx_cc_xla_ops.tsv"
@@ -97,13 +97,7 @@ _MLIR_TO_HLO_TYPE = {"i1": "pred", "complex<f32>": "c64", "complex<f64>": "c128"
 @functools.lru_cache(maxsize=1)
 def neuronx_cc_ops() -> dict[str, str]:
     """``{"Dot": "", "Gather": "Supports only ...", ...}``: neuronx-cc's XLA op list and restrictions."""
-    text = importlib.resources.files("trnplan.backends.data").joinpath(XLA_OPS_FILE).read_text()
-    out = {}
-    for line in text.splitlines():
-        if line.strip() and not line.startswith("#"):
-            op, _, note = line.partition("\t")
-            out[op.strip()] = note.strip()
-    return out
+    return read_table(XLA_OPS_FILE)
 
 
 def _mlir_type(name: str) -> str:
