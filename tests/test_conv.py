@@ -3,6 +3,8 @@ convolution (numpy, O(L·K) sums) with the fp32/fp64 bars, and its gradients."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -54,6 +56,45 @@ def test_complex_bank_and_a_new_bank_per_call():
     h2 = rng.standard_normal((3, 7))
     y2 = plan_conv(torch.zeros(3, 7), 50, "causal")(torch.from_numpy(x).float(), filters=torch.from_numpy(h2).float())
     assert rel_l2(y2, direct(x, h2, "causal")) <= DEFAULT_TOL["fp32"]
+
+
+def test_repeated_calls_reuse_nothing_they_return():
+    """The CPU path keeps a zero-padded input buffer per thread and multiplies in place
+    (ConvPlan._padded, _in_place): each call right, no result or input overwritten by a later call,
+    another batch shape, another thread, or the gradient's (out-of-place) path."""
+    rng = np.random.default_rng(2)
+    h = rng.standard_normal((3, 6))
+    for mode, length in (("linear", (40,)), ("causal", (40,)), ("circular", (40,)), ("linear", (9, 7))):
+        hk = h[:, :4, None] * h[:, None, :3] if len(length) == 2 else h
+        conv = plan_conv(torch.from_numpy(hk).float(), length, mode)
+        xs = [rng.standard_normal(shape) for shape in ((2, 3, *length), (2, 3, *length), (5, 3, *length))]
+        ts = [torch.from_numpy(x).float() for x in xs]
+        ys = [conv(t) for t in ts]
+        for x, t, y in zip(xs, ts, ys):
+            assert np.array_equal(t.numpy(), x.astype(np.float32))  # the input untouched
+            assert rel_l2(y, direct(x, hk, mode)) <= DEFAULT_TOL["fp32"], (mode, length, x.shape)
+        results = {}
+
+        def run(i, conv=conv, ts=ts, results=results):
+            results[i] = [conv(ts[i % 3]) for _ in range(20)]
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        for i, got in results.items():
+            assert all(rel_l2(y, direct(xs[i % 3], hk, mode)) <= DEFAULT_TOL["fp32"] for y in got), (mode, i)
+    xc = rng.standard_normal((2, 3, 40)) + 1j * rng.standard_normal((2, 3, 40))
+    tc = torch.from_numpy(xc).to(torch.complex64)
+    yc = plan_conv(torch.from_numpy(h).float(), 40, "circular")(tc)  # no padding: the plan reads x itself
+    assert np.array_equal(tc.numpy(), xc.astype(np.complex64))
+    assert rel_l2(yc, direct(xc, h, "circular")) <= DEFAULT_TOL["fp32"]
+    xg = torch.from_numpy(rng.standard_normal((2, 3, 40))).float().requires_grad_()
+    conv = plan_conv(torch.from_numpy(h).float(), 40, "linear")
+    conv(xg).sum().backward()  # d/dx[n] Σ_m y[m] = Σ_k h[k], every n (linear: no sample cut off)
+    want = np.broadcast_to(h.sum(1)[None, :, None], (2, 3, 40))
+    assert rel_l2(xg.grad, want) <= DEFAULT_TOL["fp32"]
 
 
 @pytest.mark.slow

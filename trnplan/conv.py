@@ -31,6 +31,13 @@ and the inverse as a single node (the planner prices the two plans, not the fuse
 implicit zero-padding inside the transform (the signal is padded by one ``pad`` op; on the CPU
 torch.fft pads the same way inside ``rfft(x, n=N)``, so only a pruned-input GEMM would save it).
 
+On the CPU, where no gradient is recorded, a call copies the signal into a zero-padded buffer the
+plan keeps (one per calling thread and input shape, at most :data:`MAX_SCRATCH`: memory of the
+padded batch held between calls) and multiplies the spectra in place, so that it allocates two
+batch-sized buffers (the spectrum and the output) where torch.fft's ``irfft(rfft(x, n) · rfft(h, n))``
+allocates four: at these sizes fresh buffers cost page faults as much as the transforms cost
+flops (:meth:`ConvPlan._padded`).
+
 References
 ----------
 .. [1] D. Y. Fu, H. Kumbong, E. Nguyen, C. Ré, "FlashFFTConv: Efficient Convolutions for Long
@@ -40,6 +47,7 @@ References
 from __future__ import annotations
 
 import math
+import threading
 
 import torch
 
@@ -49,6 +57,8 @@ from trnplan.planner.bluestein import next_smooth as smooth_length  # 2·3·5-sm
 __all__ = ["ConvPlan", "plan_conv"]
 
 MODES = ("circular", "linear", "causal")
+#: padded-input buffers a plan keeps at most (one per calling thread: :meth:`ConvPlan._padded`)
+MAX_SCRATCH = 8
 
 
 class ConvPlan(torch.nn.Module):
@@ -75,6 +85,8 @@ class ConvPlan(torch.nn.Module):
         self.register_buffer("spectrum", self.filter_spectrum(filters.detach()), persistent=False)
         self._full = None  # a real bank's full (c2c) spectrum, made when complex signals first come
         self._fused: dict = {}  # (input shape, device) -> the compiled whole-convolution graph (fused)
+        #: thread id -> (input signature, the zero-padded input buffer) of the CPU's calls (:meth:`_padded`)
+        self._scratch: dict = {}
 
     def extra_repr(self) -> str:
         return (f"channels={self.channels}, length={self.length}, kernel={self.kernel}, mode={self.mode!r}, "
@@ -146,6 +158,49 @@ class ConvPlan(torch.nn.Module):
 
         return conv
 
+    def _padded(self, x: torch.Tensor) -> torch.Tensor:
+        """``x`` zero-padded to the transform length: on the CPU, with no gradient to record, the
+        calling thread's buffer of this input signature, its padding zeroed once and ``x`` copied
+        into its head (the forward plan only reads it); else a new tensor (:meth:`_pad`).
+
+        Why: on the CPU a call's cost at these sizes is as much the page faults of its fresh
+        buffers as the transforms (L = K = 256 causal, 8×64 float32: ~480 faults, ~half of a ~1 ms
+        call in one run here, 1 thread; torch.fft's rfft·rfft→irfft has the same). With the padded
+        input kept and the product in place (:meth:`_in_place`) a call allocates two such buffers
+        (the spectrum, the output), torch.fft's version four (its pad, two spectra, the output).
+        """
+        if tuple(x.shape[x.ndim - self.rank:]) == self.n:
+            return x
+        if x.device.type != "cpu" or (torch.is_grad_enabled() and x.requires_grad):
+            return self._pad(x, self.n)
+        key = (x.shape, x.dtype)
+        thread = threading.get_ident()
+        kept = self._scratch.get(thread)
+        if kept is None or kept[0] != key:
+            if len(self._scratch) >= MAX_SCRATCH:  # threads come and go: keep a few buffers, not one per thread ever
+                self._scratch.clear()
+            kept = self._scratch[thread] = (key, x.new_zeros(*x.shape[: x.ndim - self.rank], *self.n))
+        head = kept[1]
+        for d, keep in zip(range(-self.rank, 0), self.length):
+            head = head.narrow(d, 0, keep)
+        head.copy_(x)
+        return kept[1]
+
+    @staticmethod
+    def _in_place(x: torch.Tensor, xh: torch.Tensor, spectrum: torch.Tensor) -> bool:
+        """Whether the product may overwrite the forward transform's output ``xh``: no gradient to
+        record, a buffer of its own (not the signal's), and the product's shape and dtype.
+
+        Why: one buffer of the batch's spectrum fewer per call (L = K = 256 causal, 8×64 float32: 1 MB
+        of the 4 MB a call allocates). glibc's malloc maps buffers of that size afresh once they no longer
+        fit the heap's top, so each costs its page faults: trnplan.conv ran 1.10× torch.fft's
+        rfft·rfft→irfft there (docs/benchmarks.md, 05:30 UTC run), with one more live buffer than it.
+        """
+        if torch.is_grad_enabled() and (xh.requires_grad or spectrum.requires_grad):
+            return False
+        return (xh.data_ptr() != x.data_ptr() and xh.shape[xh.ndim - spectrum.ndim:] == spectrum.shape
+                and xh.dtype == spectrum.dtype)
+
     def forward(self, x: torch.Tensor, filters: torch.Tensor | None = None) -> torch.Tensor:
         if x.ndim < self.rank + 1 or tuple(x.shape[-self.rank:]) != self.length or x.shape[-self.rank - 1] != self.channels:
             raise ValueError(f"x must have shape (..., {self.channels}, {', '.join(map(str, self.length))}) (channels, "
@@ -163,8 +218,9 @@ class ConvPlan(torch.nn.Module):
             spectrum = self._full
         else:
             spectrum = self.spectrum
-        xh = self._forward_transform(self._pad(x, self.n))
-        yh = _cmul(xh, spectrum)
+        xh = self._forward_transform(self._padded(x))
+        yh = _cmul(xh, spectrum, self._in_place(x, xh, spectrum))
+        del xh  # the product's operand: freed before the inverse allocates its output
         lead = yh.shape[: yh.ndim - self.rank]
         batch = max(1, math.prod(lead))
         if x.is_complex():
@@ -182,13 +238,14 @@ def _split(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return z.real.contiguous(), z.imag.contiguous()
 
 
-def _cmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a · b`` of complex tensors. On cpu and cuda one complex product; elsewhere in real arithmetic:
+def _cmul(a: torch.Tensor, b: torch.Tensor, in_place: bool = False) -> torch.Tensor:
+    """``a · b`` of complex tensors. On cpu and cuda one complex product (into ``a`` where ``in_place``);
+    elsewhere in real arithmetic:
     on torch-xla 2.9 (XLA:CPU) autograd through a complex64 product gave the signal's gradient
     1.32 off in relative L2 (measured here against the CPU's), and ``torch.complex`` has no XLA
     lowering, so the parts are packed by (exact) arithmetic."""
     if a.device.type in ("cpu", "cuda"):
-        return a * b
+        return a.mul_(b) if in_place else a * b
     ar, ai, br, bi = a.real, a.imag, b.real, b.imag
     return (ar * br - ai * bi).to(a.dtype) + (ar * bi + ai * br).to(a.dtype) * 1j
 
