@@ -21,11 +21,10 @@ import attrs
 import torch
 
 from trnplan.core.accuracy import SMALL_SAMPLE, STORAGE, UNIT_ROUNDOFF, log_growth
-from trnplan.core.errors import PlanningError
 from trnplan.kernels import hostlib
 from trnplan.planner import native
 from trnplan.planner.leafcost import LeafShape, leaf_work
-from trnplan.planner.solver import Solver, WholeShape, library_io, note_variant, prime_factors
+from trnplan.planner.solver import Solver, WholeShape, library_io, prime_factors
 
 #: The constants below were measured on this project's 2-vCPU box (AMD EPYC, 2 threads, torch
 #: 2.13.0+cpu, scipy 1.17.1, pyfftw 0.15.1, mkl_fft 2.3.2 with MKL 2026.2), complex64, with a
@@ -69,7 +68,8 @@ class HostLibrary(WholeShape, Solver):
     kinds = ("c2c", "r2c", "c2r")
     ranks = "any"
     host_only = True
-    options = ("kind",)
+    #: ``threads=k``: the library call at k threads (:func:`~trnplan.kernels.hostlib.transform`)
+    options = ("kind", "threads")
     word_options = ("kind",)
     takes_factors = True
     #: hostlib's key, the name users know, and the install hint
@@ -119,9 +119,19 @@ class HostLibrary(WholeShape, Solver):
             return f"{self.title} is installed but failed to import in this process ({broken}); reinstall it"
         return f"{self.title} is not installed ({self.install})"
 
+    #: whether the leaf without a ``threads`` param runs one thread (pyFFTW); else torch's count
+    one_thread_by_default: ClassVar[bool] = False
+
     def plan(self, problem, planner, spec):
         if problem.device == "neuron":
             return self.plan_on_neuron(problem, planner, spec)
+        # the thread count explicit (native.thread_variants): a strategy's, or the other count as a
+        # variant for measured planning, priced as this leaf (the estimate's pick never changes)
+        return native.thread_variants(self.plan_host(problem, planner, spec), problem, spec,
+                                      self.one_thread_by_default)
+
+    def plan_host(self, problem, planner, spec):
+        """The leaf's node on the CPU at its implicit thread count (priced; no variant noted)."""
         n, b, shape = problem.n, problem.batch, problem.shape
         largest = max((max(prime_factors(length), default=1) for length in shape), default=1)
         leaf = LeafShape.of(problem, self.prime_slowdown, calls=problem.rank)  # one pass per axis, as nd's lib
@@ -189,7 +199,7 @@ class HostLibrary(WholeShape, Solver):
         """The host-fallback node of a neuron problem, priced on the CPU profile plus the transfer."""
         # the library computes a bf16-mode request in fp32: priced, and its error predicted, as fp32
         whole = attrs.evolve(problem, batch=problem.batch * problem.cores, device="cpu", cores=1, precision="fp32")
-        host = self.plan(whole, planner.on_host(), spec)  # priced as plan() does on the CPU
+        host = self.plan_host(whole, planner.on_host(), spec)  # priced as plan() does on the CPU
         size = 4  # fp32
         moved = (max(1, 0 if problem.kind == "r2c" else 2) * math.prod(problem.in_shape)
                  + max(1, 0 if problem.kind == "c2r" else 2) * math.prod(problem.out_shape)) * whole.batch * size
@@ -210,7 +220,7 @@ class HostFFT(torch.nn.Module):
         super().__init__()
         self.library, self.shape, self.kind, self.inverse = library, tuple(shape), kind, inverse
         self.in_shape = (*shape[:-1], shape[-1] // 2 + 1) if kind == "c2r" else self.shape
-        self.threads = threads  # pyFFTW's thread count (None: hostlib's default, one)
+        self.threads = threads  # the call's thread count (None: pyFFTW one, the others torch's count)
         self._unscaled = hostlib.transform(library, self.shape, kind, inverse, None, threads)
 
     def library_call(self, norm: str | None = None):
@@ -237,6 +247,7 @@ class ScipyFFT(HostLibrary):
     speed = (10.4, 1.17, 5.0)
     call_excess_us = 10.0
     prime_slowdown = ((8192, 24.0), (float("inf"), 5.0))
+    version = 2  # 2: the one-thread variant (workers=1) that measured planning times
 
 
 class PyFFTW(HostLibrary):
@@ -259,28 +270,14 @@ class PyFFTW(HostLibrary):
     #: the 2-thread, c2c-dominated run that set ``speed``). Taken below the medians, so that a
     #: library leaf is not chosen on a price it does not run at: 2.5 for 1-D, 4 (r2c) and 6 (c2r) N-D
     real_kinds: ClassVar[dict] = {("r2c", 1): 2.5, ("c2r", 1): 2.5, ("r2c", 2): 4.0, ("c2r", 2): 6.0}
-    options = ("kind", "threads")
-    word_options = ("kind",)
+    #: FFTW at torch's thread count is the variant (``threads=2``), for measured planning only: two
+    #: OpenMP pools can stall each other on few cores (hostlib.fftw._fftw_threads), so only a
+    #: round-robin timing beside torch.fft may choose it
+    one_thread_by_default = True
     #: 2: the threads variant, and the estimate's margin rule and the round-robin measure changed what
     #: every plan picks (issue 19): the registry digest, and so all stored wisdom, changes with it;
     #: 3: the real kinds priced as measured (real_kinds)
     version = 3
-
-    def plan(self, problem, planner, spec):
-        node = super().plan(problem, planner, spec)
-        forced = dict(spec.options).get("threads") if spec is not None else None
-        if forced is not None:  # a strategy, or a stored tree replayed, names the thread count
-            if forced < 1:
-                raise PlanningError(f"pyfftw's option threads must be ≥ 1, got {forced}")
-            return attrs.evolve(node, params=(*node.params, ("threads", forced))) if forced > 1 else node
-        threads = torch.get_num_threads()
-        if problem.device == "cpu" and threads > 1:
-            # FFTW at torch's thread count, for measured planning only (a variant, never the
-            # search's pick: priced as the one-thread leaf, it never wins the estimate). Two
-            # OpenMP pools can stall each other on few cores (hostlib.fftw._fftw_threads), so only a
-            # round-robin timing beside torch.fft may choose it
-            note_variant(attrs.evolve(node, params=(*node.params, ("threads", threads))))
-        return node
 
 
 class MklFFT(HostLibrary):
@@ -297,7 +294,9 @@ class MklFFT(HostLibrary):
     # per-axis calls stride across the batch: 8 × 256² r2c took 6.1 ms vs torch.fft's 3.7 ms
     # and pyFFTW's 2.5 ms (`make demo`'s second plan was a mis-pick at factor 1)
     nd_batched = 1.8
-    version = 3  # 3: MKL's fp64 error floor (native.mkl_fp64_floor)
+    #: 3: MKL's fp64 error floor (native.mkl_fp64_floor); 4: the one-thread variant that measured
+    #: planning times (MKL's OpenMP count set to 1 for the call)
+    version = 4
     prime_slowdown = ((8192, 6.7), (float("inf"), 31.0))
 
 

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import statistics
 import subprocess
 import sys
@@ -108,6 +109,12 @@ BUSY_NOISE = 0.15
 CONFIRM_MAX = 3
 #: seconds the background load's interpreter is given to start spinning (-S: ~15 ms here)
 LOAD_START_S = 0.05
+#: a tree at more threads than one must beat its one-thread alternative by this margin also under
+#: load to be kept: a two-thread OpenMP call stalls while another process holds a core (torch.fft
+#: 64×1024 took 9.5 ms at 2 threads against 37 µs quiet on this 2-core machine, load 2.3), so on a
+#: machine that others share the one-thread leaf is the safe choice unless more threads win clearly
+#: in both conditions (issue 32)
+LOAD_MARGIN = 0.05
 
 
 @attrs.frozen
@@ -199,6 +206,11 @@ class Measurement:
         its tree, its per-burst lower-quartile ratios to the default, the noise of its per-round
         ratios over the bursts, its ratio under load (None: not timed under load), and its own
         lower-quartile time in µs quiet and under load (what ranks the confirmed contenders).
+    default_threads : tuple of (str, str, float, float or None, str)
+        The default's thread count (:func:`default_threads`), where torch threads > 1 on the CPU:
+        the multi-thread default, its one-thread twin, the multi-thread one's paired ratio to the
+        twin quiet and under load (median per-round ratios; None: not timed under load), and the
+        tree kept as the default. Empty: not decided (one thread, or not the CPU).
     """
 
     effort: str
@@ -216,6 +228,7 @@ class Measurement:
     under_load: float | None = None
     busy: float | None = None
     checks: tuple = ()
+    default_threads: tuple = ()
 
     @property
     def winner(self) -> Timing:
@@ -250,7 +263,14 @@ class Measurement:
                    int(data.get("threads", 0)), float(data.get("measured_at", 0.0)), data.get("rule", ""),
                    tuple(float(r) for r in data.get("confirmation", ())),
                    None if load is None else float(load), None if busy is None else float(busy),
-                   tuple(_check(c) for c in data.get("checks", ())))
+                   tuple(_check(c) for c in data.get("checks", ())), _default_threads(data.get("default_threads")))
+
+
+def _default_threads(d) -> tuple:
+    """A stored ``Measurement.default_threads`` as a tuple (JSON gives a list; absent: empty)."""
+    if not d:
+        return ()
+    return str(d[0]), str(d[1]), float(d[2]), None if d[3] is None else float(d[3]), str(d[4])
 
 
 def _check(c) -> tuple:
@@ -450,16 +470,35 @@ def _timed_set(trees: list, top_k: int | None, n_fixed: int) -> list[bool]:
     firsts = [i for i in rest if not (trees[i].solver in seen or seen.add(trees[i].solver))]
     order = firsts + [i for i in rest if i not in firsts]
     chosen = set(range(n_fixed)) | set(order[:top_k])
-    return [i in chosen for i in range(len(trees))]
+    # a leaf's other thread count with it (not counted in top_k): which count holds up under load
+    # is what the rules decide (default_threads, robust_pick), so neither is left untimed
+    twins = {_threadless(str(trees[i])) for i in chosen}
+    return [i in chosen or _threadless(str(t)) in twins for i, t in enumerate(trees)]
+
+
+def _threadless(tree: str) -> str:
+    """A tree's text without its leaves' thread counts (``(pyfftw 1024 threads=2)`` → ``(pyfftw 1024)``)."""
+    return re.sub(r" threads=\d+", "", tree)
+
+
+def one_thread_twin(default, problem):
+    """The default's one-thread twin (torch.fft at one thread: ``(native n threads=1)``) where
+    torch runs more threads on the CPU and the default is torch.fft at torch's count; else None.
+    Both are always timed, and :func:`default_threads` decides which one is the default."""
+    if (default is None or problem.device != "cpu" or torch.get_num_threads() < 2 or default.solver != "native"
+            or default.param("threads") is not None):
+        return None
+    return attrs.evolve(default, params=(*default.params, ("threads", 1)))
 
 
 def _candidates(planner, problem, spec, estimate_node) -> tuple[list, object, int]:
-    """(trees: the estimate's pick, the default, then the enumeration by predicted time; the
-    default node or None; how many trees lead the list that are always timed)."""
+    """(trees: the estimate's pick, the default, its one-thread twin, then the enumeration by
+    predicted time; the default node or None; how many trees lead the list that are always timed)."""
     default = planner.default_node(problem) if spec is None else None
     fixed = [estimate_node]
-    if default is not None and default.digest() != estimate_node.digest():
-        fixed.append(default)
+    for node in (default, one_thread_twin(default, problem)):
+        if node is not None and node.digest() not in {t.digest() for t in fixed}:
+            fixed.append(node)
     digests = {t.digest() for t in fixed}
     rest = [t for t in planner.enumerate(problem, spec) if t.digest() not in digests]
     return fixed + rest, default, len(fixed)
@@ -620,16 +659,19 @@ def _confirm(cands: list, fns: dict, default: Timing, sync) -> dict:
 
 
 def _under_load(cands: list, fns: dict, default: Timing, sync) -> dict:
-    """Per contender, its lower-quartile paired ratio to the default and its own lower-quartile
-    time (seconds) while another process keeps a core busy: ``{tree: (ratio, seconds)}`` (empty
-    where no load could be started)."""
+    """Per contender, its median paired ratio to the default and its own median time (seconds)
+    while another process keeps a core busy: ``{tree: (ratio, seconds)}`` (empty where no load
+    could be started). The median, not the lower quartile the quiet bursts use: under load the
+    stalls of a multi-thread call are what is measured, and a low quantile would pick the rounds
+    that escaped them."""
     with background_load() as loaded:
         if not loaded:
             return {}
         runners = [fns[default.tree]] + [fns[t.tree] for t in cands]
         with torch.no_grad():
-            samples = bursts(runners, sync, 1, CONFIRM_ROUNDS, CONFIRM_BURST_S, 0.0)
-    return {t.tree: (burst_ratios(samples, i)[0], _own_time(samples, i)) for i, t in enumerate(cands, start=1)}
+            burst = bursts(runners, sync, 1, CONFIRM_ROUNDS, CONFIRM_BURST_S, 0.0)[0]
+    return {t.tree: (statistics.median(a / b for a, b in zip(burst[i], burst[0])), statistics.median(burst[i]))
+            for i, t in enumerate(cands, start=1)}
 
 
 def _wins(ratio: float) -> bool:
@@ -654,7 +696,33 @@ def _load_pick(confirmed: list, ratios: dict, loaded: dict) -> tuple:
         quiet = ratios[t.tree][2]
         return (quiet + loaded.get(t.tree, (None, quiet))[1]) / 2
 
-    return min(ok, key=expected), lost
+    best = min(ok, key=expected)
+    single = [t for t in ok if tree_threads(t.tree) == 1]
+    if tree_threads(best.tree) > 1 and single and best.tree in loaded:
+        # more threads only where they win clearly also under load: the one-thread alternative's
+        # loaded time over LOAD_MARGIN more than the multi-thread one's (issue 32's rule)
+        alt = min(single, key=expected)
+        if alt.tree in loaded and not loaded[best.tree][1] * (1 + LOAD_MARGIN) < loaded[alt.tree][1]:
+            best = alt
+    return best, lost
+
+
+#: the leaves that call a host library at an explicit or implicit thread count, and whether
+#: their implicit count is one (pyFFTW) rather than torch's
+_THREADED_LEAVES = {"native": False, "mkl-fft": False, "scipy": False, "pyfftw": True}
+
+
+def tree_threads(tree: str) -> int:
+    """The threads a tree's call runs at, from its text: a library leaf's ``threads=k``, else its
+    implicit count (pyFFTW one, torch.fft/mkl_fft/scipy torch's); any other tree torch's count
+    (its torch ops run on torch's intra-op pool)."""
+    m = re.fullmatch(r"\(([a-z-]+) [^()]*\)", tree)
+    if m is None or m.group(1) not in _THREADED_LEAVES:
+        return torch.get_num_threads()
+    k = re.search(r" threads=(\d+)", tree)
+    if k is not None:
+        return int(k.group(1))
+    return 1 if _THREADED_LEAVES[m.group(1)] else torch.get_num_threads()
 
 
 def robust_pick(timings: list, fns: dict, default_samples, device: torch.device, sync) -> _Pick:
@@ -674,7 +742,9 @@ def robust_pick(timings: list, fns: dict, default_samples, device: torch.device,
     3. With torch threads > 1 on the CPU the confirmed are timed again while another process
        keeps one core busy; one that loses to the default there is out, and of the rest the one
        with the lowest mean of its quiet and loaded ratios wins (a 2-thread variant that wins
-       quietly but stalls under load gives way to a one-thread leaf that wins in both).
+       quietly but stalls under load gives way to a one-thread leaf that wins in both) — a
+       multi-thread one only if its own time under load also beats the best one-thread
+       contender's by :data:`LOAD_MARGIN` (:func:`tree_threads`); else that one-thread leaf.
 
     ``fns`` maps each timed tree's text to its ``(fn, inner)``."""
     best, rule = decide(timings)
@@ -761,18 +831,55 @@ def measure(planner, problem, spec, device: torch.device, effort: str, estimate_
     tol, limit = planner.tol(problem), config.timelimit(effort)
     top_k = None if effort == "patient" else config.measure_top_k()
     trees, default, n_fixed = _candidates(planner, problem, spec, estimate_node)
-    default_i = next((i for i, t in enumerate(trees) if default is not None and t.digest() == default.digest()), None)
+    default_i = _index(trees, default)
+    twin_i = _index(trees, one_thread_twin(default, problem))
     start = time.perf_counter()
     with Progress(f"measuring (time limit {limit:g} s)") as bar:
         prepared, verdicts, sync = _prepare_all(planner, problem, device, trees, _timed_set(trees, top_k, n_fixed),
                                                 n_fixed, make_plan, limit, start, bar, _split_form(planner, device))
         bar.update((time.perf_counter() - start) / limit, f"timing {len(prepared)} candidate(s) round-robin")
-        samples = _time_prepared(prepared, default_i, sync, limit, start)
+        samples = _time_prepared(prepared, (default_i, twin_i), sync, limit, start)
+        default_i, threads = default_threads(trees, prepared, samples, default_i, twin_i, sync, tol)
+    default = trees[default_i] if default_i is not None else None
     timings = _timings(trees, prepared, samples, verdicts, default_i, tol)
-    return _finish(effort, problem, trees, timings, samples, prepared, default, top_k, limit, start, tol, device, sync)
+    return _finish(effort, problem, trees, timings, samples, prepared, default, top_k, limit, start, tol, device, sync,
+                   threads)
 
 
-def _time_prepared(prepared, default_i, sync, limit: float, start: float) -> list:
+def _index(trees: list, node) -> int | None:
+    """The index of ``node`` in ``trees`` (by digest), or None."""
+    return None if node is None else next((i for i, t in enumerate(trees) if t.digest() == node.digest()), None)
+
+
+def default_threads(trees, prepared, samples, default_i, twin_i, sync, tol) -> tuple[int | None, tuple]:
+    """Which thread count of the default is the default: (its index, the figures for the record).
+
+    With torch threads > 1 on the CPU the default (torch.fft at torch's count) and its one-thread
+    twin (:func:`one_thread_twin`) are both timed in the rounds. The multi-thread default stays the
+    default only when it beats the twin beyond the noise there (:func:`beats_default`) *and* by
+    :data:`LOAD_MARGIN` while another process keeps a core busy (the median of the per-round
+    ratios of a burst under load: a stall is what is looked for, so not the lower quartile); else
+    the twin is the default, and every candidate is then judged against the one-thread call —
+    a two-thread contender (pyFFTW threads=2, mkl_fft at torch's count) must then win under load
+    too (:func:`robust_pick`'s load test). Nothing to decide (index unchanged, no figures) without a
+    timed twin within the bound."""
+    by = {p.index: (p, s) for p, s in zip(prepared, samples)}
+    if default_i not in by or twin_i not in by or by[twin_i][0].error > tol:
+        return default_i, ()
+    quiet, noise = paired(by[default_i][1], by[twin_i][1])
+    loaded = None
+    if beats_default(quiet, noise):  # only a default that wins quietly is worth the load test
+        with background_load() as on, torch.no_grad():
+            if on:
+                runners = [(by[twin_i][0].fn, by[twin_i][0].inner), (by[default_i][0].fn, by[default_i][0].inner)]
+                burst = bursts(runners, sync, 1, CONFIRM_ROUNDS, CONFIRM_BURST_S, 0.0)[0]
+                loaded = statistics.median(a / b for a, b in zip(burst[1], burst[0]))
+    keep = loaded is not None and loaded * (1 + LOAD_MARGIN) < 1
+    chosen = default_i if keep else twin_i
+    return chosen, (str(trees[default_i]), str(trees[twin_i]), quiet, loaded, str(trees[chosen]))
+
+
+def _time_prepared(prepared, kept: tuple, sync, limit: float, start: float) -> list:
     """The round-robin samples of the prepared candidates, in what is left of the time limit."""
     if not prepared:  # every candidate failed or none fitted: _finish says which and why
         return []
@@ -782,11 +889,13 @@ def _time_prepared(prepared, default_i, sync, limit: float, start: float) -> lis
     # a round's cost as measured while preparing (each candidate's untimed call and its timed ones)
     per_round = max(sum(p.round_s for p in prepared), MIN_SAMPLE_S)
     rounds = int(min(MAX_ROUNDS, max(MIN_ROUNDS, budget / per_round)))
-    keep = [p.index in (0, default_i) for p in prepared]  # the estimate's pick and the default stay
+    # the estimate's pick, the default and its one-thread twin stay (``kept``: the last two's indices)
+    keep = [p.index == 0 or p.index in kept for p in prepared]
     return timed_rounds([(p.fn, p.inner) for p in prepared], sync, rounds, budget, keep)
 
 
-def _finish(effort, problem, trees, timings, samples, prepared, default, top_k, limit, start, tol, device, sync):
+def _finish(effort, problem, trees, timings, samples, prepared, default, top_k, limit, start, tol, device, sync,
+            threads: tuple = ()):
     """(winner node, Measurement, calibration samples) from the timings: :func:`measure`'s result."""
     if not any(t.verdict == SLOWER for t in timings):
         detail = "; ".join(f"{t.tree}: {t.verdict}" + (f" ({t.measured_error:.1e})" if t.measured_error else "")
@@ -807,7 +916,7 @@ def _finish(effort, problem, trees, timings, samples, prepared, default, top_k, 
     timings.sort(key=lambda t: t.predicted_us)
     record = Measurement(effort, tuple(timings), len(trees), top_k, limit, time.perf_counter() - start, regret,
                          str(default) if default is not None else None, torch.get_num_threads(), time.time(),
-                         pick.rule, pick.confirmation, pick.under_load, pick.busy, pick.checks)
+                         pick.rule, pick.confirmation, pick.under_load, pick.busy, pick.checks, threads)
     return winner, record, samples_out
 
 
@@ -895,6 +1004,12 @@ def describe(m: Measurement) -> list[str]:
         tree = t.tree if len(t.tree) <= width else t.tree[: width - 1] + "…"
         lines.append(f"  {tree:<{width}} predicted {_us(t.predicted_us):>10}  measured {meas} {noise:>7} "
                      f"{vs:>14}  err {err:<7}  {t.verdict}{mark}{tags}")
+    if m.default_threads:
+        multi, twin, quiet, loaded, kept = m.default_threads
+        load = f", {loaded:.2f}× under load" if loaded is not None else ", not timed under load"
+        lines.append(f"  default's threads: {multi} measured {quiet:.2f}× {twin} quiet{load} (median per-round "
+                     f"ratio; kept only if faster beyond the noise and by {LOAD_MARGIN:.0%} under load): "
+                     f"the default is {kept}")
     if m.rule:
         lines.append(f"  rule: {m.rule}")
     if m.confirmation:
@@ -921,5 +1036,5 @@ def _us(us: float | None) -> str:
 
 
 __all__ = ["Measurement", "Timing", "background_load", "beats_default", "burst_ratios", "bursts", "busy_noise",
-           "contenders", "decide", "describe", "low_quantile", "measure", "paired", "ranked_candidates", "recheck", "robust_pick",
-           "round_robin", "spread", "time_call"]
+           "contenders", "decide", "default_threads", "describe", "low_quantile", "measure", "one_thread_twin", "paired",
+           "ranked_candidates", "recheck", "robust_pick", "round_robin", "spread", "time_call", "tree_threads"]

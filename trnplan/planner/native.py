@@ -10,11 +10,14 @@ from __future__ import annotations
 import functools
 import math
 
+import attrs
 import torch
 
 from trnplan.core.accuracy import STORAGE, UNIT_ROUNDOFF, log_growth
+from trnplan.core.errors import PlanningError
+from trnplan.kernels.hostlib.threads import in_threads
 from trnplan.planner.leafcost import LeafShape, leaf_work
-from trnplan.planner.solver import Solver, library_io, prime_factors
+from trnplan.planner.solver import Solver, library_io, note_variant, prime_factors
 
 #: error constant c of c·u·√log2(n) per precision: measured ratios error/(u·√log2 n) reached
 #: 0.69 (fp32) and 1.02 (fp64) on the test grid (bench/accuracy.py); off the grid fp64 n = 3125 = 5^5
@@ -46,12 +49,38 @@ MKL_FP64_PRIME_GAIN = 2.5
 PRIME_SLOWDOWN = ((8192, 40.0), (float("inf"), 90.0))
 
 
-class NativeFFT(torch.nn.Module):
-    """``torch.fft.fft`` / unscaled ``ifft`` on split tensors."""
+def thread_variants(node, problem, spec, one_by_default: bool):
+    """A CPU leaf's thread count made explicit: ``node`` with the count a strategy names (its
+    ``threads`` option), else ``node`` itself, with the other count offered to measured planning.
 
-    def __init__(self, n: int, inverse: bool):
+    ``node`` is the leaf at its implicit count: one thread where ``one_by_default`` (pyFFTW),
+    else torch's thread count at call time (torch.fft, mkl_fft, scipy). With torch threads > 1
+    on the CPU the variant at the other count (torch's, or one) is noted (:func:`note_variant`):
+    priced as ``node``, it never changes the estimate's pick, and measured planning times both
+    (a two-thread OpenMP call stalls when another process holds a core:
+    :mod:`trnplan.kernels.hostlib.threads`)."""
+    forced = dict(spec.options).get("threads") if spec is not None else None
+    if forced is not None:  # a strategy, or a stored tree replayed, names the thread count
+        if forced < 1:
+            raise PlanningError(f"{node.solver}'s option threads must be ≥ 1, got {forced}")
+        if problem.device != "cpu":
+            raise PlanningError(f"{node.solver}'s option threads sets a CPU library's thread count; "
+                                f"this problem is on {problem.device!r}: leave threads out")
+        if one_by_default and forced == 1:
+            return node
+        return attrs.evolve(node, params=(*node.params, ("threads", forced)))
+    threads = torch.get_num_threads()
+    if problem.device == "cpu" and threads > 1:
+        note_variant(attrs.evolve(node, params=(*node.params, ("threads", threads if one_by_default else 1))))
+    return node
+
+
+class NativeFFT(torch.nn.Module):
+    """``torch.fft.fft`` / unscaled ``ifft`` on split tensors, at ``threads`` threads (None: torch's)."""
+
+    def __init__(self, n: int, inverse: bool, threads: int | None = None):
         super().__init__()
-        self.n, self.inverse = n, inverse
+        self.n, self.inverse, self.threads = n, inverse, threads
 
     def library_call(self, norm: str | None = None):
         """The torch.fft function for this node, unscaled unless a torch.fft ``norm`` is given.
@@ -61,9 +90,11 @@ class NativeFFT(torch.nn.Module):
         """
         fn = torch.fft.ifft if self.inverse else torch.fft.fft
         unscaled = "forward" if self.inverse else "backward"  # torch.fft's name for "no 1/n here"
-        if (norm or unscaled) == "backward":  # torch.fft's defaults (dim=-1, "backward"): the bare
-            return fn  # function, no keywords to parse (0.1-0.2 µs of a 2.5 µs call at n=256, measured here)
-        return functools.partial(fn, dim=-1, norm=norm or unscaled)
+        if (norm or unscaled) != "backward":
+            fn = functools.partial(fn, dim=-1, norm=norm or unscaled)
+        # else torch.fft's defaults (dim=-1, "backward"): the bare function, no keywords to parse
+        # (0.1-0.2 µs of a 2.5 µs call at n=256, measured here)
+        return in_threads(fn, self.threads)
 
     def forward(self, re: torch.Tensor, im: torch.Tensor):
         y = self.library_call()(torch.complex(re, im))
@@ -83,8 +114,11 @@ class Native(Solver):
     name = "native"
     #: 2: priced without packing at the root and without a second count of the library's own pass
     #: (every solver's decisions moved with it: the registry digest, and so all wisdom, changes);
-    #: 3: MKL's fp64 error floor for composite lengths with a prime factor 17…150
-    version = 3
+    #: 3: MKL's fp64 error floor for composite lengths with a prime factor 17…150;
+    #: 4: the one-thread variant (``threads=1``) that measured planning times (thread_variants)
+    version = 4
+    #: ``threads=k``: torch.fft at k threads (torch.set_num_threads for the call); none: torch's count
+    options = ("threads",)
     precisions = ("fp32", "fp64")
     precision_refusal = ("the native library (torch.fft) has no {precision} mode: it computes in fp32 or fp64 "
                          "only; use precision='fp32' or 'auto' to have it considered")
@@ -106,10 +140,10 @@ class Native(Solver):
         error *= LARGE_PRIME_GAIN if large_prime else 1.0 + (PRIME_PASS_SLOPE * math.sqrt(p) if p > 7 else 0.0)
         if problem.device == "cpu":  # torch.fft is MKL there (cuFFT on CUDA)
             error = max(error, mkl_fp64_floor(n, problem.precision))
-        return self.node(problem, planner, work, error, direct=True)
+        return thread_variants(self.node(problem, planner, work, error, direct=True), problem, spec, False)
 
     def runs_on_user_tensor(self, node):
         return True
 
     def build(self, node, ctx):
-        return NativeFFT(node.n, node.inverse)
+        return NativeFFT(node.n, node.inverse, node.param("threads"))

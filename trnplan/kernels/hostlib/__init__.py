@@ -5,6 +5,10 @@ Three libraries, each optional (``pip install 'trnplan[fftw]'`` / ``'trnplan[mkl
 ``scipy`` — :mod:`scipy.fft`
     pocketfft (Reinecke's C++ header library) behind scipy's public API. Threads over the
     batch only (``workers=``): a single 1-D transform runs on one thread.
+
+Every leaf takes an explicit thread count (``threads``; :mod:`~trnplan.kernels.hostlib.threads`
+for the libraries that follow torch's OpenMP count), so that measured planning can time a
+one-thread and a two-thread variant of each and keep the one that holds up under load.
 ``pyfftw`` — :mod:`pyfftw`
     FFTW 3 (Frigo & Johnson, "The design and implementation of FFTW3", Proc. IEEE 93(2), 2005).
     Plans are made once per (shape, dtype, kind, direction, calling thread, rigor) and reused,
@@ -61,9 +65,10 @@ from trnplan.kernels.hostlib.arrays import numpy_leaf
 from trnplan.kernels.hostlib.fftw import FFTW_PLANS, MIN_FFTW_PLANNING_S, fftw_deadline, fftw_rigor
 from trnplan.kernels.hostlib.mklfft import _mkl_call, _mkl_thread_setter
 from trnplan.kernels.hostlib.pocketfft import _scipy_call
+from trnplan.kernels.hostlib.threads import in_threads
 
 __all__ = ["FFTW_PLANS", "LIBRARIES", "MIN_FFTW_PLANNING_S", "available", "broken_reason", "export_wisdom",
-           "fftw_deadline", "fftw_rigor", "import_wisdom", "installed", "library_module", "prepare", "transform"]
+           "fftw_deadline", "fftw_rigor", "import_wisdom", "in_threads", "installed", "library_module", "prepare", "transform"]
 
 #: library key -> (module that holds the transforms, distribution whose version is reported)
 LIBRARIES = {"scipy": ("scipy.fft", "scipy"), "pyfftw": ("pyfftw", "pyfftw"), "mkl_fft": ("mkl_fft", "mkl_fft")}
@@ -203,8 +208,9 @@ def transform(library: str, shape: tuple, kind: str, inverse: bool,
     norm : {"backward", "ortho", "forward"} or None
         torch.fft's meaning; None is unscaled (a forward sum, an inverse without 1/n).
     threads : int, optional
-        pyFFTW's thread count (default :func:`~trnplan.kernels.hostlib.fftw._fftw_threads`: one); the other libraries follow
-        torch's thread count and ignore it.
+        The call's thread count. Default: pyFFTW one (:func:`~trnplan.kernels.hostlib.fftw._fftw_threads`);
+        scipy (``workers=``) and mkl_fft (MKL's OpenMP count, :func:`~trnplan.kernels.hostlib.threads.in_threads`)
+        torch's thread count at each call.
 
     Returns
     -------
@@ -233,7 +239,7 @@ def transform(library: str, shape: tuple, kind: str, inverse: bool,
     if library == "pyfftw":  # the whole call on tensors, to keep the per-call work small
         return fftw._pyfftw_call(module, shape, kind, inverse, norm, threads or fftw._fftw_threads())
     make = {"scipy": _scipy_call, "mkl_fft": _mkl_call}[library]
-    return numpy_leaf(make(module, shape, kind, inverse, norm), kind)
+    return numpy_leaf(make(module, shape, kind, inverse, norm, threads), kind)
 
 
 def prepare(library: str, shape: tuple, kind: str, inverse: bool, batch: int, dtype: torch.dtype,

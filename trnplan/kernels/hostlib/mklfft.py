@@ -2,7 +2,8 @@
 
 Its MKL is ``libmkl_gnu_thread``, on the GNU OpenMP runtime torch loaded: one thread pool with
 torch's, whose thread count (``torch.set_num_threads``) it follows; set explicitly per call where
-the ``mkl`` service module is present. Works around mkl_fft 2.3.2's quirks (see :func:`_mkl_call`).
+the ``mkl`` service module is present, or, for a leaf with an explicit thread count (``threads``),
+through torch's count (:func:`~trnplan.kernels.hostlib.threads.in_threads`). Works around mkl_fft 2.3.2's quirks (see :func:`_mkl_call`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import numpy as np
 import torch
 
 from trnplan.kernels.hostlib.arrays import _unscaled
+from trnplan.kernels.hostlib.threads import in_threads
 
 
 @functools.cache
@@ -27,15 +29,17 @@ def _mkl_thread_setter():
         return None
 
 
-def _in_torch_threads(fn):
-    """``fn`` run with MKL's thread count set to torch's for the call, where the ``mkl`` service
-    module can set it; else ``fn`` itself (no per-call wrapper: MKL already follows torch's count)."""
+def _in_torch_threads(fn, threads: int | None = None):
+    """``fn`` run with MKL's thread count set for the call: to ``threads`` (None: torch's count at
+    call time) by the ``mkl`` service module where it is present; else, for an explicit
+    ``threads``, through torch's OpenMP count (:func:`in_threads`), and for None ``fn`` itself (no
+    per-call wrapper: MKL already follows torch's count)."""
     setter = _mkl_thread_setter()
     if setter is None:
-        return fn
+        return in_threads(fn, threads)
 
     def scoped(*args, **kwargs):
-        previous = setter(torch.get_num_threads())
+        previous = setter(threads or torch.get_num_threads())
         try:
             return fn(*args, **kwargs)
         finally:
@@ -44,8 +48,9 @@ def _in_torch_threads(fn):
     return scoped
 
 
-def _mkl_call(mfft, shape, kind, inverse, norm):
-    """mkl_fft's transform (module ``mfft``) as a function of a numpy array of shape ``(batch, *in_shape)``."""
+def _mkl_call(mfft, shape, kind, inverse, norm, threads: int | None = None):
+    """mkl_fft's transform (module ``mfft``) as a function of a numpy array of shape ``(batch, *in_shape)``,
+    at ``threads`` threads (None: torch's count)."""
     rank, nrm = len(shape), _unscaled(norm, inverse)
     axes = tuple(range(-rank, 0))
     # mkl_fft 2.3.2 quirks: rfftn/irfftn/fftn without ``s`` take the norm's n from the *whole*
@@ -58,7 +63,7 @@ def _mkl_call(mfft, shape, kind, inverse, norm):
         fn_n = mfft.ifftn if inverse else mfft.fftn
 
         if rank == 1:  # the common leaf: one batched call, n implied by the input (c2c: in = out length)
-            one = _in_torch_threads(fn)
+            one = _in_torch_threads(fn, threads)
             return lambda a: one(_no_zero_strides(a), None, -1, nrm)
 
         def c2c(a):
@@ -69,12 +74,12 @@ def _mkl_call(mfft, shape, kind, inverse, norm):
                 a = fn(a, n=a.shape[axis], axis=axis, norm=nrm)
             return a
 
-        run = _in_torch_threads(c2c)
+        run = _in_torch_threads(c2c, threads)
         return lambda a: run(_no_zero_strides(a))
     if kind == "r2c":
-        f = _in_torch_threads(mfft.rfft if rank == 1 else mfft.rfftn)
+        f = _in_torch_threads(mfft.rfft if rank == 1 else mfft.rfftn, threads)
     else:
-        f = _in_torch_threads(mfft.irfft if rank == 1 else mfft.irfftn)
+        f = _in_torch_threads(mfft.irfft if rank == 1 else mfft.irfftn, threads)
     if rank == 1:
         return lambda a: f(_no_zero_strides(a), n=shape[-1], axis=-1, norm=nrm)
     return lambda a: f(_no_zero_strides(a), s=shape, axes=axes, norm=nrm)

@@ -1,0 +1,247 @@
+"""Explicit thread counts of the CPU library leaves (issue 32): the call at a set count, the
+variants measured planning times, and the rules that keep the one-thread leaf unless more threads
+win clearly also under load. Timing is faked (no timing assertions)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import attrs
+import numpy as np
+import pytest
+import torch
+from support import BAR, random_complex, reference, rel_l2
+
+import trnplan
+from trnplan.backends import get_backend
+from trnplan.core.errors import PlanningError
+from trnplan.core.problem import Problem
+from trnplan.core.spec import parse_strategy
+from trnplan.kernels.hostlib import in_threads, installed
+from trnplan.planner import measure
+from trnplan.planner.measure import SLOWER, Measurement, Timing, default_threads, describe, tree_threads
+from trnplan.planner.native import thread_variants
+from trnplan.planner.planner import Planner
+
+#: solver name -> hostlib key; native is torch.fft (always present)
+LIBS = {"native": None, "mkl-fft": "mkl_fft", "scipy": "scipy", "pyfftw": "pyfftw"}
+
+
+def _need(solver):
+    if LIBS[solver] is not None and installed(LIBS[solver]) is None:
+        pytest.skip(f"{LIBS[solver]} is not installed")
+
+
+@contextlib.contextmanager
+def _threads(k):
+    before = torch.get_num_threads()
+    torch.set_num_threads(k)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_in_threads_sets_the_count_for_the_call_and_restores_it_also_on_error():
+    seen = []
+    with _threads(2):
+        call = in_threads(lambda: seen.append(torch.get_num_threads()), 1)
+        call()
+        assert seen == [1] and torch.get_num_threads() == 2
+
+        def fail():
+            raise KeyError("x")
+
+        with pytest.raises(KeyError):
+            in_threads(fail, 1)()
+        assert torch.get_num_threads() == 2
+    fn = object()
+    assert in_threads(fn, None) is fn
+    with pytest.raises(ValueError, match="a thread count must be ≥ 1, got 0"):
+        in_threads(fn, 0)
+
+
+@pytest.mark.parametrize("solver", list(LIBS))
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("inverse", [False, True])
+def test_a_leaf_at_an_explicit_thread_count_matches_the_float64_reference(solver, threads, inverse):
+    _need(solver)
+    n, batch = 384, 6
+    x = random_complex((batch, n), seed=3).astype(np.complex64)
+    with _threads(2):
+        plan = trnplan.plan_many((n,), batch=batch, kind="c2c", inverse=inverse,
+                                 strategy=f"({solver} {n} threads={threads})")
+        y = plan.execute(torch.from_numpy(x))
+        assert torch.get_num_threads() == 2  # the caller's count is left as it was
+    implicit_one = solver == "pyfftw" and threads == 1  # pyFFTW's leaf without the param is one thread
+    assert str(plan.tree).startswith(f"({solver} {n}") and ("threads=" not in str(plan.tree)) == implicit_one
+    assert plan.tree.param("threads") == (None if implicit_one else threads)
+    assert rel_l2(y, reference(x.astype(np.complex128), inverse)) <= BAR["fp32"]
+
+
+@pytest.mark.parametrize("solver", ["native", "mkl-fft"])
+def test_the_call_runs_at_the_leafs_count(solver, monkeypatch):
+    """What the library sees: torch's (OpenMP's) count inside the call is the leaf's, and the
+    caller's outside it."""
+    _need(solver)
+    seen = []
+    real = torch.fft.fft
+    if solver == "native":
+        monkeypatch.setattr(torch.fft, "fft", lambda *a, **k: (seen.append(torch.get_num_threads()), real(*a, **k))[1])
+    else:
+        import mkl_fft
+        real_mkl = mkl_fft.fft
+        monkeypatch.setattr(mkl_fft, "fft", lambda *a, **k: (seen.append(torch.get_num_threads()), real_mkl(*a, **k))[1])
+    from trnplan.planner.library import HostFFT
+    from trnplan.planner.native import NativeFFT
+    x = torch.from_numpy(random_complex((4, 64)).astype(np.complex64))
+    with _threads(2):
+        for k in (1, 2, None):
+            leaf = NativeFFT(64, False, k) if solver == "native" else HostFFT("mkl_fft", (64,), "c2c", False, k)
+            leaf.library_call()(x)
+    assert seen == [1, 2, 2]
+
+
+def test_scipy_gets_the_leafs_workers(monkeypatch):
+    _need("scipy")
+    import scipy.fft
+    seen = []
+    real = scipy.fft.fft
+    monkeypatch.setattr(scipy.fft, "fft", lambda *a, **k: (seen.append(k["workers"]), real(*a, **k))[1])
+    from trnplan.planner.library import HostFFT
+    x = torch.from_numpy(random_complex((4, 64)).astype(np.complex64))
+    with _threads(2):
+        for k in (1, 2, None):
+            HostFFT("scipy", (64,), "c2c", False, k).library_call()(x)
+    assert seen == [1, 2, 2]
+
+
+def test_the_other_thread_count_is_a_measured_variant_only():
+    """With torch at 2 threads each library leaf's other count is enumerated, priced as the leaf
+    (so it never changes the estimate's pick); at 1 thread there is none."""
+    problem = Problem.create((1024,), 64)
+    with _threads(1):
+        one = {str(t) for t in Planner(get_backend("cpu")).enumerate(problem)}
+    with _threads(2):
+        planner = Planner(get_backend("cpu"))
+        two = {str(t): t for t in planner.enumerate(problem)}
+        pick = str(planner.plan(problem))
+    assert not any("threads=" in t for t in one)
+    expected = {"(native 1024 threads=1)"}
+    expected |= {f"({s} 1024 threads=1)" for s in ("mkl-fft", "scipy") if installed(LIBS[s])}
+    expected |= {"(pyfftw 1024 threads=2)"} if installed("pyfftw") else set()
+    assert expected <= set(two) - one
+    for variant in expected:
+        assert two[variant].time_us == two[measure._threadless(variant)].time_us
+    assert "threads=" not in pick
+
+
+def test_a_thread_count_is_refused_off_the_cpu_and_below_one():
+    with pytest.raises(PlanningError, match="native's option threads must be ≥ 1, got 0"):
+        trnplan.plan_many((64,), batch=2, strategy="(native 64 threads=0)")
+    # on CUDA native is cuFFT, which has no thread count (no GPU here: the rule itself)
+    planner = Planner(get_backend("cpu"))
+    problem = Problem.create((64,), 2)
+    spec = parse_strategy("(native 64 threads=1)", tuple(s.name for s in planner.solvers))
+    node = planner.plan(problem, spec)
+    with pytest.raises(PlanningError, match="sets a CPU library's thread count; this problem is on 'cuda'"):
+        thread_variants(node, attrs.evolve(problem, device="cuda"), spec, False)
+
+
+def test_tree_threads_reads_explicit_and_implicit_counts(monkeypatch):
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    assert tree_threads("(native 64 threads=1)") == 1 and tree_threads("(native 64)") == 2
+    assert tree_threads("(pyfftw 64)") == 1 and tree_threads("(pyfftw 64 threads=2)") == 2
+    assert tree_threads("(mkl-fft 64)") == 2 and tree_threads("(scipy 64 threads=1)") == 1
+    assert tree_threads("(four-step 64=8x8 (mkl-fft 8 threads=1) (mkl-fft 8 threads=1))") == 2  # torch ops too
+
+
+def test_the_timed_set_takes_a_leafs_other_thread_count_with_it():
+    planner = Planner(get_backend("cpu"))
+    with _threads(2):
+        trees = planner.enumerate(Problem.create((1024,), 64))
+    timed = measure._timed_set(trees, 2, 0)
+    names = [str(t) for t, on in zip(trees, timed) if on]
+    for t in names:
+        twin = measure._threadless(t)
+        assert all(measure._threadless(u) != twin or u in names for u in map(str, trees))
+    assert len(names) > 2
+
+
+# ---------------------------------------------------------------- the default's thread count (faked)
+class _Runner:
+    """A candidate whose per-call seconds depend on whether the background load is on."""
+
+    def __init__(self, clock, quiet_s, loaded_s):
+        self.clock, self.quiet_s, self.loaded_s = clock, quiet_s, loaded_s
+
+    def __call__(self):
+        self.clock[0] += self.loaded_s if self.clock[1] else self.quiet_s
+
+
+def _default_case(monkeypatch, multi_quiet, multi_loaded, twin_s=10e-6, start_load=True):
+    clock = [0.0, False]  # seconds, load on
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(measure.time, "sleep", lambda s: None)
+
+    @contextlib.contextmanager
+    def load():
+        clock[1] = True
+        yield start_load
+        clock[1] = False
+
+    monkeypatch.setattr(measure, "background_load", load)
+    trees = ["(mkl-fft 64)", "(native 64)", "(native 64 threads=1)"]
+    prepared = [measure._Prepared(i, _Runner(clock, q, lo), 1, 1e-7) for i, (q, lo) in
+                enumerate([(8e-6, 8e-6), (multi_quiet, multi_loaded), (twin_s, twin_s)])]
+    samples = [[8e-6] * 9, [multi_quiet] * 9, [twin_s] * 9]  # the quiet rounds
+    return default_threads(trees, prepared, samples, 1, 2, lambda: None, 1e-6)
+
+
+def test_a_two_thread_default_that_stalls_under_load_gives_way_to_its_one_thread_twin(monkeypatch):
+    """torch.fft at 2 threads 0.6× its one-thread call quietly, 50× under load (a stalled OpenMP
+    barrier): the one-thread call is the default."""
+    i, figures = _default_case(monkeypatch, 6e-6, 500e-6)
+    assert i == 2 and figures == pytest.approx(("(native 64)", "(native 64 threads=1)", 0.6, 50.0,
+                                                "(native 64 threads=1)"))
+
+
+def test_a_two_thread_default_that_wins_in_both_conditions_stays(monkeypatch):
+    i, figures = _default_case(monkeypatch, 6e-6, 9e-6)
+    assert i == 1 and figures[3] == pytest.approx(0.9) and figures[4] == "(native 64)"
+    i, figures = _default_case(monkeypatch, 6e-6, 9.8e-6)  # under load inside LOAD_MARGIN: not clearly
+    assert i == 2 and figures[4] == "(native 64 threads=1)"
+
+
+def test_a_two_thread_default_that_loses_quietly_is_not_timed_under_load(monkeypatch):
+    i, figures = _default_case(monkeypatch, 12e-6, 1.0)
+    assert i == 2 and figures[2] == pytest.approx(1.2) and figures[3] is None
+
+
+def test_the_default_threads_figures_survive_the_record_and_are_explained():
+    t = Timing(tree="(native 64 threads=1)", solver="native", predicted_us=1.0, error=0.0, measured_us=10.0,
+               measured_error=0.0, verdict="fastest", default=True, vs_default=1.0)
+    figures = ("(native 64)", "(native 64 threads=1)", 0.6, 50.0, "(native 64 threads=1)")
+    record = Measurement("measure", (t,), 3, 6, 5.0, 0.1, None, "(native 64 threads=1)", default_threads=figures)
+    again = Measurement.from_dict(json.loads(json.dumps(record.to_dict())))
+    assert again == record
+    line = next(x for x in describe(again) if x.startswith("  default's threads: "))
+    assert "(native 64) measured 0.60× (native 64 threads=1) quiet, 50.00× under load" in line
+    assert line.endswith("the default is (native 64 threads=1)")
+    old = record.to_dict()
+    del old["default_threads"]  # a record from before the field
+    assert Measurement.from_dict(old).default_threads == ()
+
+
+def test_a_multi_thread_contender_must_beat_the_one_thread_one_clearly_under_load(monkeypatch):
+    """Both confirmed; the 2-thread pyFFTW has the lower mean of quiet and loaded times (6 and
+    8.2 µs against 8 and 8 µs) but under load it is not LOAD_MARGIN faster: the one-thread leaf."""
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    two = Timing(tree="(pyfftw 64 threads=2)", solver="pyfftw", predicted_us=1.0, error=0.0, verdict=SLOWER)
+    one = attrs.evolve(two, tree="(pyfftw 64)")
+    ratios = {two.tree: ((0.6,) * 3, 0.0, 6e-6), one.tree: ((0.8,) * 3, 0.0, 8e-6)}
+    best, lost = measure._load_pick([two, one], ratios, {two.tree: (0.82, 8.2e-6), one.tree: (0.8, 8e-6)})
+    assert best is one and lost == []
+    best, _ = measure._load_pick([two, one], ratios, {two.tree: (0.7, 7e-6), one.tree: (0.8, 8e-6)})
+    assert best is two
