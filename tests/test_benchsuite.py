@@ -12,6 +12,7 @@ import json
 import sys
 
 import pytest
+import torch
 
 import trnplan
 from trnplan.tools import benchsuite
@@ -173,3 +174,36 @@ def test_best_library_uses_at_most_the_tables_threads():
     cells = {"torch.fft": {"us": 10.0}, "scipy.fft w2": {"us": 6.0}, "pyfftw w1": {"us": 8.0}}
     assert benchsuite.derive(cells, threads=1)["best_library"] == "pyfftw w1"  # w2 uses 2 threads
     assert benchsuite.derive(cells, threads=2)["best_library"] == "scipy.fft w2"
+
+
+def test_per_round_ratio_is_the_median_of_each_rounds_ratio_to_that_rounds_fastest_library():
+    """A load burst in rounds 2-3 slows every column of those rounds alike: the per-round ratio
+    stays 1.1, where the ratio of medians would compare torch.fft's loaded rounds with mkl_fft's
+    quiet ones. The denominator is the least library sample of each round (mkl_fft in rounds 0-2,
+    torch.fft in 3-4)."""
+    ours = [11.0, 11.0, 110.0, 110.0, 11.0]
+    libs = {"mkl_fft": [10.0, 10.0, 100.0, 100.0, 12.0], "torch.fft": [12.0, 12.0, 120.0, 100.0, 10.0]}
+    assert benchsuite.per_round_ratio(ours, libs) == pytest.approx(1.1)
+    assert benchsuite.per_round_ratio([30.0, 10.0], {"a": [10.0, 10.0, 10.0]}) == pytest.approx(2.0)  # common rounds
+    assert benchsuite.per_round_ratio([], libs) is None and benchsuite.per_round_ratio(ours, {}) is None
+
+
+def test_one_thread_columns_run_at_one_thread_and_count_as_libraries(monkeypatch):
+    """torch.fft w1 and mkl_fft w1 call the library with torch's count at 1 (the caller's count is
+    kept), and derive() takes them as competitors."""
+    seen = []
+    real = torch.fft.fft
+    monkeypatch.setattr(torch.fft, "fft", lambda *a, **k: (seen.append(torch.get_num_threads()), real(*a, **k))[1])
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        x = torch.randn(4, 64, dtype=torch.complex64)
+        fns = benchsuite._library_fns(benchsuite.Row("r", "fft", (64,), 4), x, 2, one_thread=True)
+        assert set(benchsuite.ONE_THREAD_LIBRARIES) <= set(fns)
+        fns["torch.fft w1"]()
+        fns["torch.fft"]()
+        assert seen == [1, 2] and torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    cells = {"torch.fft": {"us": 10.0}, "torch.fft w1": {"us": 7.0}, "mkl_fft w1": {"us": 8.0}}
+    assert benchsuite.derive(cells, threads=2)["best_library"] == "torch.fft w1"

@@ -227,7 +227,7 @@ def test_the_default_threads_figures_survive_the_record_and_are_explained():
     again = Measurement.from_dict(json.loads(json.dumps(record.to_dict())))
     assert again == record
     line = next(x for x in describe(again) if x.startswith("  default's threads: "))
-    assert "(native 64) measured 0.60× (native 64 threads=1) quiet, 50.00× under load" in line
+    assert "(native 64) measured 0.60× (native 64 threads=1) in the rounds, 50.00× under load" in line
     assert line.endswith("the default is (native 64 threads=1)")
     old = record.to_dict()
     del old["default_threads"]  # a record from before the field

@@ -1007,7 +1007,7 @@ def describe(m: Measurement) -> list[str]:
     if m.default_threads:
         multi, twin, quiet, loaded, kept = m.default_threads
         load = f", {loaded:.2f}× under load" if loaded is not None else ", not timed under load"
-        lines.append(f"  default's threads: {multi} measured {quiet:.2f}× {twin} quiet{load} (median per-round "
+        lines.append(f"  default's threads: {multi} measured {quiet:.2f}× {twin} in the rounds{load} (median per-round "
                      f"ratio; kept only if faster beyond the noise and by {LOAD_MARGIN:.0%} under load): "
                      f"the default is {kept}")
     if m.rule:

@@ -65,6 +65,7 @@ from trnplan._version import __version__
 from trnplan.cache import default_cache
 from trnplan.core import timing
 from trnplan.core.errors import NotSupportedYet, PlanningError
+from trnplan.kernels.hostlib import in_threads
 from trnplan.plan.api import plan_many
 from trnplan.plan.plan import Plan
 from trnplan.planner.registry import solver_names
@@ -97,6 +98,11 @@ LIBRARIES = ("torch.fft", "numpy.fft", "scipy.fft w1", "scipy.fft w2", "pyfftw w
 #: library columns that use more threads than torch's in a 1-thread table: not competitors there
 #: (a table compares at one thread budget: the best library uses at most the table's threads)
 LIBRARY_THREADS = {"scipy.fft w2": 2, "pyfftw w2": 2}
+#: library columns a run at torch threads > 1 may add (``run_row(one_thread=True)``): torch.fft and
+#: mkl_fft, which follow torch's OpenMP count, called at one thread
+#: (:func:`trnplan.kernels.hostlib.in_threads`), as a user who sets ``torch.set_num_threads(1)``
+#: would; measured planning times those calls too, so the best library includes them
+ONE_THREAD_LIBRARIES = ("torch.fft w1", "mkl_fft w1")
 #: informational, not a competitor: a prebuilt FFTW object executed on its own input buffer with no
 #: argument: it transforms no new data (a copy of the row's input planted once) and returns FFTW's
 #: internal output array, overwritten by the next call: FFTW's floor, not a call that could replace torch.fft
@@ -197,7 +203,7 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _library_fns(row: Row, x: torch.Tensor, threads: int) -> dict:
+def _library_fns(row: Row, x: torch.Tensor, threads: int, one_thread: bool = False) -> dict:
     """Column name → callable (or the string reason it is absent) for every library column.
 
     Every library column takes the row's tensor and returns a tensor, as the call a PyTorch user
@@ -226,6 +232,9 @@ def _library_fns(row: Row, x: torch.Tensor, threads: int) -> dict:
         fns["mkl_fft"] = _numpy_call(getattr(mkl_fft, name), xnp, **kw)
     except ImportError as exc:
         fns["mkl_fft"] = f"absent: {exc}"
+    if one_thread:  # the calls that follow torch's OpenMP count, at one thread
+        for col, base in zip(ONE_THREAD_LIBRARIES, ("torch.fft", "mkl_fft")):
+            fns[col] = base if isinstance(fns[base], str) else in_threads(fns[base], 1)
     return fns
 
 
@@ -274,8 +283,9 @@ def _plan_or_reason(row: Row, **kw):
         return f"n/a: {str(exc).splitlines()[0][:200]}"
 
 
-def _trnplan_columns(row: Row, x: torch.Tensor) -> dict:
-    """Column name → Plan (or a callable for the STFT row, or the reason it is not available)."""
+def _trnplan_columns(row: Row, x: torch.Tensor, forced: bool = True) -> dict:
+    """Column name → Plan (or a callable for the STFT row, or the reason it is not available);
+    the ``forced NAME`` columns only where ``forced``."""
     if row.op == "stft":
         w = torch.hann_window(STFT_NFFT)
         cols = {EST: lambda: stft(x, STFT_NFFT, STFT_HOP, window=w, return_complex=True),
@@ -284,7 +294,7 @@ def _trnplan_columns(row: Row, x: torch.Tensor) -> dict:
             cols[f"forced {name}"] = "n/a: trnplan.stft takes no strategy argument"
         return cols
     cols = {EST: _plan_or_reason(row), MEAS: _plan_or_reason(row, effort="measure")}
-    for name in solver_names():
+    for name in solver_names() if forced else ():
         cols[f"forced {name}"] = _plan_or_reason(row, strategy=name)
     return cols
 
@@ -324,7 +334,7 @@ CELL_SAMPLE_S = 100e-6
 
 
 def time_cells(fns: dict, cell_seconds: float, min_repeats: int, max_repeats: int = 10000,
-               rounds: int = 5) -> dict:
+               rounds: int = 5, keep_samples: bool = False) -> dict:
     """Median, min and count of per-call times (µs) of each callable, timed side by side.
 
     trnplan's one timer (:func:`trnplan.core.timing.round_robin`): each callable is warmed up, its
@@ -346,6 +356,9 @@ def time_cells(fns: dict, cell_seconds: float, min_repeats: int, max_repeats: in
         Bounds on the number of timed calls per cell.
     rounds : int, default 5
         The least number of samples per cell (round-robin rounds).
+    keep_samples : bool, default False
+        Also return each cell's per-round samples (``"samples_us"``: µs per call, one per round,
+        the rounds aligned across cells), for per-round ratios (:func:`per_round_ratio`).
 
     Returns
     -------
@@ -364,19 +377,56 @@ def time_cells(fns: dict, cell_seconds: float, min_repeats: int, max_repeats: in
     least = max([rounds, *(math.ceil(min_repeats / inner) for _, inner in runners)])
     samples = timing.round_robin(runners, timing.no_sync, max(most, least), stop_s=2 * cell_seconds * len(fns),
                                  min_rounds=least)
-    return {k: {"us": statistics.median(v) * 1e6, "min_us": min(v) * 1e6, "repeats": len(v) * inner}
-            for k, v, (_, inner) in zip(fns, samples, runners)}
+    out = {k: {"us": statistics.median(v) * 1e6, "min_us": min(v) * 1e6, "repeats": len(v) * inner}
+           for k, v, (_, inner) in zip(fns, samples, runners)}
+    if keep_samples:
+        for k, v in zip(fns, samples):
+            out[k]["samples_us"] = [t * 1e6 for t in v]
+    return out
+
+
+def per_round_ratio(ours: list, libraries: dict) -> float | None:
+    """The median over round-robin rounds of ``ours[r]`` over the fastest library *in that round*.
+
+    Every column is timed once per round (:func:`time_cells`), so a neighbour's load burst lands on
+    the round's columns alike and cancels in the round's ratio, where a ratio of medians compares
+    one column's loaded rounds with another's quiet ones. The denominator is the least of all the
+    library columns' samples of the round — the best library, chosen per round — which can only
+    make the ratio larger than against any one library.
+
+    Parameters
+    ----------
+    ours : list of float
+        One trnplan column's per-round samples.
+    libraries : dict of str to list of float
+        Each library column's per-round samples (the same rounds).
+
+    Returns
+    -------
+    float or None
+        The median per-round ratio; None without samples or libraries.
+    """
+    cols = [v for v in libraries.values() if v]
+    rounds = min([len(ours), *(len(v) for v in cols)]) if cols else 0
+    if not rounds:
+        return None
+    return statistics.median(ours[r] / min(v[r] for v in cols) for r in range(rounds))
 
 
 # ------------------------------------------------------------------------------ one table
-def run_row(row: Row, threads: int, cell_seconds: float, min_repeats: int, rng) -> dict:
-    """Time every column of one row in this process; return the row's JSON record."""
+def run_row(row: Row, threads: int, cell_seconds: float, min_repeats: int, rng, rounds: int = 5,
+            forced: bool = True, one_thread: bool = False) -> dict:
+    """Time every column of one row in this process; return the row's JSON record.
+
+    ``rounds`` is the least number of round-robin rounds (:func:`time_cells`); ``forced=False``
+    leaves out the ``forced NAME`` columns; ``one_thread`` adds :data:`ONE_THREAD_LIBRARIES` and
+    the derived ``measure_vs_best_per_round`` (:func:`per_round_ratio`)."""
     x = _input(row, rng)
     ref = _reference(row, x)
     cells: dict = {}
     fns: dict = {}
-    ours = _trnplan_columns(row, x)
-    for col, got in {**ours, **_library_fns(row, x, threads)}.items():
+    ours = _trnplan_columns(row, x, forced)
+    for col, got in {**ours, **_library_fns(row, x, threads, one_thread)}.items():
         if isinstance(got, str):
             cells[col] = {"us": None, "status": got.split(":", 1)[0], "reason": got}
             continue
@@ -399,7 +449,8 @@ def run_row(row: Row, threads: int, cell_seconds: float, min_repeats: int, rng) 
             cell["error"] = _rel_l2(fns[col](), ref)
             cell["error_flag"] = cell["error"] > ERROR_FLAG
         cells[col] = cell
-    timed = time_cells(fns, cell_seconds, min_repeats)
+    timed = time_cells(fns, cell_seconds, min_repeats, rounds=rounds, keep_samples=one_thread)
+    samples = {col: t.pop("samples_us", None) for col, t in timed.items()}
     for col, t in timed.items():
         if col.endswith(" [leaf]"):
             base = cells[col[: -len(" [leaf]")]]
@@ -407,15 +458,20 @@ def run_row(row: Row, threads: int, cell_seconds: float, min_repeats: int, rng) 
             base["overhead_us"] = timed[col[: -len(" [leaf]")]]["us"] - t["us"]
         else:
             cells[col].update(t)
+    derived = derive(cells, threads)
+    if one_thread:
+        libs = {c: samples[c] for c in (*LIBRARIES, *ONE_THREAD_LIBRARIES) if samples.get(c)
+                and LIBRARY_THREADS.get(c, 1) <= threads}
+        derived["measure_vs_best_per_round"] = per_round_ratio(samples.get(MEAS) or [], libs)
     return {"id": row.id, "label": row.label, "op": row.op, "shape": list(row.shape), "batch": row.batch,
             "kind": row.kind, "dtype": "float32" if row.kind == "r2c" else "complex64", "cells": cells,
-            "derived": derive(cells, threads)}
+            "derived": derived}
 
 
 def derive(cells: dict, threads: int | None = None) -> dict:
     """The derived columns of one row from its cells (see the module docstring); the best library
     among the columns using at most ``threads`` threads (all when None)."""
-    libs = {c: cells[c]["us"] for c in LIBRARIES if c in cells and cells[c].get("us") is not None
+    libs = {c: cells[c]["us"] for c in (*LIBRARIES, *ONE_THREAD_LIBRARIES) if c in cells and cells[c].get("us") is not None
             and (threads is None or LIBRARY_THREADS.get(c, 1) <= threads)}
     best = min(libs, key=libs.get) if libs else None
     est, meas, tfft = (cells.get(c, {}).get("us") for c in (EST, MEAS, "torch.fft"))
