@@ -51,14 +51,27 @@ import threading
 
 import torch
 
+from trnplan.backends import get_backend
+from trnplan.cache import default_cache
+from trnplan.cache.fingerprint import fingerprint, fingerprint_digest
+from trnplan.core.accuracy import DEFAULT_TOL
+from trnplan.core.cost import format_time
+from trnplan.core.errors import PlanningError
+from trnplan.core.node import PlanNode
+from trnplan.core.problem import CONV_MODES as MODES
+from trnplan.core.problem import Problem
+from trnplan.core.spec import Spec
 from trnplan.plan.api import cached_plan
 from trnplan.planner.bluestein import next_smooth as smooth_length  # 2·3·5-smooth: every library's fast lengths
+from trnplan.planner.conv import METHODS
+from trnplan.planner.planner import Planner
 
 __all__ = ["ConvPlan", "plan_conv"]
 
-MODES = ("circular", "linear", "causal")
 #: padded-input buffers a plan keeps at most (one per calling thread: :meth:`ConvPlan._padded`)
 MAX_SCRATCH = 8
+#: the in-process plan cache of convolutions: (problem, method, bound) -> the planner's tree
+_TREES: dict = {}
 
 
 class ConvPlan(torch.nn.Module):
@@ -67,7 +80,7 @@ class ConvPlan(torch.nn.Module):
     Call it on ``x`` of shape ``(..., C, *length)``; returns ``(..., C, *out_length)``.
     """
 
-    def __init__(self, filters: torch.Tensor, length, mode: str):
+    def __init__(self, filters: torch.Tensor, length, mode: str, method: str | None = None, batch: int = 1):
         super().__init__()
         self.rank = filters.ndim - 1
         self.length = tuple(length)
@@ -82,6 +95,13 @@ class ConvPlan(torch.nn.Module):
         self.out_length = (self.length if mode != "linear"
                            else tuple(n + k - 1 for n, k in zip(self.length, self.kernel)))
         self.register_buffer("filters", filters.detach(), persistent=False)
+        self.problem = conv_problem(filters, self.length, self.n, mode, batch)
+        self.tree, self.bound = plan_tree(self.problem, method, filters.device)
+        self.method = self.tree.param("method")
+        self.route = None  # method=gemm/direct: the planner's module (split tensors); library: the two plans
+        if self.method != "library":
+            planner = Planner(get_backend(self.problem.device))
+            self.route = planner.lower(self.tree, self.problem, filters.device)
         self.register_buffer("spectrum", self.filter_spectrum(filters.detach()), persistent=False)
         self._full = None  # a real bank's full (c2c) spectrum, made when complex signals first come
         self._fused: dict = {}  # (input shape, device) -> the compiled whole-convolution graph (fused)
@@ -90,7 +110,22 @@ class ConvPlan(torch.nn.Module):
 
     def extra_repr(self) -> str:
         return (f"channels={self.channels}, length={self.length}, kernel={self.kernel}, mode={self.mode!r}, "
-                f"transform length={self.n}")
+                f"transform length={self.n}, method={self.method!r}")
+
+    def explain(self) -> str:
+        """What the planner chose for this convolution and why: the problem, the chosen route's tree
+        with its predicted time and error, and every route's price (or why it does not apply)."""
+        lines = [f"problem: {self.problem.describe()}", f"chosen:  {self.tree}",
+                 (f"         predicted {format_time(self.tree.time_us)}, error {self.tree.error:.1e} "
+                  f"(bound {self.bound:.1e})"), "routes:"]
+        planner = Planner(get_backend(self.problem.device), tol=self.bound)
+        for method in METHODS:
+            try:
+                node = planner.plan(self.problem, Spec(name="conv", options=(("method", method),)))
+                lines.append(f"  {method:8s} {format_time(node.time_us):>10s}  error {node.error:.1e}  {node}")
+            except PlanningError as exc:
+                lines.append(f"  {method:8s} {'—':>10s}  {_reason(exc)}")
+        return "\n".join(lines)
 
     def _dims(self):
         return tuple(range(-self.rank, 0))
@@ -110,8 +145,21 @@ class ConvPlan(torch.nn.Module):
                              f"bank this plan was made for; got {tuple(filters.shape)}")
         # 1/N applied to the filters, before the transform: on torch-xla 2.9 a complex64 tensor divided
         # by a Python scalar came back float32, its imaginary part dropped (measured here)
+        if self.route is not None and self._on_route(filters):
+            # in the route's own layout (the four-step order), as a real (2, C, …) stack of (re, im)
+            return torch.stack(self.route.transform(*_parts(filters / math.prod(self.n), self.kernel)))
+        return self._library_spectrum(filters)
+
+    def _library_spectrum(self, filters: torch.Tensor) -> torch.Tensor:
+        """The bank's spectrum through the library route's forward plan (complex)."""
         h = self._pad(filters / math.prod(self.n), self.n)
         return self._forward_transform(h)
+
+    def _on_route(self, x: torch.Tensor) -> bool:
+        """Whether ``x`` runs on the planned GEMM route: its type (real or complex) and precision
+        are the plan's (other calls take the library route: two cached transform plans)."""
+        real = torch.float64 if self.problem.dtype == "complex128" else torch.float32
+        return x.is_complex() == self.complex and (x.real.dtype if x.is_complex() else x.dtype) == real
 
     @staticmethod
     def _pad(x: torch.Tensor, n) -> torch.Tensor:
@@ -138,6 +186,8 @@ class ConvPlan(torch.nn.Module):
         return graph(x)
 
     def _composed(self, x: torch.Tensor):
+        if self.route is not None:
+            return self._composed_route(x)
         lead = tuple(x.shape[: x.ndim - self.rank - 1])
         batch = max(1, math.prod(lead)) * self.channels
         fwd = cached_plan("r2c", self.n, batch, torch.complex64, "backward", False, x.device).module
@@ -201,6 +251,24 @@ class ConvPlan(torch.nn.Module):
         return (xh.data_ptr() != x.data_ptr() and xh.shape[xh.ndim - spectrum.ndim:] == spectrum.shape
                 and xh.dtype == spectrum.dtype)
 
+    def _composed_route(self, x: torch.Tensor):
+        route, (sr, si), length = self.route, self.spectrum, self.length
+
+        def conv(signal):
+            (y,) = route(signal.reshape(-1, math.prod(length)), sr, si)
+            return y.reshape(*signal.shape[:-1], -1)
+
+        return conv
+
+    def _run_route(self, x: torch.Tensor, filters: torch.Tensor | None) -> torch.Tensor:
+        """The planned GEMM route (method=gemm/direct) on split tensors: the signal's parts and the
+        spectrum's, in the route's own (four-step) order, to the output's parts."""
+        sr, si = self.spectrum if filters is None else self.filter_spectrum(filters)
+        lead = x.shape[: x.ndim - self.rank]
+        ys = self.route(*_parts(x.reshape(-1, *self.length), self.length), sr, si)
+        y = ys[0] if len(ys) == 1 else torch.complex(ys[0], ys[1])
+        return y.reshape(*lead, *self.out_length)
+
     def forward(self, x: torch.Tensor, filters: torch.Tensor | None = None) -> torch.Tensor:
         if x.ndim < self.rank + 1 or tuple(x.shape[-self.rank:]) != self.length or x.shape[-self.rank - 1] != self.channels:
             raise ValueError(f"x must have shape (..., {self.channels}, {', '.join(map(str, self.length))}) (channels, "
@@ -208,13 +276,17 @@ class ConvPlan(torch.nn.Module):
         if self.fusable(x, filters):
             return self.fused(x)
         if self.complex and not x.is_complex():
-            x = x.to(self.spectrum.dtype)  # real signals with a complex bank: a complex convolution
+            x = x.to(self.filters.dtype)  # real signals with a complex bank: a complex convolution
+        if self.route is not None and self._on_route(x) and (filters is None or self._on_route(filters)):
+            return self._run_route(x, filters)
         if filters is not None:
             bank = filters.to(x.dtype) if x.is_complex() and not filters.is_complex() else filters
-            spectrum = self.filter_spectrum(bank)
-        elif x.is_complex() and not self.complex:  # complex signals, a real bank: its full spectrum, once
-            if self._full is None or self._full.device != x.device:
-                self._full = self.filter_spectrum(self.filters.to(x.dtype))
+            spectrum = self._library_spectrum(bank)
+        elif self.route is not None or (x.is_complex() and not self.complex):
+            # the library route off the plan's: complex signals with a real bank (its full spectrum),
+            # or a call the GEMM route does not take (another precision): the bank's spectrum, once
+            if self._full is None or self._full.device != x.device or self._full.dtype != _complex_of(x.dtype):
+                self._full = self._library_spectrum(self.filters.to(_complex_of(x.dtype) if x.is_complex() else x.dtype))
             spectrum = self._full
         else:
             spectrum = self.spectrum
@@ -231,6 +303,72 @@ class ConvPlan(torch.nn.Module):
         for d, keep in zip(range(-self.rank, 0), self.out_length):
             y = y.narrow(d, 0, keep)
         return y
+
+
+def _complex_of(dtype: torch.dtype) -> torch.dtype:
+    return dtype if dtype.is_complex else (torch.complex128 if dtype == torch.float64 else torch.complex64)
+
+
+def _parts(x: torch.Tensor, shape) -> tuple:
+    """``x`` of shape ``(..., *shape)`` as the route's flat ``(M, points)`` split parts: one real
+    tensor, or ``(re, im)`` of a complex one."""
+    flat = x.reshape(-1, math.prod(shape))
+    return (flat,) if not flat.is_complex() else (flat.real.contiguous(), flat.imag.contiguous())
+
+
+def _reason(exc: Exception) -> str:
+    """The conv solver's own words from a failed forced plan (the planner's message lists every solver)."""
+    text = str(exc)
+    start = text.find("conv:")
+    return text[start + 5:].split("; ")[0].split(". Solvers that apply")[0].strip() if start >= 0 else text
+
+
+def conv_problem(filters: torch.Tensor, length: tuple, n: tuple, mode: str, batch: int) -> Problem:
+    """The planner's problem of a convolution with ``filters`` (:attr:`Problem.conv`): ``batch``
+    signals of each channel (the lead dims' product the plan is priced for)."""
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        raise ValueError(f"batch (the signals per channel the plan is priced for) must be a positive int; got {batch!r}")
+    dtype = _complex_of(filters.dtype)
+    return Problem.create(n, batch * filters.shape[0], kind="c2c" if filters.is_complex() else "r2c", dtype=dtype,
+                          device=filters.device, conv=(mode, filters.shape[0], tuple(length), tuple(filters.shape[1:])))
+
+
+def plan_tree(problem: Problem, method: str | None, device) -> tuple[PlanNode, float]:
+    """The planner's tree for a convolution (and the bound it met), from the plan cache: in this
+    process (:data:`_TREES`), then on disk (a ``conv:`` record keyed by the problem, the machine's
+    fingerprint and the method asked for), else planned and stored.
+
+    The bound is the mode's bar for the whole convolution; where no route meets it (four GEMM
+    stages or two accelerator transforms at long lengths) the convolution is planned to √2 times
+    it: each of its two transforms within the bar, what the two separate plans met before."""
+    if method is not None and method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))} or None (the planner's pick); "
+                         f"got {method!r}")
+    bar = DEFAULT_TOL[problem.precision]
+    key = (problem, method)
+    if key in _TREES:
+        return _TREES[key]
+    cache = default_cache()
+    fp = fingerprint_digest(fingerprint(problem.device, device))
+    record_key = f"conv:{problem.digest()}:{fp}:{method or 'auto'}"
+    record = cache.get_record(record_key) if cache is not None and cache.usable else None
+    if record is not None and isinstance(record, dict) and "tree" in record:
+        got = (PlanNode.from_json(record["tree"]), float(record["bound"]))
+    else:
+        got = _search(problem, method, bar)
+        if cache is not None and cache.usable:
+            cache.set_record(record_key, {"tree": got[0].to_json(), "bound": got[1]})
+    _TREES[key] = got
+    return got
+
+
+def _search(problem: Problem, method: str | None, bar: float) -> tuple[PlanNode, float]:
+    spec = Spec(name="conv", options=(("method", method),)) if method else None
+    backend = get_backend(problem.device)
+    try:
+        return Planner(backend, tol=bar).plan(problem, spec), bar
+    except PlanningError:
+        return Planner(backend, tol=math.sqrt(2) * bar).plan(problem, spec), math.sqrt(2) * bar
 
 
 def _split(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -250,7 +388,8 @@ def _cmul(a: torch.Tensor, b: torch.Tensor, in_place: bool = False) -> torch.Ten
     return (ar * br - ai * bi).to(a.dtype) + (ar * bi + ai * br).to(a.dtype) * 1j
 
 
-def plan_conv(filters: torch.Tensor, length, mode: str = "linear") -> ConvPlan:
+def plan_conv(filters: torch.Tensor, length, mode: str = "linear", *, method: str | None = None,
+              batch: int = 1) -> ConvPlan:
     """Plan the batched convolution of signals of ``length`` with a filter bank, one filter per channel.
 
     Parameters
@@ -263,6 +402,13 @@ def plan_conv(filters: torch.Tensor, length, mode: str = "linear") -> ConvPlan:
     mode : {"linear", "causal", "circular"}, default "linear"
         Full linear convolution (``L + K − 1`` samples), its first ``L`` (causal), or circular
         at length ``L``.
+    method : {"library", "gemm", "direct"}, optional
+        Force a route (:mod:`trnplan.planner.conv`): two planned transforms with the product between
+        them, the four-step (Monarch) GEMMs of FlashFFTConv, or one DFT GEMM each way (short lengths).
+        Default: the planner's pick for the device, priced with its cost profile (``explain()``).
+    batch : int, default 1
+        The signals per channel a call is expected to carry (the product of ``x``'s lead dims): what
+        the routes are priced for. Any batch runs.
 
     Returns
     -------
@@ -273,7 +419,10 @@ def plan_conv(filters: torch.Tensor, length, mode: str = "linear") -> ConvPlan:
     Raises
     ------
     ValueError
-        An unknown mode, a bank that is not 2-D or 3-D, or a circular filter longer than the signal.
+        An unknown mode or method, a bank that is not 2-D or 3-D, or a circular filter longer than the signal.
+    trnplan.PlanningError
+        A forced method that does not apply (its reason: e.g. method=gemm or direct for a 2-D
+        convolution, method=direct beyond its longest transform, or over the accuracy bound).
 
     Examples
     --------
@@ -293,4 +442,4 @@ def plan_conv(filters: torch.Tensor, length, mode: str = "linear") -> ConvPlan:
     if mode == "circular" and any(k > n for k, n in zip(filters.shape[1:], length)):
         raise ValueError(f"a circular convolution needs filters no longer than the signal: filters "
                          f"{tuple(filters.shape[1:])}, signal {length}; use mode='linear' or 'causal'")
-    return ConvPlan(filters, length, mode)
+    return ConvPlan(filters, length, mode, method, batch)

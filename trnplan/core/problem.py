@@ -189,6 +189,11 @@ class Problem:
     #: of a truncated transform's non-last axes, those that keep only the lowest ``modes[axis]``
     #: frequencies (0 … m−1) instead of the FNO's lowest and highest ``m``; sorted axis indices
     low: tuple = attrs.field(default=(), converter=tuple)
+    #: a convolution with a filter bank (issue 30; :mod:`trnplan.planner.conv`): ``(mode, channels,
+    #: length, kernel)``, the signal's and the filters' shapes as tuples; ``shape`` is then the
+    #: transform length, ``batch`` the signals (lead × channels), ``kind`` r2c (real) or c2c
+    #: (complex), forward; () for every transform
+    conv: tuple = attrs.field(default=(), converter=tuple)
 
     # Derived facts, computed once at construction (:meth:`_derive`) rather than as properties: the
     # planner reads them tens of thousands of times per search (tools/count_calls.py). Not part of
@@ -221,6 +226,10 @@ class Problem:
             kept = half
         put(self, "in_shape", self.shape if self.kind != "c2r" else kept)
         put(self, "out_shape", self.shape if self.kind != "r2c" else kept)
+        if self.conv and len(self.conv) == 4:  # signals in, signals out (their types: __attrs_post_init__)
+            put(self, "in_shape", tuple(self.conv[2]))
+            put(self, "out_shape", conv_out_length(*self.conv))
+            put(self, "real_output", self.real_input)
 
     def __attrs_post_init__(self):
         self._derive()
@@ -230,6 +239,8 @@ class Problem:
         if self.kind == "c2r" and not self.inverse:
             raise ValueError("kind='c2r' is an inverse transform (n//2+1 complex inputs → n real outputs); "
                              "pass inverse=True, or use kind='r2c' for the forward real transform")
+        if self.conv:
+            _check_conv(self)
         if self.modes:
             self._check_modes()
         elif self.low:
@@ -284,6 +295,7 @@ class Problem:
         cores: int = 1,
         modes=None,
         low=None,
+        conv=None,
     ) -> Problem:
         """Normalise user-facing arguments and build a validated Problem.
 
@@ -326,6 +338,7 @@ class Problem:
             cores=cores,
             modes=() if modes is None else ((modes,) if isinstance(modes, int) else tuple(modes)),
             low=() if low is None else tuple(low),
+            conv=() if conv is None else tuple(conv),
         )
 
     # ------------------------------------------------------------------ derived facts
@@ -387,7 +400,7 @@ class Problem:
         """
         return attrs.evolve(
             self, shape=(n,), batch=batch, kind=kind, inverse=inverse, norm="forward" if inverse else "backward",
-            modes=(), low=()
+            modes=(), low=(), conv=()
         )
 
     def data_bytes(self) -> int:
@@ -405,6 +418,9 @@ class Problem:
             del out["modes"]
         if not self.low:  # and every FNO-pattern one the digest it had before low existed
             del out["low"]
+        if self.conv:  # every transform keeps the digest it had before conv existed
+            mode, channels, length, kernel = self.conv
+            out["conv"] = [mode, channels, list(length), list(kernel)]
         return out
 
     def digest(self) -> str:
@@ -418,10 +434,44 @@ class Problem:
         cores = f", {self.cores} cores" if self.cores != 1 else ""
         cores += f", modes {self.modes} kept" if self.modes else ""
         cores += f" (axes {self.low}: the lowest only)" if self.low else ""
+        if self.conv:
+            mode, channels, length, kernel = self.conv
+            return (f"conv {mode} {'real' if self.real_input else 'complex'} signals {length} × batch {self.batch} "
+                    f"({channels} channels) with filters {kernel}, transform length {self.shape}, {self.dtype} "
+                    f"{self.precision}, {self.device}{cores}")
         return (
             f"{self.kind} {direction} {self.shape} × batch {self.batch}, {self.dtype} "
             f"{self.precision}, norm {self.norm}, {self.device}{cores}"
         )
+
+
+#: a convolution problem's modes (:attr:`Problem.conv`)
+CONV_MODES = ("circular", "linear", "causal")
+
+
+def conv_out_length(mode: str, channels: int, length, kernel) -> tuple:
+    """The output's shape of a convolution: the signal's, but the full ``L + K − 1`` for ``linear``."""
+    return tuple(length) if mode != "linear" else tuple(n + k - 1 for n, k in zip(length, kernel))
+
+
+def _check_conv(p: Problem) -> None:
+    """A convolution problem's own checks (:attr:`Problem.conv`): its parts, its kind, and a transform
+    long enough for the mode (no wrap-around into what it returns)."""
+    if len(p.conv) != 4 or p.conv[0] not in CONV_MODES:
+        raise ValueError(f"conv must be (mode, channels, length, kernel) with mode one of "
+                         f"{', '.join(map(repr, CONV_MODES))}; got {p.conv!r}")
+    mode, channels, length, kernel = p.conv
+    if p.kind not in ("r2c", "c2c") or p.inverse or p.modes:
+        raise ValueError(f"a convolution is planned as kind='r2c' (real) or 'c2c' (complex), forward, untruncated; "
+                         f"got kind={p.kind!r}, inverse={p.inverse}")
+    if (not isinstance(channels, int) or channels < 1 or p.batch % channels
+            or len(length) != p.rank or len(kernel) != p.rank):
+        raise ValueError(f"a convolution's batch ({p.batch}) must be a multiple of its channels ({channels}), and "
+                         f"its length {length} and kernel {kernel} have one entry per axis of shape {p.shape}")
+    need = [n if mode == "circular" else n + k - 1 for n, k in zip(length, kernel)]
+    if any(s < w for s, w in zip(p.shape, need)) or (mode == "circular" and tuple(p.shape) != tuple(length)):
+        raise ValueError(f"a {mode} convolution of {length} with {kernel} needs a transform of shape "
+                         f"{'=' if mode == 'circular' else '≥'} {tuple(need)}; got {p.shape}")
 
 
 def host_memory_bytes() -> int | None:

@@ -21,6 +21,7 @@ from trnplan.core import state
 from trnplan.core.cost import COST_MODEL_VERSION
 from trnplan.planner.bluestein import Bluestein
 from trnplan.planner.butterfly import Butterfly
+from trnplan.planner.conv import Conv
 from trnplan.planner.dft_gemm import DFTGemmSolver
 from trnplan.planner.four_step import FourStep
 from trnplan.planner.library import HOST_LIBRARIES
@@ -136,6 +137,7 @@ SOLVERS = Registry((
     Real(),
     R2R(),  # DCT/DST types I–IV, any rank: pocketfft, one GEMM, or through a child DFT
     Truncated(),  # modes=...: kept-column GEMMs per axis, or the whole transform then cut
+    Conv(),  # conv=...: a filter-bank convolution as two child plans, four-step (Monarch) GEMMs, or DFT GEMMs
     ND(),
     Multicore(),  # cores > 1 only: the batch split into shards run concurrently
     Precision(),  # precision="auto" only: one child per concrete mode

@@ -138,6 +138,8 @@ class Solver:
     host_only: ClassVar[bool] = False
     #: plans truncated transforms (``Problem.modes``): every other solver declines them by declaration
     truncates: ClassVar[bool] = False
+    #: plans convolutions with a filter bank (``Problem.conv``): every other solver declines them by declaration
+    convolves: ClassVar[bool] = False
 
     def margin_sigma(self, trees, profile) -> float | None:
         """The estimate's margin-rule sigma for comparing ``trees`` (all rooted in this solver: its
@@ -154,6 +156,8 @@ class Solver:
             return f"{self.name} plans 1-D transforms; shape {problem.shape} has rank {problem.rank} (the nd solver plans it)"
         if self.ranks == "n" and problem.rank < 2:
             return f"{self.name} plans transforms of rank ≥ 2; shape {problem.shape} has rank 1"
+        if problem.conv and not self.convolves:
+            return f"{self.name} plans transforms; a convolution is planned by the conv solver"
         if problem.modes and not self.truncates:
             return (f"{self.name} computes every frequency; a truncated transform (modes={problem.modes}) is planned "
                     f"by the truncated solver")

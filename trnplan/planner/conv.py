@@ -1,0 +1,375 @@
+"""conv: a convolution with a filter bank, planned as one job (issue 30 item 2; FlashFFTConv).
+
+A problem with ``conv`` (:attr:`trnplan.core.problem.Problem.conv`: mode, channels, the signal's
+and the filters' shapes) asks for ``y = F⁻¹(F(x) · S)`` over the transform ``shape``, ``S`` the
+bank's kept spectrum (scaled by 1/N, in the layout the route's forward transform gives it: the
+front end, :mod:`trnplan.conv`, makes it with the same module). Three ways compete:
+
+``method=library``
+    The forward transform and the inverse as two child plans (r2c and c2r for real signals, c2c
+    both ways for complex ones: torch.fft or a host library on the CPU, whatever the device plans
+    elsewhere), the product with the spectrum between them. What a user writes with torch.fft,
+    planned; any rank.
+``method=gemm`` (the four-step / Monarch formulation of Fu et al. [1]_, after Bailey's four-step FFT)
+    ``N = N1·N2``: the signal as an ``N1 × N2`` matrix, a GEMM with the ``N1``-point DFT matrix
+    down its columns (only its first ``⌈L/N2⌉`` columns: the implicit zero-padding is not
+    multiplied), the twiddles ``exp(−2πi·k1·n2/N)``, a GEMM with the ``N2``-point DFT matrix; the
+    spectrum comes out in the transposed (``k1 + N1·k2``) order, and stays there: the product with
+    the bank's spectrum (made in the same order) does not care, and the inverse runs the same
+    passes back (conjugate matrices and twiddles), its last GEMM making only the ``⌈out/N2⌉`` rows
+    of output kept and, for real signals, only the real part. Four GEMMs of contraction ``√N``
+    and three elementwise passes: on a matrix engine (Trainium, a GPU's tensor cores) that is the
+    whole job, one graph; on the CPU the library's O(N log N) FFT usually wins. Rank 1.
+``method=direct`` (short lengths)
+    One GEMM with the DFT matrix (``L`` rows: the zero-padding skipped; real signals: the
+    ``N/2 + 1`` bins of a real transform), the product, one GEMM back to only the output's
+    samples (real signals: the Hermitian weights, as the pruned c2r of
+    :mod:`trnplan.planner.truncated`). ``O(N·L)`` work: for a short transform, two launches.
+    Rank 1, ``N ≤`` :data:`MAX_DIRECT_N`.
+
+Every route's module maps ``(x parts, spectrum parts)`` to the output parts on split ``(re, im)``
+real tensors (no complex dtype on a device), and has ``transform`` (the forward half alone, for
+the bank's spectrum).
+
+References
+----------
+.. [1] D. Y. Fu, H. Kumbong, E. Nguyen, C. Ré, "FlashFFTConv: Efficient Convolutions for Long
+   Sequences with Tensor Cores", ICLR 2024, arXiv:2311.05908 (§3.1: the FFT convolution as
+   Monarch-decomposed GEMMs with twiddles, the spectrum kept in the permuted order).
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import numpy as np
+import torch
+
+from trnplan.core.accuracy import UNIT_ROUNDOFF, combine, gemm_error, sqrt_growth
+from trnplan.core.cost import Work, cmul_work, copy, gemm_work
+from trnplan.core.errors import PlanningError
+from trnplan.kernels.gemm import Gemm
+from trnplan.planner.solver import Solver, best_variant, itemsize
+
+METHODS = ("library", "gemm", "direct")
+#: method=direct's longest transform: its matrices are L × (N + 2) and (N + 2) × out (real), so
+#: 2048 keeps each ≤ 32 MiB in fp32 and its O(N·L) work within ~10× the FFT's at the CPU's rates
+MAX_DIRECT_N = 2048
+#: method=gemm's splits tried: the divisors N2 of N nearest √N on each side (the least work per
+#: point; FlashFFTConv uses the square split where it exists), at most this many
+SPLITS = 3
+
+
+def monarch_splits(n: int) -> list[tuple[int, int]]:
+    """``(N1, N2)`` with ``N1·N2 = n``, both > 1, nearest the square first (at most :data:`SPLITS`)."""
+    root = math.isqrt(n)
+    pairs = sorted(((n // d, d) for d in range(2, n) if n % d == 0 and d * d >= n), key=lambda p: p[1])
+    near = sorted(pairs, key=lambda p: abs(math.log(p[1] / max(root, 1))))
+    return [p for p in near if p[0] > 1][:SPLITS]
+
+
+#: the routes' fp32 error u·(a + b·g)·(complex signals: c), g = √N1 + √N2 (gemm) or √N (direct),
+#: fitted to measurements here (fp32, causal L = N/2 with K = L, 4 channels × 2, 2 seeds, against
+#: numpy's complex128 convolution, 2026-11-27): gemm real 1.3e-7 (N=64, 8x8), 2.3e-7 (512), 3.5e-7
+#: (4096, 64x64), 4.9e-7 (16384), 5.2e-7 (65536), complex 1.9, 3.0, 4.6, 6.4, 7.0e-7; direct real
+#: 1.9e-7 (64), 4.0e-7 (256), 5.4e-7 (1024), 5.3e-7 (2048), complex 3.3, 4.9, 5.3, 6.0e-7. The
+#: constants bound every one by ≥ 1.2× (so fp32 takes gemm up to N ≈ 4096 real, direct to N ≈ 128:
+#: beyond, four GEMM stages' sums are over fp32's 5e-7 bar, as measured); fp64 (not measured) doubled
+ERROR_ROUTE = {"gemm": (1.5, 0.4, 1.25), "direct": (2.5, 0.4, 1.3)}
+
+
+def route_error(problem, method: str, growth: float, probe) -> float:
+    """method=gemm's or method=direct's predicted error (:data:`ERROR_ROUTE`), with the mode's GEMM stages."""
+    a, b, c = ERROR_ROUTE[method]
+    scale = 2.0 if problem.precision == "fp64" else 1.0
+    e = UNIT_ROUNDOFF[problem.precision] * scale * (a + b * growth) * (c if problem.kind == "c2c" else 1.0)
+    stages = 4 if method == "gemm" else 2
+    return combine(e, gemm_error(problem.precision, stages, probe, problem.n * problem.batch))
+
+
+def _dft(rows: int, cols: int, n: int, sign: int) -> np.ndarray:
+    """exp(sign·2πi·j·k/n) for j < rows, k < cols (the index product reduced mod n first: exact)."""
+    jk = (np.arange(rows)[:, None] * np.arange(cols)[None, :]) % n
+    return np.exp(sign * 2j * np.pi * jk / n)
+
+
+def _left_complex(f: np.ndarray, real_in: bool, real_out: bool) -> np.ndarray:
+    """The real matrix ``W`` with ``W @ [xr; xi] = [Re(F x); Im(F x)]`` (rows stacked): only xr's
+    columns for real input, only the real rows for a real output."""
+    top = np.concatenate([f.real, -f.imag], axis=1)
+    bottom = np.concatenate([f.imag, f.real], axis=1)
+    w = top if real_out else np.concatenate([top, bottom])
+    return w[:, : f.shape[1]] if real_in else w
+
+
+def _right_complex(f: np.ndarray, real_in: bool = False, real_out: bool = False) -> np.ndarray:
+    """The real matrix ``W`` with ``[xr | xi] @ W = [Re(x F) | Im(x F)]`` (columns side by side)."""
+    left = np.concatenate([f.real, -f.imag])
+    right = np.concatenate([f.imag, f.real])
+    w = left if real_out else np.concatenate([left, right], axis=1)
+    return w[: f.shape[0]] if real_in else w
+
+
+def _cmul(ar, ai, br, bi):
+    return ar * br - ai * bi, ar * bi + ai * br
+
+
+class MonarchConv(torch.nn.Module):
+    """method=gemm on ``(M, L)`` signals (real: one tensor; complex: two); the spectrum ``(C, N)`` parts."""
+
+    def __init__(self, n1: int, n2: int, width: int, out: int, real: bool, ctx, channels: int):
+        super().__init__()
+        self.n1, self.n2, self.out, self.real, self.channels = n1, n2, out, real, channels
+        # width: the longer of the signal and the filters (both go through transform)
+        self.r_in, self.r_out = -(-width // n2), -(-out // n2)
+        n = n1 * n2
+        self.first = Gemm(_left_complex(_dft(n1, self.r_in, n1, -1), real, False), ctx, side="left")
+        self.second = Gemm(_right_complex(_dft(n2, n2, n2, -1)), ctx, side="right")
+        self.second_inv = Gemm(_right_complex(_dft(n2, n2, n2, 1)), ctx, side="right")
+        self.first_inv = Gemm(_left_complex(_dft(self.r_out, n1, n1, 1), False, real), ctx, side="left")
+        tr, ti = ctx.split_const(_dft(n1, n2, n, -1))  # exp(−2πi·k1·n2/N)
+        self.register_buffer("tr", tr)
+        self.register_buffer("ti", ti)
+
+    def _rows(self, *parts):
+        """The signals as ``(M, rows, N2)`` matrices, zero-padded to ``⌈L/N2⌉`` rows: stacked re over im."""
+        pad = self.r_in * self.n2 - parts[0].shape[-1]
+        mats = [torch.nn.functional.pad(t, (0, pad)) if pad else t for t in parts]
+        mats = [t.reshape(t.shape[0], self.r_in, self.n2) for t in mats]
+        return mats[0] if len(mats) == 1 else torch.cat(mats, 1)
+
+    def transform(self, *parts):
+        """The forward four-step transform: ``(re, im)`` of shape ``(M, N1, N2)``, entry
+        ``[k1, k2]`` the frequency ``k1 + N1·k2``."""
+        a = self.first(self._rows(*parts))  # (M, 2·N1, N2): the N1-point DFTs down the columns
+        ar, ai = _cmul(a[:, : self.n1], a[:, self.n1:], self.tr, self.ti)
+        m = ar.shape[0]
+        b = self.second(torch.cat([ar, ai], -1).reshape(m * self.n1, 2 * self.n2))  # the N2-point DFTs along rows
+        return b[:, : self.n2].reshape(m, self.n1, self.n2), b[:, self.n2:].reshape(m, self.n1, self.n2)
+
+    def forward(self, *inputs):
+        *parts, sr, si = inputs
+        xr, xi = self.transform(*parts)
+        m = xr.shape[0]
+        lead = (m // self.channels, self.channels, self.n1, self.n2)
+        yr, yi = _cmul(xr.reshape(lead), xi.reshape(lead), sr.reshape(self.channels, self.n1, self.n2),
+                       si.reshape(self.channels, self.n1, self.n2))
+        c = self.second_inv(torch.cat([yr, yi], -1).reshape(m * self.n1, 2 * self.n2))
+        cr, ci = c[:, : self.n2].reshape(m, self.n1, self.n2), c[:, self.n2:].reshape(m, self.n1, self.n2)
+        cr, ci = _cmul(cr, ci, self.tr, -self.ti)
+        y = self.first_inv(torch.cat([cr, ci], 1))  # (M, rows kept [re; im], N2)
+        rows = self.r_out
+        parts = (y,) if self.real else (y[:, :rows], y[:, rows:])
+        return tuple(t.reshape(m, rows * self.n2)[:, : self.out] for t in parts)
+
+
+class DirectConv(torch.nn.Module):
+    """method=direct: one GEMM with the DFT matrix's first ``L`` rows, the product, one GEMM back to
+    the output's samples."""
+
+    def __init__(self, n: int, width: int, out: int, real: bool, ctx, channels: int):
+        super().__init__()
+        self.real, self.channels, self.width = real, channels, width
+        bins = n // 2 + 1 if real else n
+        self.bins = bins
+        f = _dft(width, bins, n, -1)  # width: the longer of the signal and the filters
+        self.fwd = Gemm(_right_complex(f, real_in=real), ctx, side="right")
+        g = _dft(bins, out, n, 1)  # bins × out
+        if real:  # the Hermitian weights: the bins above N/2 are the conjugates of those below
+            c = np.full(bins, 2.0)
+            c[0] = 1.0
+            if n % 2 == 0:
+                c[-1] = 1.0
+            g = c[:, None] * g
+        self.inv = Gemm(_right_complex(g, real_out=real), ctx, side="right")
+
+    def transform(self, *parts):
+        pad = self.width - parts[0].shape[-1]
+        parts = [torch.nn.functional.pad(t, (0, pad)) if pad else t for t in parts]
+        y = self.fwd(parts[0] if self.real else torch.cat(parts, -1))
+        return y[:, : self.bins], y[:, self.bins:]
+
+    def forward(self, *inputs):
+        *parts, sr, si = inputs
+        xr, xi = self.transform(*parts)
+        m = xr.shape[0]
+        lead = (m // self.channels, self.channels, self.bins)
+        yr, yi = _cmul(xr.reshape(lead), xi.reshape(lead), sr.reshape(self.channels, self.bins),
+                       si.reshape(self.channels, self.bins))
+        y = self.inv(torch.cat([yr, yi], -1).reshape(m, 2 * self.bins))
+        if self.real:
+            return (y,)
+        half = y.shape[1] // 2
+        return y[:, :half], y[:, half:]
+
+
+class Conv(Solver):
+    name = "conv"
+    version = 1
+    composite = True
+    convolves = True
+    kinds = ("r2c", "c2c")
+    ranks = "any"
+    options = ("method", "split")
+    word_options = ("method", "split")
+
+    def why_not(self, problem, planner, forced):
+        return None if problem.conv else "plans convolutions with a filter bank only (plan_conv)"
+
+    def why_not_spec(self, problem, spec):
+        reason = super().why_not_spec(problem, spec)
+        method = spec.option("method")
+        if reason is None and method is not None:
+            reason = why_not_method(problem, method)
+        return reason
+
+    def plan(self, problem, planner, spec):
+        forced = spec.option("method") if spec is not None else None
+        if forced and (reason := why_not_method(problem, forced)):
+            raise PlanningError(reason)
+        methods = [forced] if forced else [m for m in METHODS if why_not_method(problem, m) is None]
+        split = spec.option("split") if spec is not None else None
+        splits = [tuple(int(v) for v in str(split).split("x"))] if split else monarch_splits(problem.n)
+        if split and (len(splits[0]) != 2 or math.prod(splits[0]) != problem.n):
+            raise PlanningError(f"split={split} is not a factor pair N1xN2 of the transform length {problem.n}")
+        variants = [(m, s) for m in methods for s in (splits if m == "gemm" else [None])]
+        return best_variant(lambda v: self._plan_method(problem, planner, spec, *v), variants,
+                            tol=planner.tol(problem))
+
+    def _plan_method(self, problem, planner, spec, method, split):
+        mode, channels, length, kernel = problem.conv
+        params = {"factors": problem.shape, "kind": problem.kind, "method": method, "mode": mode,
+                  "channels": channels, "length": "x".join(map(str, length)),
+                  "kernel": "x".join(map(str, kernel))}
+        if method == "library":
+            return self._plan_library(problem, planner, spec, params)
+        work, errors = (_gemm_work(problem, planner, *split) if method == "gemm"
+                        else _direct_work(problem, planner))
+        if split is not None:
+            params["split"] = f"{split[0]}x{split[1]}"
+        return self.node(problem, planner, work, combine(*errors), params=params)
+
+    def _plan_library(self, problem, planner, spec, params):
+        complex_ = problem.kind == "c2c"
+        fwd = attrs.evolve(problem, conv=(), norm="backward")
+        inv = attrs.evolve(problem, conv=(), kind="c2c" if complex_ else "c2r", inverse=True, norm="forward")
+        children = tuple(planner.plan(p, spec.child(i) if spec is not None else None) for i, p in enumerate((fwd, inv)))
+        b, size = problem.batch, itemsize(problem)
+        spectrum = math.prod(fwd.out_shape)
+        planes = 2 if complex_ else 1
+        work = cmul_work(b * spectrum, size)
+        if math.prod(problem.shape) > math.prod(problem.in_shape):  # the signal zero-padded to N (one pad op)
+            work += copy(planes * b * problem.n, size)
+        # the two transforms' errors: the bank's spectrum is made by the forward's plan too, but the
+        # children's models bound their measurements by ≥ 1.3× and the convolution measured within
+        # them (2.0–3.3e-7 at N = 120…65536, real and complex, against a prediction of 2.7–3.5e-7)
+        error = combine(*(c.error for c in children))
+        return self.node(problem, planner, work, error, params=params, children=children)
+
+    def build(self, node, ctx):
+        channels = int(node.param("channels"))
+        length, out = _lengths(node)
+        real = node.param("kind") == "r2c"
+        width = max(length[0], int(str(node.param("kernel")).split("x")[0]))
+        if node.param("method") == "gemm":
+            n1, n2 = (int(v) for v in str(node.param("split")).split("x"))
+            return MonarchConv(n1, n2, width, out[0], real, ctx, channels)
+        if node.param("method") == "direct":
+            return DirectConv(node.n, width, out[0], real, ctx, channels)
+        return LibraryConv(ctx.build(node.children[0]), ctx.build(node.children[1]), node, channels)
+
+
+class LibraryConv(torch.nn.Module):
+    """method=library on split tensors (the planned children's modules): pad, forward, product, inverse, crop."""
+
+    def __init__(self, fwd, inv, node, channels: int):
+        super().__init__()
+        self.fwd, self.inv, self.channels = fwd, inv, channels
+        self.shape = tuple(node.param("factors"))
+        self.length, self.out = _lengths(node)
+
+    def _pad(self, t):
+        t = t.reshape(t.shape[0], *self.length)
+        pad = []
+        for size, want in zip(reversed(self.length), reversed(self.shape)):
+            pad += [0, want - size]
+        return torch.nn.functional.pad(t, pad).reshape(t.shape[0], -1) if any(pad) else t.reshape(t.shape[0], -1)
+
+    def transform(self, *parts):
+        return self.fwd(*(self._pad(t) for t in parts))
+
+    def forward(self, *inputs):
+        *parts, sr, si = inputs
+        xr, xi = self.transform(*parts)
+        m = xr.shape[0]
+        lead = (m // self.channels, self.channels, -1)
+        yr, yi = _cmul(xr.reshape(lead), xi.reshape(lead), sr.reshape(self.channels, -1),
+                       si.reshape(self.channels, -1))
+        ys = self.inv(yr.reshape(m, -1), yi.reshape(m, -1))
+        out = []
+        for y in ys:
+            y = y.reshape(m, *self.shape)
+            for d, keep in enumerate(self.out):
+                y = y.narrow(d + 1, 0, keep)
+            out.append(y.reshape(m, -1))
+        return tuple(out)
+
+
+def _lengths(node) -> tuple[tuple, tuple]:
+    length = tuple(int(v) for v in str(node.param("length")).split("x"))
+    kernel = tuple(int(v) for v in str(node.param("kernel")).split("x"))
+    mode = node.param("mode")
+    return length, tuple(n + k - 1 for n, k in zip(length, kernel)) if mode == "linear" else length
+
+
+def why_not_method(problem, method) -> str | None:
+    """Why ``method`` cannot plan the convolution ``problem`` (None: it can)."""
+    if method not in METHODS:
+        return f"conv has no method {method!r} (methods: {', '.join(METHODS)})"
+    if method != "library" and problem.rank != 1:
+        return f"method={method} plans 1-D convolutions; shape {problem.shape} has rank {problem.rank} (method=library)"
+    if method == "gemm" and not monarch_splits(problem.n):
+        return f"method=gemm needs a transform length with a factor pair N1·N2 (both > 1); {problem.n} is prime"
+    if method == "direct" and problem.n > MAX_DIRECT_N:
+        return f"method=direct is for transforms ≤ {MAX_DIRECT_N} (its DFT matrices are N × L); N={problem.n}"
+    return None
+
+
+def _gemm(problem, planner, rows: int, k: int, cols: int, size: int) -> Work:
+    """One GEMM ``(rows × k) @ (k × cols)`` with a constant operand: its flops and operands."""
+    work = Work(launches=1, bytes=(rows * k + k * cols + rows * cols) * size)
+    return work + gemm_work(problem.precision, planner.profile, 2.0 * rows * k * cols, rows * k, size,
+                            shape=(rows, k, cols))
+
+
+def _gemm_work(problem, planner, n1: int, n2: int):
+    """method=gemm's work (four GEMMs, two twiddle passes, the product, the concatenations) and errors."""
+    _, _, length, kernel = problem.conv
+    out = problem.out_shape[0]
+    b, size, real = problem.batch, itemsize(problem), problem.kind == "r2c"
+    planes = 1 if real else 2
+    r_in, r_out = -(-max(length[0], kernel[0]) // n2), -(-out // n2)
+    n = n1 * n2
+    work = copy(planes * b * r_in * n2, size) if r_in * n2 > length[0] else Work()
+    work += _gemm(problem, planner, 2 * n1, planes * r_in, b * n2, size)  # the N1-point DFTs (left)
+    for _ in range(2):  # the twiddles, the concatenation, the N2-point DFTs: forward and back
+        work += cmul_work(b * n, size) + copy(2 * b * n, size)
+        work += _gemm(problem, planner, b * n1, 2 * n2, 2 * n2, size)
+    work += cmul_work(b * n, size) + copy(2 * b * n, size)  # the product; the last concatenation
+    work += _gemm(problem, planner, planes * r_out, 2 * n1, b * n2, size)
+    work += copy(planes * b * out, size)  # the crop's reshape
+    return work, [route_error(problem, "gemm", sqrt_growth(n1) + sqrt_growth(n2), planner.probe)]
+
+
+def _direct_work(problem, planner):
+    """method=direct's work (two GEMMs, the product, the concatenations) and errors."""
+    length, out = max(problem.in_shape[0], problem.conv[3][0]), problem.out_shape[0]
+    b, size, real = problem.batch, itemsize(problem), problem.kind == "r2c"
+    planes = 1 if real else 2
+    bins = problem.n // 2 + 1 if real else problem.n
+    work = Work() if real else copy(2 * b * length, size)
+    work += _gemm(problem, planner, b, planes * length, 2 * bins, size)
+    work += cmul_work(b * bins, size) + copy(2 * b * bins, size)
+    work += _gemm(problem, planner, b, 2 * bins, planes * out, size)
+    return work, [route_error(problem, "direct", sqrt_growth(problem.n), planner.probe)]
