@@ -54,6 +54,7 @@ import torch
 from trnplan.backends import get_backend
 from trnplan.cache import default_cache
 from trnplan.cache.fingerprint import fingerprint, fingerprint_digest
+from trnplan.core import state
 from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.cost import format_time
 from trnplan.core.errors import PlanningError
@@ -70,8 +71,9 @@ __all__ = ["ConvPlan", "plan_conv"]
 
 #: padded-input buffers a plan keeps at most (one per calling thread: :meth:`ConvPlan._padded`)
 MAX_SCRATCH = 8
-#: the in-process plan cache of convolutions: (problem, method, bound) -> the planner's tree
+#: the in-process plan cache of convolutions: (problem, method) -> (the planner's tree, its bound)
 _TREES: dict = {}
+state.register("conv.trees", _TREES.clear)
 
 
 class ConvPlan(torch.nn.Module):
