@@ -91,6 +91,7 @@ ROWS = {
     "real": lambda c: None,
     "r2r": lambda c: None,  # its kinds (dct1…dst4) are its own: every other kind is refused by declaration
     "truncated": lambda c: "plans truncated transforms only",  # the grid has no modes= (tests/test_truncated.py)
+    "conv": lambda c: "plans convolutions with a filter bank only",  # the grid has no conv= (tests/test_conv_plan.py)
     "nd": lambda c: None,
     "multicore": lambda c: None if c.cores > 1 else "cores=1: nothing to split over",
     "precision": lambda c: None if c.precision == "auto" else "plans precision='auto' only",

@@ -19,7 +19,7 @@ from trnplan.planner.stockham import default_radices
 
 def test_registry_is_ordered_and_named():
     assert solver_names() == ("native", "scipy", "pyfftw", "mkl-fft", "dft-gemm", "stockham", "butterfly",
-                              "four-step", "bluestein", "real", "r2r", "truncated", "nd", "multicore", "precision")
+                              "four-step", "bluestein", "real", "r2r", "truncated", "conv", "nd", "multicore", "precision")
     assert len(trnplan.planner.registry_digest()) == 16
 
 
