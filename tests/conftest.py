@@ -6,6 +6,16 @@ tests/support.py; their names stay importable from here for tests written before
 from __future__ import annotations
 
 import os
+
+#: torch's CPU thread pool is OpenMP (libgomp), whose idle threads spin ~0.1-0.3 s after each
+#: parallel region by default. `make test` runs 2 pytest workers, each with torch's 2 threads, on
+#: this project's 2-core machines: a spinning thread takes a core from the other worker. Measured
+#: (loaded machine, pytest -n 0): tests/test_truncated.py 58.7 s with spinning, 15.7 s passive (its
+#: two gradchecks 25.4 -> 2.7 s and 16.5 -> 1.2 s); the thread count (what plans and tests see) is
+#: unchanged. Set before torch is imported (below, through support and trnplan): libgomp reads it
+#: once, when it loads; child processes the tests start inherit it. A value the caller set is kept.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import shutil
 import tempfile
 from pathlib import Path
@@ -75,6 +85,18 @@ def _fresh_plan_cache(request, monkeypatch, _ram_cache_root):
         shutil.rmtree(own, ignore_errors=True)
 
 
+def _duration_class(item) -> int:
+    """0 for a test marked ``slow`` (seconds each: AOT builds, subprocesses, compiles), 1 otherwise.
+
+    Why: xdist hands the workers tests in collection order, so a 20-40 s test collected late (the
+    examples, the scipy peer suites, the spawned ranks) ran while the other worker had nothing
+    left: the run's tail. Started first, the long tests overlap the ~5,000 short ones and the run
+    ends on short tests on both workers (longest-first list scheduling). ``sort`` is stable, so
+    file order holds within each class, and every worker computes the same order (xdist requires
+    identical collections). Multi-test ``xdist_group`` units still go first (xdist's scope reorder)."""
+    return 0 if item.get_closest_marker("slow") is not None else 1
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config, items):
     """Make ``--dist loadgroup`` (``make test``) honour ``pytest.mark.xdist_group`` on pytest 9.2.
@@ -84,7 +106,10 @@ def pytest_collection_modifyitems(config, items):
     the grouped tests are spread over the workers like any other: each worker then runs a
     module-scoped fixture those tests share (an AOT compile, a stand-in child process), paying it
     twice. pytest-dev/pytest-xdist#1386 (open), whose fix (#1388) sets the structured id the same
-    way. Nothing happens where xdist's own suffix took effect (older pytest) or without loadgroup."""
+    way. Nothing happens where xdist's own suffix took effect (older pytest) or without loadgroup.
+    On any xdist worker the tests marked slow are moved to the front first (:func:`_duration_class`)."""
+    if hasattr(config, "workerinput"):  # an xdist worker (make test): the long tests first
+        items.sort(key=_duration_class)
     if not getattr(config.option, "loadgroup", False):  # set on xdist workers under --dist loadgroup
         return
     for item in items:
