@@ -245,3 +245,48 @@ def test_a_multi_thread_contender_must_beat_the_one_thread_one_clearly_under_loa
     assert best is one and lost == []
     best, _ = measure._load_pick([two, one], ratios, {two.tree: (0.7, 7e-6), one.tree: (0.8, 8e-6)})
     assert best is two
+
+
+def _t(tree, vs, noise=0.01):
+    return Timing(tree=tree, solver=tree.strip("()").split()[0], predicted_us=1.0, error=0.0, measured_us=10.0 * vs,
+                  measured_error=0.0, verdict=SLOWER, noise=noise, vs_default=vs)
+
+
+def test_contenders_keep_places_for_the_one_thread_leaves(monkeypatch):
+    """Four 2-thread variants faster in the rounds than any one-thread leaf: only the best of them
+    goes on, beside the one-thread ones (at 1 torch thread every leaf is one-thread: the best 3)."""
+    from trnplan.planner.measure import CONFIRM_MAX, contenders
+    default = attrs.evolve(_t("(native 64 threads=1)", 1.0), default=True)
+    multi = [_t("(pyfftw 64 threads=2)", 0.5), _t("(mkl-fft 64)", 0.55), _t("(scipy 64)", 0.6), _t("(native 64)", 0.62)]
+    single = [_t("(pyfftw 64)", 0.8), _t("(mkl-fft 64 threads=1)", 0.85)]
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    picked = [t.tree for t in contenders([default, *multi, *single])]
+    assert picked == ["(pyfftw 64 threads=2)", "(pyfftw 64)", "(mkl-fft 64 threads=1)"]
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 1)
+    assert len(contenders([default, *multi, *single])) == CONFIRM_MAX
+
+
+def test_a_stalling_two_thread_contender_does_not_mark_the_machine_busy(monkeypatch):
+    """In the second confirmation burst the 2-thread contender stalls (10× its time) and the
+    one-thread one ties the default: neither is confirmed, and the record is not marked busy —
+    the 2-thread one's scatter is its stall, and the one-thread one measured steadily."""
+    clock = [0.0]
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(measure.time, "sleep", lambda s: None)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 2)
+    calls: dict = {}
+
+    def runner(tree, quiet, second):  # µs per call; ``second`` in the second burst (calls 11-20)
+        def fn():
+            calls[tree] = calls.get(tree, 0) + 1
+            clock[0] += (second if 11 <= calls[tree] <= 20 else quiet) * 1e-6
+        return (fn, 1)
+
+    fns = {"(native 64 threads=1)": runner("d", 10.0, 10.0), "(pyfftw 64 threads=2)": runner("m", 5.0, 50.0),
+           "(pyfftw 64)": runner("o", 9.0, 10.0)}
+    default = attrs.evolve(_t("(native 64 threads=1)", 1.0), default=True)
+    timings = [default, _t("(pyfftw 64 threads=2)", 0.5, 0.5), _t("(pyfftw 64)", 0.9)]
+    pick = measure.robust_pick(timings, fns, [10e-6] * 9, torch.device("cpu"), lambda: None)
+    assert pick.best.default and "was not confirmed" in pick.rule and pick.busy is None
+    stalled = next(c for c in pick.checks if c[0] == "(pyfftw 64 threads=2)")
+    assert stalled[1] == pytest.approx((0.5, 5.0, 0.5)) and stalled[2] > measure.BUSY_NOISE
