@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import subprocess
 import sys
 
@@ -43,6 +44,25 @@ def test_children_come_through_the_planner_and_are_memoised():
     assert n1 * n2 == 65536
     assert node.children[0].n == n1 and node.children[0].batch == n2
     assert node.children[1].n == n2 and node.children[1].batch == n1
+
+
+def test_a_forced_roots_failure_message_is_made_when_read_as_it_would_have_been():
+    """The solvers that apply at a failed forced root cost a search each; the message is made when
+    read (the drop-in drops most such failures unread), from the planner as it was at the failure."""
+    planner = Planner(get_backend("cpu"))
+    problem = Problem.create(64, 2, kind="r2c")
+    with pytest.raises(trnplan.PlanningError) as info:
+        planner.plan(problem, Spec(name="native"))
+    searches = planner.searches
+    assert searches == 1  # the failed search alone: no search per solver for a message not read yet
+    planner.plan(Problem.create(48, 3))  # the planner moves on: the message is still the failure's
+    assert planner.searches > searches
+    text = str(info.value)
+    others = Planner(get_backend("cpu")).applicable(problem)
+    assert "real" in others
+    assert text.startswith("strategy 'native' does not apply to the sub-problem n=64 (forward, batch 2, fp32)")
+    assert text.endswith(f"Solvers that apply here: {', '.join(others)}")
+    assert pickle.loads(pickle.dumps(info.value)).args == (text,) == info.value.args
 
 
 def test_cost_grows_with_batch_and_subtree_totals_add_up():

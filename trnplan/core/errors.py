@@ -12,10 +12,50 @@ class PlanningError(TrnplanError, ValueError):
     (``trnplan.planner.Candidate``: solver, verdict, reason, node), empty where none was asked.
     """
 
-    def __init__(self, message: str = "", *, candidates=(), tol: float | None = None):
-        super().__init__(message)
+    def __init__(self, message="", *, candidates=(), tol: float | None = None):
+        #: a call that makes the message, where making it costs searches (the solvers that apply to a
+        #: forced strategy's node, trnplan.planner.Planner._failure): made at the first read, never
+        #: where nobody reads it (the drop-in tries torch.fft's own strategies in turn, 14 s of 65 s
+        #: of tests/test_fft_api.py + test_real_nd.py went to messages it threw away)
+        self._make = message if callable(message) else None
+        super().__init__(*(() if self._make is not None else (message,)))
         self.candidates = tuple(candidates)
         self.tol = tol
+
+    def _made(self) -> None:
+        if self._make is not None:
+            make, self._make = self._make, None
+            BaseException.args.__set__(self, (make(),))
+
+    @property
+    def args(self):  # BaseException.args, made first (repr, pickling and str read it)
+        self._made()
+        return BaseException.args.__get__(self)
+
+    @args.setter
+    def args(self, value) -> None:
+        self._make = None
+        BaseException.args.__set__(self, value)
+
+    def __str__(self) -> str:
+        self._made()
+        return super().__str__()
+
+    def __repr__(self) -> str:
+        self._made()
+        return super().__repr__()
+
+    def __reduce__(self):  # the made message, not the call that makes it (it holds a planner)
+        self._made()
+        return (_rebuild, (type(self), self.args, self.__dict__))
+
+
+def _rebuild(cls, args, state):
+    """An unpickled PlanningError (:meth:`PlanningError.__reduce__`)."""
+    exc = cls.__new__(cls)
+    BaseException.args.__set__(exc, args)
+    exc.__dict__.update(state)
+    return exc
 
 
 class OverBoundError(PlanningError):

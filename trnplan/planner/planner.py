@@ -458,17 +458,34 @@ class Planner:
             self._listing = False
         return out
 
-    def _failure(self, problem, spec, candidates) -> str:
+    def _failure(self, problem, spec, candidates):
+        """The failure's message, or at the root of a forced strategy a call that makes it when read
+        (:class:`~trnplan.core.errors.PlanningError` takes either): the solvers that apply there are
+        found by one search per solver, and a failed root is often tried and dropped (the drop-in
+        tries torch.fft's strategies in turn). Made later, the list is found from the planner as it
+        was at the failure (its searches in progress, root, share depth, memo), so the message is the
+        one made at once; nothing runs on a root's planner after its search failed but that."""
         detail = "; ".join(f"{c.solver}: {c.reason}" for c in candidates)
-        if spec is not None and spec.name is not None:
-            unread = self._listing or self._discarded_at == len(self._active)
-            others = [] if unread else self.applicable(problem)
-            return (
-                f"strategy {str(spec)!r} does not apply to the sub-problem n={problem.n} "
+        if spec is None or spec.name is None:
+            return f"no solver can plan n={problem.n} ({problem.precision}, {problem.device}): {detail}"
+        head = (f"strategy {str(spec)!r} does not apply to the sub-problem n={problem.n} "
                 f"({'inverse' if problem.inverse else 'forward'}, batch {problem.batch}, {problem.precision}): "
-                f"{detail}. Solvers that apply here: {', '.join(others) or 'none'}"
-            )
-        return f"no solver can plan n={problem.n} ({problem.precision}, {problem.device}): {detail}"
+                f"{detail}. Solvers that apply here: ")
+        if self._listing or self._discarded_at == len(self._active):  # nobody reads it
+            return head + "none"
+        if len(self._active) > 1:
+            return head + (", ".join(self.applicable(problem)) or "none")
+        at_failure = (list(self._active), self.root, self._share_depth, dict(self._memo))
+
+        def message() -> str:
+            now = (self._active, self.root, self._share_depth, self._memo)
+            self._active, self.root, self._share_depth, self._memo = at_failure
+            try:
+                return head + (", ".join(self.applicable(problem)) or "none")
+            finally:
+                self._active, self.root, self._share_depth, self._memo = now
+
+        return message
 
     # ------------------------------------------------------------------ lowering
     def lower(self, node: PlanNode, problem, device):
