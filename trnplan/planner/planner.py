@@ -490,8 +490,14 @@ class Planner:
     # ------------------------------------------------------------------ lowering
     def lower(self, node: PlanNode, problem, device):
         """Build the torch module of a node tree (unscaled) for ``problem``'s dtype on ``device``."""
-        builder = Builder(dict(zip(map(_NAME, self.solvers), self.solvers)))  # name -> solver, no comprehension call
-        return builder.context(problem.real_dtype, device, problem.precision).build(node)
+        return self._context(problem, device).build(node)
+
+    def _context(self, problem, device) -> BuildContext:
+        """The BuildContext a tree of ``problem`` is lowered in on ``device`` (name -> solver made
+        without a comprehension's call: a wisdom hit lowers, tools/count_calls.py counts it)."""
+        builder = Builder(dict(zip(map(_NAME, self.solvers), self.solvers)))
+        builder.ctx = BuildContext(dtype=problem.real_dtype, device=device, precision=problem.precision, build=builder)
+        return builder.ctx
 
     def lower_plan(self, node: PlanNode, problem, device) -> PlanModule:
         """The whole transform as one module: the lowered tree, then ``problem``'s norm scale —
@@ -500,13 +506,13 @@ class Planner:
         (``Solver.folds_scale_always``), and the root can (:meth:`Solver.build_scaled`): one read and
         write of the output fewer."""
         scale = problem.scale
-        solver = self.solver(node.solver)
-        if scale != 1.0 and solver is not None and (self.backend.folds_scale or solver.folds_scale_always):
-            ctx = Builder({s.name: s for s in self.solvers}).context(problem.real_dtype, device, problem.precision)
+        solver = None if scale == 1.0 else self.solver(node.solver)
+        ctx = self._context(problem, device)
+        if solver is not None and (self.backend.folds_scale or solver.folds_scale_always):
             folded = ctx.build.build_scaled(node, scale)
             if folded is not None:
                 return PlanModule(folded, 1.0)
-        return PlanModule(self.lower(node, problem, device), scale)
+        return PlanModule(ctx.build(node), scale)
 
 
 class Builder:
