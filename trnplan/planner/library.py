@@ -24,7 +24,7 @@ from trnplan.core.accuracy import SMALL_SAMPLE, STORAGE, UNIT_ROUNDOFF, log_grow
 from trnplan.kernels import hostlib
 from trnplan.planner import native
 from trnplan.planner.leafcost import LeafShape, leaf_work
-from trnplan.planner.solver import Solver, WholeShape, library_io, prime_factors
+from trnplan.planner.solver import VARIANTS, Solver, WholeShape, library_io, prime_factors
 
 #: The constants below were measured on this project's 2-vCPU box (AMD EPYC, 2 threads, torch
 #: 2.13.0+cpu, scipy 1.17.1, pyfftw 0.15.1, mkl_fft 2.3.2 with MKL 2026.2), complex64, with a
@@ -127,8 +127,10 @@ class HostLibrary(WholeShape, Solver):
             return self.plan_on_neuron(problem, planner, spec)
         # the thread count explicit (native.thread_variants): a strategy's, or the other count as a
         # variant for measured planning, priced as this leaf (the estimate's pick never changes)
-        return native.thread_variants(self.plan_host(problem, planner, spec), problem, spec,
-                                      self.one_thread_by_default)
+        node = self.plan_host(problem, planner, spec)
+        if (spec is None or not spec.options) and VARIANTS.get() is None:
+            return node  # no count named, none to offer (a replay, a child's search): one call less
+        return native.thread_variants(node, problem, spec, self.one_thread_by_default)
 
     def plan_host(self, problem, planner, spec):
         """The leaf's node on the CPU at its implicit thread count (priced; no variant noted)."""
