@@ -44,6 +44,7 @@ import trnplan
 from trnplan import fft as tfft
 from trnplan.conv import plan_conv, smooth_length
 from trnplan.core.accuracy import DEFAULT_TOL
+from trnplan.core.errors import PlanningError
 from trnplan.tools.benchsuite import _cpu_model, time_cells
 
 BAR = DEFAULT_TOL["fp32"]
@@ -192,19 +193,31 @@ def torch_fft_conv(x, h, n, keep):
 def conv_row(label, length, k, batch, channels, mode, cell_seconds):
     x = torch.randn(batch, channels, length)
     h = torch.randn(channels, k) / k
-    conv = plan_conv(h, length, mode)
+    conv = plan_conv(h, length, mode, batch=batch)  # priced for the batch it runs
     keep = length if mode == "causal" else length + k - 1
     n_torch = 2 * length if mode == "causal" and k == length else smooth_length(length + k - 1)
     ref = torch_fft_conv(x.double(), h.double(), n_torch, keep).numpy()
     err = rel(conv(x), ref)
     assert err <= BAR, (label, err)
     fns = {"trnplan": lambda: conv(x), "torch.fft": lambda: torch_fft_conv(x, h, n_torch, keep)}
+    routes = {"method": conv.method}
+    try:  # the four-step (Monarch) GEMM route forced, where it plans within the bound
+        gemm = plan_conv(h, length, mode, method="gemm", batch=batch)
+        routes["gemm error"] = rel(gemm(x), ref)
+        assert routes["gemm error"] <= gemm.bound, (label, routes["gemm error"], gemm.bound)
+        routes["gemm split"] = gemm.tree.param("split")
+    except PlanningError as exc:
+        gemm, routes["gemm"] = None, str(exc)[:160]
     if k <= 1024:  # a direct depthwise conv1d (flipped filter: conv1d is a correlation)
         w = h.flip(-1)[:, None, :]
         fns["F.conv1d"] = lambda: torch.nn.functional.conv1d(x, w, padding=k - 1, groups=channels)[..., :keep]
     cells = time_cells(fns, cell_seconds, 5, rounds=5)
+    if gemm is not None:  # in a round-robin of its own: its ~10× larger buffers skewed the others' cells
+        pair = time_cells({"gemm": lambda: gemm(x), "torch.fft": fns["torch.fft"]}, cell_seconds, 5, rounds=5)
+        routes["gemm / torch.fft"] = pair["gemm"]["us"] / pair["torch.fft"]["us"]
+        cells["trnplan method=gemm"] = pair["gemm"]
     return {"row": f"{label} {mode}", "batch": f"{batch}×{channels}", "error": err, "n": conv.n[0],
-            "us": {k2: v["us"] for k2, v in cells.items()}}
+            "us": {k2: v["us"] for k2, v in cells.items()}, **routes}
 
 
 def markdown(trunc, r2r, meta, convs=()) -> str:
@@ -241,12 +254,16 @@ def markdown(trunc, r2r, meta, convs=()) -> str:
         lines.append(f"| {r['row']} | {r['batch']} | {u['scipy.fft']:.0f} µs | {fftw} | {u['trnplan']:.0f} µs | "
                      f"{u['trnplan'] / best:.2f} | `{r['tree']}` | {r['error']:.1e} |")
     lines += ["", ("| long convolution (float32, filter bank) | batch×channels | torch.fft (rfft·rfft→irfft) | "
-                   "F.conv1d | trnplan.conv | trnplan / torch.fft | N | error |"), "|---|---|---|---|---|---|---|---|"]
+                   "F.conv1d | trnplan.conv (route) | trnplan / torch.fft | method=gemm | gemm / torch.fft | N | error |"),
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in convs:
         u = r["us"]
         direct = f"{u['F.conv1d']:.0f} µs" if "F.conv1d" in u else "—"
-        lines.append(f"| {r['row']} | {r['batch']} | {u['torch.fft']:.0f} µs | {direct} | {u['trnplan']:.0f} µs | "
-                     f"{u['trnplan'] / u['torch.fft']:.2f} | {r['n']} | {r['error']:.1e} |")
+        gemm = u.get("trnplan method=gemm")
+        gemm_cells = f"{gemm:.0f} µs | {r['gemm / torch.fft']:.2f}" if gemm else "— (over the bound) | —"
+        lines.append(f"| {r['row']} | {r['batch']} | {u['torch.fft']:.0f} µs | {direct} | {u['trnplan']:.0f} µs "
+                     f"({r.get('method', 'library')}) | {u['trnplan'] / u['torch.fft']:.2f} | {gemm_cells} | {r['n']} | "
+                     f"{r['error']:.1e} |")
     return "\n".join(lines)
 
 
@@ -291,18 +308,18 @@ def main(argv=None) -> dict:
     ap.add_argument("--threads", type=int, default=None,
                     help="torch.set_num_threads first (1 steadies a busy 2-core machine: two-thread OpenMP ops "
                          "stall behind other processes there)")
+    ap.add_argument("--conv-only", action="store_true", help="only the long-convolution rows")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     cell = args.cell_seconds or (0.15 if args.quick else 1.0)
-    trunc = []
-    for label, grid, modes, batch in TRUNCATED:
+    trunc, r2r = [], []
+    for label, grid, modes, batch in [] if args.conv_only else TRUNCATED:
         batch = QUICK_BATCH.get(grid, batch) if args.quick else batch
         trunc.append(truncated_row(label, grid, modes, batch, cell))
         print(json.dumps(trunc[-1]), flush=True)
     pf = _pyfftw_r2r()
-    r2r = []
-    for label, shape, batch, t in R2R:
+    for label, shape, batch, t in [] if args.conv_only else R2R:
         r2r.append(r2r_row(label, shape, batch // 4 if args.quick else batch, t, cell, pf))
         print(json.dumps(r2r[-1]), flush=True)
     convs = []
@@ -314,9 +331,9 @@ def main(argv=None) -> dict:
             "quick": args.quick, "cpus": os.cpu_count()}
     text = markdown(trunc, r2r, meta, convs)
     print(text)
-    if args.markdown:
+    if args.markdown and not args.conv_only:  # a partial run never replaces the whole section
         replace_section(args.markdown, "spectral", text)
-    if args.plot:
+    if args.plot and trunc:
         plot(args.plot, trunc, r2r)
     out = {"meta": meta, "truncated": trunc, "r2r": r2r, "conv": convs}
     if args.json:

@@ -92,6 +92,7 @@ def test_the_pick_is_stored_in_the_plan_cache():
     conv_module._TREES.clear()  # a new process: the tree comes back from the on-disk record
     again = plan_conv(torch.randn(4, 13), 100, "linear", method="gemm")
     assert again.tree == conv.tree and again.method == "gemm"
+    assert again.state_dict() == {}  # the route's matrices are the plan's constants, not the model's state
 
 
 def test_gradients_through_the_gemm_route():

@@ -104,6 +104,8 @@ class ConvPlan(torch.nn.Module):
         if self.method != "library":
             planner = Planner(get_backend(self.problem.device))
             self.route = planner.lower(self.tree, self.problem, filters.device)
+            for module in self.route.modules():  # constants, made again from the plan: not the model's state
+                module._non_persistent_buffers_set.update(module._buffers)
         self.register_buffer("spectrum", self.filter_spectrum(filters.detach()), persistent=False)
         self._full = None  # a real bank's full (c2c) spectrum, made when complex signals first come
         self._fused: dict = {}  # (input shape, device) -> the compiled whole-convolution graph (fused)

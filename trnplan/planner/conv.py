@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 from trnplan.core.accuracy import UNIT_ROUNDOFF, combine, gemm_error, sqrt_growth
-from trnplan.core.cost import Work, cmul_work, copy, gemm_work
+from trnplan.core.cost import Work, cmul_work, copy, gemm_work, transpose
 from trnplan.core.errors import PlanningError
 from trnplan.kernels.gemm import Gemm
 from trnplan.planner.solver import Solver, best_variant, itemsize
@@ -116,7 +116,13 @@ def _cmul(ar, ai, br, bi):
 
 
 class MonarchConv(torch.nn.Module):
-    """method=gemm on ``(M, L)`` signals (real: one tensor; complex: two); the spectrum ``(C, N)`` parts."""
+    """method=gemm on ``(M, L)`` signals (real: one tensor; complex: two); the spectrum ``(N1, C, N2)`` parts.
+
+    The data are kept ``k1``-major, ``(N1, M, N2)``: the first GEMM takes the signals' rows
+    transposed to ``(rows, M·N2)`` (one copy of the input) and writes its re and im halves as
+    contiguous ``(N1, M·N2)`` blocks, so every later GEMM is one plain 2-D GEMM over the whole batch
+    (no batched small GEMMs, no concatenation of re and im: a complex product is two GEMMs summed in
+    one ``addmm``); the output's rows are transposed back once at the end."""
 
     def __init__(self, n1: int, n2: int, width: int, out: int, real: bool, ctx, channels: int):
         super().__init__()
@@ -125,43 +131,45 @@ class MonarchConv(torch.nn.Module):
         self.r_in, self.r_out = -(-width // n2), -(-out // n2)
         n = n1 * n2
         self.first = Gemm(_left_complex(_dft(n1, self.r_in, n1, -1), real, False), ctx, side="left")
-        self.second = Gemm(_right_complex(_dft(n2, n2, n2, -1)), ctx, side="right")
-        self.second_inv = Gemm(_right_complex(_dft(n2, n2, n2, 1)), ctx, side="right")
-        self.first_inv = Gemm(_left_complex(_dft(self.r_out, n1, n1, 1), False, real), ctx, side="left")
-        tr, ti = ctx.split_const(_dft(n1, n2, n, -1))  # exp(−2πi·k1·n2/N)
-        self.register_buffer("tr", tr)
-        self.register_buffer("ti", ti)
-
-    def _rows(self, *parts):
-        """The signals as ``(M, rows, N2)`` matrices, zero-padded to ``⌈L/N2⌉`` rows: stacked re over im."""
-        pad = self.r_in * self.n2 - parts[0].shape[-1]
-        mats = [torch.nn.functional.pad(t, (0, pad)) if pad else t for t in parts]
-        mats = [t.reshape(t.shape[0], self.r_in, self.n2) for t in mats]
-        return mats[0] if len(mats) == 1 else torch.cat(mats, 1)
+        f2 = _dft(n2, n2, n2, -1)  # symmetric: x @ F2 is the N2-point DFT of each row; x @ conj(F2) its inverse
+        self.f_re, self.f_im, self.f_nim = (Gemm(w, ctx, side="right") for w in (f2.real, f2.imag, -f2.imag))
+        g = _dft(self.r_out, n1, n1, 1)  # the inverse N1-point DFT, only the output's rows
+        self.g_re, self.g_im, self.g_nim = (Gemm(w, ctx, side="left") for w in (g.real, g.imag, -g.imag))
+        t = _dft(n1, n2, n, -1)[:, None, :]  # exp(−2πi·k1·n2/N), broadcast over the batch
+        for name, value in (("tr", t.real), ("ti", t.imag), ("tni", -t.imag)):
+            self.register_buffer(name, ctx.const(value))
 
     def transform(self, *parts):
-        """The forward four-step transform: ``(re, im)`` of shape ``(M, N1, N2)``, entry
-        ``[k1, k2]`` the frequency ``k1 + N1·k2``."""
-        a = self.first(self._rows(*parts))  # (M, 2·N1, N2): the N1-point DFTs down the columns
-        ar, ai = _cmul(a[:, : self.n1], a[:, self.n1:], self.tr, self.ti)
-        m = ar.shape[0]
-        b = self.second(torch.cat([ar, ai], -1).reshape(m * self.n1, 2 * self.n2))  # the N2-point DFTs along rows
-        return b[:, : self.n2].reshape(m, self.n1, self.n2), b[:, self.n2:].reshape(m, self.n1, self.n2)
+        """The forward four-step transform: ``(re, im)`` of shape ``(N1, M, N2)``, entry
+        ``[k1, m, k2]`` the frequency ``k1 + N1·k2`` of signal ``m``."""
+        m, pad = parts[0].shape[0], self.r_in * self.n2 - parts[0].shape[-1]
+        rows = [(torch.nn.functional.pad(t, (0, pad)) if pad else t).reshape(m, self.r_in, self.n2).transpose(0, 1)
+                for t in parts]
+        x = (rows[0] if len(rows) == 1 else torch.cat(rows, 0)).reshape(-1, m * self.n2)
+        a = self.first(x)  # (2·N1, M·N2): the N1-point DFTs down the columns, re rows over im rows
+        ar, ai = _cmul(a[: self.n1].reshape(self.n1, m, self.n2), a[self.n1:].reshape(self.n1, m, self.n2),
+                       self.tr, self.ti)
+        ar, ai = ar.reshape(-1, self.n2), ai.reshape(-1, self.n2)
+        br = self.f_nim.accumulate(self.f_re(ar), ai)  # the N2-point DFTs along the rows
+        bi = self.f_re.accumulate(self.f_im(ar), ai)
+        return br.reshape(self.n1, m, self.n2), bi.reshape(self.n1, m, self.n2)
 
     def forward(self, *inputs):
         *parts, sr, si = inputs
         xr, xi = self.transform(*parts)
-        m = xr.shape[0]
-        lead = (m // self.channels, self.channels, self.n1, self.n2)
-        yr, yi = _cmul(xr.reshape(lead), xi.reshape(lead), sr.reshape(self.channels, self.n1, self.n2),
-                       si.reshape(self.channels, self.n1, self.n2))
-        c = self.second_inv(torch.cat([yr, yi], -1).reshape(m * self.n1, 2 * self.n2))
-        cr, ci = c[:, : self.n2].reshape(m, self.n1, self.n2), c[:, self.n2:].reshape(m, self.n1, self.n2)
-        cr, ci = _cmul(cr, ci, self.tr, -self.ti)
-        y = self.first_inv(torch.cat([cr, ci], 1))  # (M, rows kept [re; im], N2)
-        rows = self.r_out
-        parts = (y,) if self.real else (y[:, :rows], y[:, rows:])
-        return tuple(t.reshape(m, rows * self.n2)[:, : self.out] for t in parts)
+        m = xr.shape[1]
+        lead = (self.n1, m // self.channels, self.channels, self.n2)
+        spec = (self.n1, 1, self.channels, self.n2)
+        yr, yi = _cmul(xr.reshape(lead), xi.reshape(lead), sr.reshape(spec), si.reshape(spec))
+        yr, yi = yr.reshape(-1, self.n2), yi.reshape(-1, self.n2)
+        cr = self.f_im.accumulate(self.f_re(yr), yi)  # the inverse N2-point DFTs (conj F2)
+        ci = self.f_re.accumulate(self.f_nim(yr), yi)
+        cr, ci = _cmul(cr.reshape(self.n1, m, self.n2), ci.reshape(self.n1, m, self.n2), self.tr, self.tni)
+        cr, ci = cr.reshape(self.n1, -1), ci.reshape(self.n1, -1)
+        ys = [self.g_nim.accumulate(self.g_re(cr), ci)]  # (rows kept, M·N2): the real part
+        if not self.real:
+            ys.append(self.g_im.accumulate(self.g_re(ci), cr))
+        return tuple(y.reshape(self.r_out, m, self.n2).transpose(0, 1).reshape(m, -1)[:, : self.out] for y in ys)
 
 
 class DirectConv(torch.nn.Module):
@@ -344,7 +352,8 @@ def _gemm(problem, planner, rows: int, k: int, cols: int, size: int) -> Work:
 
 
 def _gemm_work(problem, planner, n1: int, n2: int):
-    """method=gemm's work (four GEMMs, two twiddle passes, the product, the concatenations) and errors."""
+    """method=gemm's work (:class:`MonarchConv`: the input's rows transposed in, eleven or thirteen
+    2-D GEMMs, three complex elementwise passes, the output's rows transposed out) and its error."""
     _, _, length, kernel = problem.conv
     out = problem.out_shape[0]
     b, size, real = problem.batch, itemsize(problem), problem.kind == "r2c"
@@ -352,13 +361,14 @@ def _gemm_work(problem, planner, n1: int, n2: int):
     r_in, r_out = -(-max(length[0], kernel[0]) // n2), -(-out // n2)
     n = n1 * n2
     work = copy(planes * b * r_in * n2, size) if r_in * n2 > length[0] else Work()
+    work += transpose(planes * b * r_in * n2, size, run=n2, launches=planes)
     work += _gemm(problem, planner, 2 * n1, planes * r_in, b * n2, size)  # the N1-point DFTs (left)
-    for _ in range(2):  # the twiddles, the concatenation, the N2-point DFTs: forward and back
-        work += cmul_work(b * n, size) + copy(2 * b * n, size)
-        work += _gemm(problem, planner, b * n1, 2 * n2, 2 * n2, size)
-    work += cmul_work(b * n, size) + copy(2 * b * n, size)  # the product; the last concatenation
-    work += _gemm(problem, planner, planes * r_out, 2 * n1, b * n2, size)
-    work += copy(planes * b * out, size)  # the crop's reshape
+    for _ in range(8):  # the N2-point DFTs forward and back: four real GEMMs each
+        work += _gemm(problem, planner, b * n1, n2, n2, size)
+    work += cmul_work(b * n, size) * 3  # the twiddles, the product, the conjugate twiddles
+    for _ in range(2 * planes):  # the inverse N1-point DFTs, only the kept rows (left)
+        work += _gemm(problem, planner, r_out, n1, b * n2, size)
+    work += transpose(planes * b * r_out * n2, size, run=n2, launches=planes)
     return work, [route_error(problem, "gemm", sqrt_growth(n1) + sqrt_growth(n2), planner.probe)]
 
 
