@@ -13,30 +13,49 @@ workload) as ``y = F⁻¹(F(x) · F(h))`` over a transform length ``N``:
 
 1-D (``filters`` of shape ``(C, K)``) or 2-D (``(C, K1, K2)``, over the last two dimensions).
 Real signals and filters use r2c/c2r plans, complex ones c2c. The filter bank's spectrum is
-computed once, when the plan is made (a trnplan plan), and kept; ``conv(x, filters=h)`` recomputes
-it from a new (e.g. learned) bank instead, differentiably. The two transforms are cached trnplan
-plans chosen by the planner (a host library, torch.fft, or on an accelerator the four-step /
-Monarch GEMM trees of Dao et al.'s FlashFFTConv formulation); autograd runs their adjoint plans.
+computed once, when the plan is made, and kept; ``conv(x, filters=h)`` recomputes it from a new
+(e.g. learned) bank instead, differentiably.
+
+**The convolution is one planned job** (issue 30 item 2): ``plan_conv`` states it as a planner
+problem (:attr:`trnplan.core.problem.Problem.conv`: mode, channels, the signal's and the filters'
+shapes; the transform length; real or complex; the batch it is priced for) and the ``conv`` solver
+(:mod:`trnplan.planner.conv`) prices three routes on the device's cost profile:
+
+* ``method="library"``: the forward and inverse transforms as two child plans (on the CPU
+  torch.fft's rfft/irfft), the product with the kept spectrum between them; any rank;
+* ``method="gemm"``: the four-step / Monarch GEMM formulation of FlashFFTConv [1]_ (two GEMM
+  passes with twiddles, the product in the permuted order, two GEMM passes back; the zero-padding
+  and the crop pruned from the first and last GEMMs); rank 1;
+* ``method="direct"``: one DFT GEMM each way, for short transforms (N ≤ 2048); rank 1.
+
+The planner's pick (``ConvPlan.method``; ``ConvPlan.explain()`` shows every route's price or why it
+does not apply) is kept in the plan cache, in this process and on disk (a ``conv:`` record per
+problem, machine fingerprint and method), like every other plan. The bound is the mode's bar
+(:data:`trnplan.core.accuracy.DEFAULT_TOL`) for the whole convolution; where no route meets it the
+convolution is planned to √2 times it — each of its two transforms within the bar, what the two
+separate plans were held to before (on meta, the causal 4096…8192 of FlashFFTConv's range; on the
+CPU no bench row needs it). On the CPU the library route is the pick at every size measured (the
+GEMM route ran 8–18× torch.fft there: O(N·√N) GEMM work against O(N log N), busy machine);
+on an accelerator (meta prices Trainium's profile) the GEMM route is the pick for FlashFFTConv's
+causal shapes (L = 2048…8192 at 8×64). The GEMM routes run on split ``(re, im)`` real tensors
+(no complex dtype on a device) and are differentiated by autograd through their torch ops; the
+library route's plans run their adjoint plans. Calls the plan's route does not take — complex
+signals with a real bank, another precision than the bank's — run the library route's cached
+plans, as before.
 
 On ``xla`` a call on real signals with the kept bank and no gradient runs as **one compiled graph**
-(:meth:`ConvPlan.fused`): the pad, both plans' device modules on split ``(re, im)`` tensors, the
-product in real arithmetic and the crop, compiled together by ``torch.compile(backend="openxla",
-fullgraph=True, dynamic=False)`` once per input shape; the planned route ran five graphs per call
-there (each plan's compiled graph, and three lazy graphs for the pad, the product and the crop:
-measured on XLA:CPU, torch-xla 2.9). Calls that need a gradient, pass a new
-bank or have complex signals take the planned route.
+(:meth:`ConvPlan.fused`): the pad, both plans' device modules (or the GEMM route's module) on split
+``(re, im)`` tensors, the product in real arithmetic and the crop, compiled together by
+``torch.compile(backend="openxla", fullgraph=True, dynamic=False)`` once per input shape; the
+planned route ran five graphs per call there (each plan's compiled graph, and three lazy graphs for
+the pad, the product and the crop: measured on XLA:CPU, torch-xla 2.9). Calls that need a
+gradient, pass a new bank or have complex signals take the planned route.
 
-Not built here (issue 30 item 2): one fused *solver* that plans the forward transform, the product
-and the inverse as a single node (the planner prices the two plans, not the fused graph), and
-implicit zero-padding inside the transform (the signal is padded by one ``pad`` op; on the CPU
-torch.fft pads the same way inside ``rfft(x, n=N)``, so only a pruned-input GEMM would save it).
-
-On the CPU, where no gradient is recorded, a call copies the signal into a zero-padded buffer the
-plan keeps (one per calling thread and input shape, at most :data:`MAX_SCRATCH`: memory of the
-padded batch held between calls) and multiplies the spectra in place, so that it allocates two
-batch-sized buffers (the spectrum and the output) where torch.fft's ``irfft(rfft(x, n) · rfft(h, n))``
-allocates four: at these sizes fresh buffers cost page faults as much as the transforms cost
-flops (:meth:`ConvPlan._padded`).
+Not built here: implicit zero-padding in the library route (the signal is padded by one ``pad``
+op; on the CPU torch.fft pads the same way inside ``rfft(x, n=N)``; the GEMM routes skip it), the
+GEMM routes in 2-D, and the real-signal tricks of FlashFFTConv (a half-length complex transform of
+a real signal): the GEMM route transforms real signals as complex ones with a zero imaginary part
+(its first GEMM reads only the real rows, its last writes only the real part).
 
 References
 ----------

@@ -168,7 +168,8 @@ def _dynamo_runs() -> int:
                          ids=["causal-1d", "linear-1d", "circular-1d", "linear-2d"])
 def test_long_convolution_is_one_graph_per_call_on_xla(length, kernel, mode, lead):
     """Without a gradient, a convolution on xla runs as one compiled graph (ConvPlan.fused: pad, both
-    plans' modules, the product, the crop): once compiled, a call runs one torch.compile graph and no
+    plans' modules, the product, the crop; or the planner's GEMM route, its pick here for the 1-D rows:
+    four-step GEMMs for causal and linear, the direct DFT GEMMs for the circular one): once compiled, a call runs one torch.compile graph and no
     lazy graph (no compile-cache lookup), where the planned route ran two compiled graphs (its plans)
     and three lazy ones (pad, product, crop: three cached compiles per call, measured); nothing on the host, and within two
     fp32 plans' bar of the float64 convolution on the CPU."""
@@ -189,5 +190,6 @@ def test_long_convolution_is_one_graph_per_call_on_xla(length, kernel, mode, lea
         if i:  # the first call also compiles (and runs) the plans' own graphs
             assert (_dynamo_runs() - start, lazy.uncached, lazy.cached) == (1, 0, 0)
         assert rel_l2(y.cpu(), ref(x.double())) <= 2 * DEFAULT_TOL["fp32"]
+    assert conv.method == ("library" if len(shape) == 2 else "direct" if mode == "circular" else "gemm"), conv.tree
     assert sorted(op for op, n in xla_audit._fallback_counts().items() if n > before.get(op, 0)) == []
     assert not conv.fusable(xd[0].requires_grad_())  # a gradient to record: the planned route (its adjoints)
