@@ -19,6 +19,8 @@ from trnplan import fft as tfft
 from trnplan.core.accuracy import DEFAULT_TOL, measure_error
 from trnplan.core.errors import PlanningError
 from trnplan.core.problem import R2R_KINDS, Problem
+from trnplan.fft import _realtransforms
+from trnplan.interfaces import scipy_fft as backend
 from trnplan.planner import r2r
 
 NORMS = ("backward", "ortho", "forward")
@@ -171,3 +173,91 @@ def test_gemm_method_in_the_reduced_modes(precision):
         plan = trnplan.plan_many(64, batch=8, kind=kind, precision=precision, strategy="(r2r method=gemm)")
         err = measure_error(plan)
         assert err <= DEFAULT_TOL[precision] and err <= plan.tree.error, (kind, err, plan.tree.error)
+
+
+def _ref(name, x, **kw):
+    """scipy.fft's own transform of ``x`` in float64 (complex128 for complex input)."""
+    a = x.detach().numpy() if isinstance(x, torch.Tensor) else x
+    return _scipy(name, a.astype(np.complex128 if np.iscomplexobj(a) else np.float64), **kw)
+
+
+def test_repeated_calls_take_the_shortcut_and_stay_right(monkeypatch):
+    """trnplan.fft.dct & co: a call seen before goes straight to its plan (no second full path),
+    with each call's own data; calls that differ in type, dtype, layout, out= or grad are their own."""
+    full = []
+    transform = _realtransforms._transform
+    monkeypatch.setattr(_realtransforms, "_transform", lambda *a, **k: full.append(a[1]) or transform(*a, **k))
+    trnplan.clear_plan_cache()
+    xs = [torch.randn(5, 48) for _ in range(3)]
+    for x in xs:
+        assert rel_l2(tfft.dst(x, type=2, norm="ortho"), _ref("dst", x, type=2, norm="ortho")) <= DEFAULT_TOL["fp32"]
+    assert full == ["dst2"]  # the first call only: the other two went straight to its plan
+    assert rel_l2(tfft.dst(xs[0], type=3, norm="ortho"), _ref("dst", xs[0], type=3, norm="ortho")) <= DEFAULT_TOL["fp32"]
+    x64 = xs[1].double()
+    assert rel_l2(tfft.dst(x64, type=2, norm="ortho"), _ref("dst", x64, type=2, norm="ortho")) <= DEFAULT_TOL["fp64"]
+    tfft.dct(xs[0], type=1)
+    with pytest.raises(ValueError, match="type must be 1, 2, 3 or 4"):
+        tfft.dct(xs[0], type=True)  # equal to 1 as a key, refused by the full path
+    out = torch.empty(5, 48)
+    assert tfft.dst(xs[2], type=2, norm="ortho", out=out) is out
+    assert rel_l2(out, _ref("dst", xs[2], type=2, norm="ortho")) <= DEFAULT_TOL["fp32"]
+    cols = torch.randn(48, 5)
+    for _ in range(2):  # the transformed dim not last: moved, never a shortcut
+        assert rel_l2(tfft.dct(cols, dim=0), _ref("dct", cols, axis=0)) <= DEFAULT_TOL["fp32"]
+    xg = xs[0].clone().requires_grad_()
+    g = torch.randn(5, 48)
+    tfft.dst(xg, type=2, norm="ortho").backward(g)  # a seen signature: the plan, through autograd
+    t = r2r.matrix("dst2", 48, False, "ortho")
+    assert rel_l2(xg.grad, g.double().numpy() @ t) <= DEFAULT_TOL["fp32"]
+
+
+def test_scipy_backend_repeated_calls_stay_right(monkeypatch):
+    """The scipy.fft backend's shortcut (scipy_fft._SEEN): a repeated call skips the argument
+    handling; each array's own result, and anything that changes the full path's work takes it."""
+    full = []
+    r2rn = backend._r2rn
+    monkeypatch.setattr(backend, "_r2rn", lambda name, *a, **k: full.append(name) or r2rn(name, *a, **k))
+    backend._SEEN.clear()
+    rng = np.random.default_rng(5)
+    arrays = [rng.standard_normal((4, 40)).astype(np.float32) for _ in range(3)]
+    with scipy.fft.set_backend(backend, only=True):
+        for a in arrays:
+            assert rel_l2(scipy.fft.idct(a, type=3, norm="forward"), _ref("idct", a, type=3, norm="forward")) \
+                <= DEFAULT_TOL["fp32"]
+        assert full == ["idct"]
+        wide = rng.standard_normal((4, 80)).astype(np.float32)
+        strided = wide[:, ::2]  # the seen shape and dtype, another layout: the full path (its copy)
+        assert rel_l2(scipy.fft.idct(strided, type=3, norm="forward"), _ref("idct", strided, type=3, norm="forward")) \
+            <= DEFAULT_TOL["fp32"]
+        frozen = arrays[0].copy()
+        frozen.setflags(write=False)  # read-only: copied by the full path, never transformed in place
+        assert rel_l2(scipy.fft.idct(frozen, type=3, norm="forward"), _ref("idct", frozen, type=3, norm="forward")) \
+            <= DEFAULT_TOL["fp32"]
+        assert full == ["idct"] * 3 and np.array_equal(frozen, arrays[0])
+        with pytest.raises(TypeError):
+            scipy.fft.idct(arrays[0], type=3.0, norm="forward")  # equal to 3 as a key; operator.index refuses it
+        for _ in range(2):
+            y = scipy.fft.dct(arrays[1], norm="ortho", orthogonalize=False)
+            assert rel_l2(y, _ref("dct", arrays[1], norm="ortho", orthogonalize=False)) <= DEFAULT_TOL["fp32"]
+            y = scipy.fft.dst(arrays[1], type=1, n=43)  # zero-padded
+            assert rel_l2(y, _ref("dst", arrays[1], type=1, n=43)) <= DEFAULT_TOL["fp32"]
+            z = (arrays[1] + 1j * arrays[2]).astype(np.complex64)
+            assert rel_l2(scipy.fft.dctn(z, type=2), _ref("dctn", z, type=2)) <= DEFAULT_TOL["fp32"]
+
+
+def test_library_priced_as_pocketfft_runs():
+    """The uncalibrated CPU price of method=scipy (LIB_SPEED, LIB_CALL_US) and of method=gemm
+    (GEMM_CPU): the estimate takes pocketfft where it measured 2.6–3.3× the GEMM's speed (256 points)
+    and the GEMM where it measured 0.35–0.4× pocketfft's time (16 and 32 points × 4096); a DCT-I is
+    priced at its logical length 2(N − 1) (measured 1.8–1.9× a DCT-II of N − 1 points)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as measured (pocketfft's price follows torch's thread count, the GEMM's does not)
+    try:
+        pick = {(n, b): trnplan.plan_many(n, batch=b, kind="dct2").tree.param("method")
+                for n, b in ((256, 256), (256, 16), (16, 4096), (32, 4096))}
+    finally:
+        torch.set_num_threads(threads)
+    assert pick == {(256, 256): "scipy", (256, 16): "scipy", (16, 4096): "gemm", (32, 4096): "gemm"}
+    one, two = (trnplan.plan_many(n, batch=64, kind=k, strategy="(r2r method=scipy)").tree.time_us
+                for n, k in ((1025, "dct1"), (1024, "dct2")))
+    assert 1.5 * two < one < 3 * two

@@ -1,8 +1,12 @@
 """The real-to-real transforms, scipy.fft's DCT and DST types I–IV (and their N-D forms) as torch functions.
 
 One r2r plan (kind ``dct1`` … ``dst4``, FFTW's REDFT/RODFT kinds) over the chosen dimensions,
-through the same engine call as the torch.fft functions; these take no shortcut (they are not
-torch.fft functions, so nothing compares them call for call with torch).
+through the same engine call as the torch.fft functions, and the drop-in's shortcut
+(:mod:`trnplan.fft._dropin`): a call seen before with the same arguments (the function, the input's
+``(shape, dtype, device)``, ``type``, ``n``/``s``, ``dim``, ``norm``), whose full path ran the plan on
+the input as given, goes straight to that plan's ready call (one dictionary read). The full path
+validates, promotes and resizes, and costs ~5 µs a call more (a 2×1024 float32 DCT-II, measured
+here): ~6% of scipy.fft's ~80 µs 64×1024 DCT-II that the benchmark compares against.
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ from collections.abc import Sequence
 import torch
 
 from trnplan.fft._args import _check_input, _dims, _finish, _norm, _promote, _resize
+from trnplan.fft._dropin import _direct_key
 from trnplan.fft._engine import _transform
+from trnplan.plan.memo import PLANS
 
 
 def _r2r(name, x, type, s, dim, norm, out, inverse, nd):
@@ -20,6 +26,15 @@ def _r2r(name, x, type, s, dim, norm, out, inverse, nd):
 
     Complex input is transformed as its real and imaginary parts (scipy.fft does the same).
     """
+    key = _r2r_key(name, x, type, s, dim, norm) if out is None else None
+    if key is not None and not torch.compiler.is_compiling() and not torch._C._is_tracing():
+        call = None if x.requires_grad else PLANS.calls.get(key)
+        if call is not None:  # this call's plan, run on the input as given before (Plan.direct_calls)
+            return call(x)
+        plan = PLANS.by_alias(key)
+        if plan is not None:
+            return plan.execute(x)
+    given = x
     _check_input(name, x)
     norm = _norm(name, norm)
     if isinstance(type, bool) or type not in (1, 2, 3, 4):
@@ -37,7 +52,16 @@ def _r2r(name, x, type, s, dim, norm, out, inverse, nd):
         re = _transform(x.real.contiguous(), kind, inverse, dims, shape, norm)
         im = _transform(x.imag.contiguous(), kind, inverse, dims, shape, norm)
         return _finish(name, torch.complex(re, im), out)
-    return _finish(name, _transform(x, kind, inverse, dims, shape, norm), out)
+    remember = key if x is given else None  # run on the input as given: the next such call may go straight to it
+    return _finish(name, _transform(x, kind, inverse, dims, shape, norm, remember), out)
+
+
+def _r2r_key(name, x, type, s, dim, norm):
+    """The shortcut's key of a call (the drop-in's, :func:`~trnplan.fft._dropin._direct_key`, and the
+    type), or None where it takes none: ``type`` must be an int exactly (``True`` equals 1 as a key,
+    and the full path refuses it)."""
+    key = _direct_key(name, x, s, dim, norm)
+    return None if key is None or type.__class__ is not int else (*key, type)
 
 
 def _r2r_doc(name: str, nd: bool) -> str:

@@ -57,7 +57,7 @@ from trnplan.core.errors import PlanningError
 from trnplan.core.problem import R2R_KINDS
 from trnplan.kernels import hostlib
 from trnplan.kernels.gemm import Gemm
-from trnplan.planner.leafcost import LeafShape, leaf_work
+from trnplan.planner.leafcost import LeafShape, leaf_work, thread_factor
 from trnplan.planner.library import ScipyFFT
 from trnplan.planner.solver import Solver, WholeShape, best_variant, itemsize
 
@@ -73,6 +73,26 @@ ERROR_POST = 3.0
 #: pocketfft's DCT/DST error c·u·√log2(L), L the logical length (fp32: 1.6, measured up to 1.39×
 #: fp64 2.0, the library leaves' error_c), checked against scipy.fft in float64 by tests/test_r2r.py
 ERROR_LIB = {"fp32": 1.6, "fp64": 2.0}
+#: pocketfft's DCT/DST priced uncalibrated: (longest axis up to, multiplier on the nominal flops of the
+#: real FFT under it, 2.5·L·log2 L for a length L), the profile's FFT rate and thread factor applied.
+#: Measured 2026-11-27 (scipy 1.17.1, torch 1 thread, busy 2-vCPU box, least of 7 cells), dct2/dct3/
+#: dct4/dst2 against the price then (the scipy c2c leaf's speeds, 10.4 up to 256 points): 64×1024
+#: 1.8–1.9, 256×256 1.25–1.5, 1024×64 0.98–1.18, 4096×16 1.09–1.35, 16384×4 1.11–1.32 (times these
+#: multipliers). The c2c leaf's 10.4 had priced it 5–7× its time at n ≤ 256, where the one-GEMM plan
+#: then won on paper and ran 1.3–3× slower (128×512, 256×256, 256×16)
+LIB_SPEED = ((128, 1.9), (256, 1.4), (8192, 1.2), (float("inf"), 1.35))
+#: its fixed cost per call (a pypocketfft call from a tensor's numpy view, and the result's
+#: tensor), µs: 2.0–2.5 measured (1024×4: 7.5 µs, 64×16: 3.8 µs; the scipy c2c leaf's
+#: 10 µs beyond torch.fft's 8 µs had priced them at 23 and 25)
+LIB_CALL_US = 2.5
+#: method=gemm on the CPU profile in fp32: (multiplier on the priced traffic and products, fixed µs
+#: per call). Measured 2026-11-27 (torch 1 thread, busy 2-vCPU box, least of 9 cells; dct2 and
+#: dct4) against the price then (one 8 µs launch + the rest): n×batch 16×4096 30–32 µs (priced 48),
+#: 32×4096 65–69 (117), 64×1024 63–67 (91), 128×512 104–108 (149), 256×256 204–217 (271),
+#: 128×4096 818–852 (1116), and 15 µs at 32×64 (10): the products and traffic run at 0.5–0.75×
+#: their price and the call (the Gemm module's Python, the fp32 matmul scope) costs ~14 µs, not 8.
+#: 0.7 and 12 leave the GEMM priced at or above its time but for the largest row (0.96×).
+GEMM_CPU = (0.7, 12.0)
 #: the inverse of each type (scipy: idct type 2 is dct type 3 scaled, and so on)
 INVERSE_TYPE = {1: 1, 2: 3, 3: 2, 4: 4}
 
@@ -186,28 +206,14 @@ def adjoint_factors(kind: str, n: int, inverse: bool, norm: str):
 
 
 # ---------------------------------------------------------------------------- modules
-def _library_call(shape: tuple, kind: str, inverse: bool, norm: str):
-    """pocketfft's dctn/dstn (or the inverse) over the trailing ``len(shape)`` axes of a tensor."""
-    pocket = hostlib.library_module("scipy")._pocketfft  # scipy's own implementation, never its uarray dispatch
-    fam, t = family(kind)
-    fn = getattr(pocket, f"{'i' if inverse else ''}{fam}n")
-    axes = tuple(range(-len(shape), 0))
-
-    def call(x: torch.Tensor) -> torch.Tensor:
-        # workers: torch's thread count, as the scipy leaf (pocketfft threads over the batch)
-        return torch.from_numpy(fn(x.detach().cpu().numpy(), type=t, axes=axes, norm=norm,
-                                   workers=torch.get_num_threads()))
-
-    return call
-
-
 class R2RLibrary(torch.nn.Module):
     """pocketfft's DCT/DST over the trailing axes, norm included, on (M, points) real tensors."""
 
     def __init__(self, shape: tuple, kind: str, inverse: bool, norm: str):
         super().__init__()
         self.shape = tuple(shape)
-        self.call = _library_call(self.shape, kind, inverse, norm)
+        # scipy's own pocketfft (never its uarray dispatch, which may be trnplan), called directly
+        self.call = hostlib.r2r_call(self.shape, kind, inverse, norm)
 
     def library_call(self, norm: str | None = None):
         """The library's transform on the user-facing tensor ``(batch, *shape)`` (norm already in)."""
@@ -305,7 +311,9 @@ class R2RRowColumn(torch.nn.Module):
 # ---------------------------------------------------------------------------- the solver
 class R2R(WholeShape, Solver):
     name = "r2r"
-    version = 2  # 2: method=gemm priced and bounded per precision mode (gemm_work, gemm_error)
+    # 2: method=gemm priced and bounded per precision mode (gemm_work, gemm_error);
+    # 3: method=scipy priced as pocketfft's DCT/DST runs (LIB_SPEED, LIB_CALL_US), dct1/dst1 at their logical length
+    version = 3
     composite = True
     kinds = R2R_KINDS
     ranks = "any"
@@ -371,11 +379,10 @@ class R2R(WholeShape, Solver):
             work, error = self._library_work(problem, planner), self._library_error(problem, u)
             return self.node(problem, planner, work, error, params=params, direct=True)
         if method == "gemm":
-            n, b, size = problem.n, problem.batch, itemsize(problem)
-            # the mode's products and operand splits priced (gemm_work), and the error its GEMM stage
-            # adds (gemm_error: bf16 measured 2.2e-3 at n=64 where the fp32 terms alone said 2.9e-7)
-            work = Work(launches=1, bytes=(2 * n * b + n * n) * size)
-            work += gemm_work(problem.precision, planner.profile, 2.0 * n * n * b, n * b, size, shape=(b, n, n))
+            n, b = problem.n, problem.batch
+            # the error its GEMM stage adds (gemm_error: bf16 measured 2.2e-3 at n=64 where the fp32
+            # terms alone said 2.9e-7)
+            work = self._gemm_work(problem, planner)
             a, slope = ERROR_GEMM["fp64" if problem.precision == "fp64" else "fp32"]
             error = combine(u * (a + slope * sqrt_growth(n)), gemm_error(problem.precision, 1, planner.probe, n * b))
             return self.node(problem, planner, work, error, params=params)
@@ -383,13 +390,32 @@ class R2R(WholeShape, Solver):
             return self._plan_fft(problem, planner, spec, params, u)
         return self._plan_rowcol(problem, planner, spec, params)
 
+    @staticmethod
+    def _gemm_work(problem, planner) -> Work:
+        """method=gemm: the mode's products and operand splits (gemm_work), the operands' traffic;
+        on the CPU in fp32, as measured (:data:`GEMM_CPU`)."""
+        n, b, size = problem.n, problem.batch, itemsize(problem)
+        work = Work(launches=1, bytes=(2 * n * b + n * n) * size)
+        work += gemm_work(problem.precision, planner.profile, 2.0 * n * n * b, n * b, size, shape=(b, n, n))
+        if planner.profile.name == "cpu" and problem.precision == "fp32":
+            scale, call_us = GEMM_CPU
+            work = work * scale + Work(launches=call_us / planner.profile.launch_us - scale)
+        return work
+
     def _library_work(self, problem, planner) -> Work:
-        # pocketfft's DCT/DST of length N runs one real FFT of about N points (types 2–4) or its
-        # logical length (type 1): priced as scipy's r2c leaf of the same shape
-        real = attrs.evolve(problem, kind="r2c", inverse=False, norm="backward")
+        """pocketfft's DCT/DST: one real FFT per axis of about N points (types 2–4; 2(N−1) for dct1,
+        2(N+1) for dst1), plus its pre- and post-twiddles. With a fitted profile, that real FFT's
+        fitted scipy price; uncalibrated, its nominal flops at :data:`LIB_SPEED` and :data:`LIB_CALL_US`."""
+        shape = tuple(logical_length(problem.kind, n) if problem.kind in ("dct1", "dst1") else n
+                      for n in problem.shape)
+        real = attrs.evolve(problem, kind="r2c", inverse=False, norm="backward", shape=shape)
         leaf = LeafShape.of(real, ScipyFFT.prime_slowdown, calls=problem.rank)
-        speed = ScipyFFT.speed[0 if max(problem.shape) <= 256 else (1 if max(problem.shape) <= 8192 else 2)]
-        return leaf_work(real, planner, "scipy", leaf, speed=speed, excess_us=ScipyFFT.call_excess_us)
+        if "scipy" in planner.profile.leaves:
+            return leaf_work(real, planner, "scipy", leaf)
+        speed = next(f for limit, f in LIB_SPEED if max(shape) <= limit)
+        flops = leaf.batch * (leaf.smooth + leaf.prime_part * (leaf.slowdown - 1.0))
+        flops *= speed * thread_factor("scipy", planner.profile, leaf.batch)
+        return Work(launches=problem.rank * LIB_CALL_US / planner.profile.launch_us, fft_flops=flops)
 
     @staticmethod
     def _library_error(problem, u) -> float:

@@ -64,11 +64,12 @@ from trnplan.kernels.hostlib import fftw
 from trnplan.kernels.hostlib.arrays import numpy_leaf
 from trnplan.kernels.hostlib.fftw import FFTW_PLANS, MIN_FFTW_PLANNING_S, fftw_deadline, fftw_rigor
 from trnplan.kernels.hostlib.mklfft import _mkl_call, _mkl_thread_setter
-from trnplan.kernels.hostlib.pocketfft import _scipy_call
+from trnplan.kernels.hostlib.pocketfft import _r2r_call, _scipy_call
 from trnplan.kernels.hostlib.threads import in_threads
 
 __all__ = ["FFTW_PLANS", "LIBRARIES", "MIN_FFTW_PLANNING_S", "available", "broken_reason", "export_wisdom",
-           "fftw_deadline", "fftw_rigor", "import_wisdom", "in_threads", "installed", "library_module", "prepare", "transform"]
+           "fftw_deadline", "fftw_rigor", "import_wisdom", "in_threads", "installed", "library_module", "prepare",
+           "r2r_call", "transform"]
 
 #: library key -> (module that holds the transforms, distribution whose version is reported)
 LIBRARIES = {"scipy": ("scipy.fft", "scipy"), "pyfftw": ("pyfftw", "pyfftw"), "mkl_fft": ("mkl_fft", "mkl_fft")}
@@ -240,6 +241,48 @@ def transform(library: str, shape: tuple, kind: str, inverse: bool,
         return fftw._pyfftw_call(module, shape, kind, inverse, norm, threads or fftw._fftw_threads())
     make = {"scipy": _scipy_call, "mkl_fft": _mkl_call}[library]
     return numpy_leaf(make(module, shape, kind, inverse, norm, threads), kind)
+
+
+def r2r_call(shape: tuple, kind: str, inverse: bool, norm: str) -> Callable[[torch.Tensor], torch.Tensor]:
+    """pocketfft's (scipy's) DCT/DST as a callable on CPU real tensors, norm included.
+
+    Parameters
+    ----------
+    shape : tuple of int
+        The transform shape, over the input's trailing axes.
+    kind : str
+        ``"dct1"`` … ``"dst4"``.
+    inverse : bool
+        scipy.fft's ``idct``/``idst`` (``idctn``/``idstn``) of ``kind`` instead.
+    norm : {"backward", "ortho", "forward"}
+        scipy.fft's meaning.
+
+    Returns
+    -------
+    callable
+        ``f(x)`` with ``x`` real of shape ``(batch, *shape)``, any strides, returning a new tensor
+        of its shape and dtype.
+
+    Raises
+    ------
+    PlanningError
+        scipy is not installed or its import failed (as :func:`transform`).
+    """
+    module = library_module("scipy")
+    if module is None:
+        raise PlanningError(f"the plan has a scipy r2r leaf and scipy cannot be imported "
+                            f"({broken_reason('scipy') or 'not installed'}): pip install scipy, or plan again "
+                            f"without it")
+    run = _r2r_call(module, tuple(shape), kind[:3], int(kind[3]), inverse, norm)
+
+    def call(x: torch.Tensor) -> torch.Tensor:
+        try:
+            a = x.numpy()
+        except RuntimeError:  # a grad-tracking view (the leaf's autograd runs it): no copy needed either
+            a = x.detach().numpy()
+        return torch.from_numpy(run(a))
+
+    return call
 
 
 def prepare(library: str, shape: tuple, kind: str, inverse: bool, batch: int, dtype: torch.dtype,
