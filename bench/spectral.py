@@ -1,6 +1,7 @@
 """Spectral operators against what a user would write instead: truncated (FNO) transforms, DCT/DST, long convolution.
 
-    python bench/spectral.py [--quick] [--markdown docs/benchmarks.md] [--json out.json] [--plot out.png]
+    python bench/spectral.py [--quick] [--threads 1] [--only truncated,dct,conv] [--markdown docs/benchmarks.md]
+                             [--json out.json] [--plot out.png]
 
 Truncated transforms (FNO shapes): batch × channels signals, the forward ``rfftn`` keeping the
 FNO's modes and the inverse reading only them, each timed alone (forward; inverse), as one round
@@ -16,7 +17,9 @@ zero-fill + ``irfftn`` (inverse) — what an FNO layer writes, the ``backend="to
 DCT/DST: ``trnplan.fft.dct``/``dctn`` (the r2r solver's pick) against ``scipy.fft.dct`` (pocketfft,
 workers=1, scipy's own backend even where trnplan is installed as one) and FFTW's r2r through
 ``pyfftw.interfaces.scipy_fft`` (its interface cache on) where pyFFTW is installed; input is a torch
-tensor for trnplan and a numpy array for the others (no conversion timed).
+tensor for trnplan and a numpy array for the others (no conversion timed). The column "scipy.fft
+with trnplan's backend" is a scipy user's call with ``trnplan.interfaces.scipy_fft`` as the backend
+(arrays in and out, the ``set_backend`` context entered per call: ~1 µs of it).
 
 Long convolution: ``trnplan.conv.plan_conv`` (the filter bank's spectrum made once) against the
 torch.fft convolution one writes (rfft of signal and filter, product, irfft, crop) and, for short
@@ -45,9 +48,12 @@ from trnplan import fft as tfft
 from trnplan.conv import plan_conv, smooth_length
 from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.errors import PlanningError
+from trnplan.interfaces import scipy_fft as trnplan_scipy
 from trnplan.tools.benchsuite import _cpu_model, time_cells
 
 BAR = DEFAULT_TOL["fp32"]
+#: the parts --only chooses from
+PARTS = ("truncated", "dct", "conv")
 # (label, grid, modes, batch × channels); --quick shrinks the batch of the big ones
 TRUNCATED = [
     ("1-D n=1024, 16 modes", (1024,), (16,), 32 * 64),
@@ -166,15 +172,23 @@ def r2r_row(label, shape, batch, t, cell_seconds, pf):
     assert err <= BAR, (label, err)
 
     def sp():
-        with scipy.fft.set_backend("scipy", only=True):
-            return getattr(scipy.fft, name)(x32, type=t, axes=axes) if name == "dctn" else \
-                getattr(scipy.fft, name)(x32, type=t, workers=1)
+        return getattr(scipy.fft, name)(x32, type=t, axes=axes, workers=1) if name == "dctn" else \
+            getattr(scipy.fft, name)(x32, type=t, workers=1)
 
-    fns = {"trnplan": lambda: fn_t(x, type=t, **kw), "scipy.fft": sp}
+    def backend():  # what a scipy user calls with trnplan as scipy.fft's backend (its context entered per call)
+        with scipy.fft.set_backend(trnplan_scipy, only=True):
+            return sp()
+
+    with scipy.fft.set_backend(trnplan_scipy, only=True):
+        assert rel(backend(), ref) <= BAR, label
+    fns = {"trnplan": lambda: fn_t(x, type=t, **kw), "scipy.fft": sp, "trnplan scipy backend": backend}
     if pf is not None:
         fns["pyFFTW r2r"] = (lambda: pf.dctn(x32, type=t, axes=axes)) if name == "dctn" else \
             (lambda: getattr(pf, name)(x32, type=t))
-    cells = time_cells(fns, cell_seconds, 5, rounds=5)
+    # scipy's own backend for the scipy.fft column (even where trnplan is the global backend), entered
+    # once: the column times scipy.fft.dct as a user calls it, not a set_backend context per call
+    with scipy.fft.set_backend("scipy", only=True):
+        cells = time_cells(fns, cell_seconds, 5, rounds=5)
     plan = trnplan.plan_many(shape, batch, kind=f"{name[:3]}{t}", dtype=torch.float32)
     return {"row": label, "batch": batch, "error": err, "tree": str(plan.tree),
             "us": {k: v["us"] for k, v in cells.items()}}
@@ -246,13 +260,16 @@ def markdown(trunc, r2r, meta, convs=()) -> str:
                      f"{u['trnplan fwd+bwd']:.0f} µs | {u['trnplan fwd+bwd'] / u['torch.fft fwd+bwd']:.2f} | "
                      f"`{r['trees'][0]}` / `{r['trees'][1]}` |")
     lines += ["", ("| DCT/DST (float32) | batch | scipy.fft (pocketfft) | pyFFTW r2r | trnplan | trnplan / best | "
-                   "trnplan's tree | error |"), "|---|---|---|---|---|---|---|---|"]
+                   "scipy.fft with trnplan's backend | / scipy.fft | trnplan's tree | error |"),
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in r2r:
         u = r["us"]
-        best = min(v for k, v in u.items() if k != "trnplan")
+        best = min(v for k, v in u.items() if not k.startswith("trnplan"))
         fftw = f"{u['pyFFTW r2r']:.0f} µs" if "pyFFTW r2r" in u else "—"
+        via = u.get("trnplan scipy backend")
+        via_cells = f"{via:.0f} µs | {via / u['scipy.fft']:.2f}" if via else "— | —"
         lines.append(f"| {r['row']} | {r['batch']} | {u['scipy.fft']:.0f} µs | {fftw} | {u['trnplan']:.0f} µs | "
-                     f"{u['trnplan'] / best:.2f} | `{r['tree']}` | {r['error']:.1e} |")
+                     f"{u['trnplan'] / best:.2f} | {via_cells} | `{r['tree']}` | {r['error']:.1e} |")
     lines += ["", ("| long convolution (float32, filter bank) | batch×channels | torch.fft (rfft·rfft→irfft) | "
                    "F.conv1d | trnplan.conv (route) | trnplan / torch.fft | method=gemm | gemm / torch.fft | N | error |"),
               "|---|---|---|---|---|---|---|---|---|---|"]
@@ -308,22 +325,31 @@ def main(argv=None) -> dict:
     ap.add_argument("--threads", type=int, default=None,
                     help="torch.set_num_threads first (1 steadies a busy 2-core machine: two-thread OpenMP ops "
                          "stall behind other processes there)")
-    ap.add_argument("--conv-only", action="store_true", help="only the long-convolution rows")
+    ap.add_argument("--conv-only", action="store_true", help="only the long-convolution rows (--only conv)")
+    ap.add_argument("--only", default=None, help="comma-separated parts to run: truncated, dct, conv (default all; "
+                    "not with --markdown or --plot, which need every table)")
     args = ap.parse_args(argv)
+    if args.only is not None and (args.markdown or args.plot):
+        ap.error("--only leaves tables out: run without it to rewrite docs/benchmarks.md's section or the plot")
+    if args.conv_only:
+        args.only = ",".join(filter(None, (args.only, "conv")))
+    parts = set(PARTS if args.only is None else args.only.split(","))
+    if parts - set(PARTS):
+        ap.error(f"--only takes {', '.join(PARTS)}; got {args.only!r}")
     if args.threads:
         torch.set_num_threads(args.threads)
     cell = args.cell_seconds or (0.15 if args.quick else 1.0)
     trunc, r2r = [], []
-    for label, grid, modes, batch in [] if args.conv_only else TRUNCATED:
+    for label, grid, modes, batch in TRUNCATED if "truncated" in parts else ():
         batch = QUICK_BATCH.get(grid, batch) if args.quick else batch
         trunc.append(truncated_row(label, grid, modes, batch, cell))
         print(json.dumps(trunc[-1]), flush=True)
     pf = _pyfftw_r2r()
-    for label, shape, batch, t in [] if args.conv_only else R2R:
+    for label, shape, batch, t in R2R if "dct" in parts else ():
         r2r.append(r2r_row(label, shape, batch // 4 if args.quick else batch, t, cell, pf))
         print(json.dumps(r2r[-1]), flush=True)
     convs = []
-    for label, length, k, batch, channels, mode in CONV:
+    for label, length, k, batch, channels, mode in CONV if "conv" in parts else ():
         convs.append(conv_row(label, length, k, batch, channels, mode, cell))
         print(json.dumps(convs[-1]), flush=True)
     meta = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": _cpu_model(),
@@ -331,7 +357,7 @@ def main(argv=None) -> dict:
             "quick": args.quick, "cpus": os.cpu_count()}
     text = markdown(trunc, r2r, meta, convs)
     print(text)
-    if args.markdown and not args.conv_only:  # a partial run never replaces the whole section
+    if args.markdown and args.only is None:  # a partial run never replaces the whole section
         replace_section(args.markdown, "spectral", text)
     if args.plot and trunc:
         plot(args.plot, trunc, r2r)
