@@ -21,6 +21,7 @@ from trnplan.core.errors import PlanningError
 from trnplan.core.problem import R2R_KINDS, Problem
 from trnplan.fft import _realtransforms
 from trnplan.interfaces import scipy_fft as backend
+from trnplan.plan.memo import PLANS
 from trnplan.planner import r2r
 
 NORMS = ("backward", "ortho", "forward")
@@ -225,6 +226,7 @@ def test_scipy_backend_repeated_calls_stay_right(monkeypatch):
             assert rel_l2(scipy.fft.idct(a, type=3, norm="forward"), _ref("idct", a, type=3, norm="forward")) \
                 <= DEFAULT_TOL["fp32"]
         assert full == ["idct"]
+        assert any(hasattr(call, "on_numpy") for call in PLANS.calls.values())  # pocketfft run on the arrays
         wide = rng.standard_normal((4, 80)).astype(np.float32)
         strided = wide[:, ::2]  # the seen shape and dtype, another layout: the full path (its copy)
         assert rel_l2(scipy.fft.idct(strided, type=3, norm="forward"), _ref("idct", strided, type=3, norm="forward")) \

@@ -261,7 +261,7 @@ def r2r_call(shape: tuple, kind: str, inverse: bool, norm: str) -> Callable[[tor
     -------
     callable
         ``f(x)`` with ``x`` real of shape ``(batch, *shape)``, any strides, returning a new tensor
-        of its shape and dtype.
+        of its shape and dtype; its attribute ``on_numpy`` is the same transform of a numpy array.
 
     Raises
     ------
@@ -282,6 +282,7 @@ def r2r_call(shape: tuple, kind: str, inverse: bool, norm: str) -> Callable[[tor
             a = x.detach().numpy()
         return torch.from_numpy(run(a))
 
+    call.on_numpy = run  # the same transform on a numpy array (the scipy.fft backend's arrays: no tensor made)
     return call
 
 
