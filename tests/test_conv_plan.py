@@ -48,6 +48,17 @@ def test_each_route_forced_matches_float64(method, length, kernel, mode, complex
     assert err <= BAR and err <= conv.tree.error, (method, err, conv.tree.error)
 
 
+@pytest.mark.parametrize("method", ["gemm", "direct"])
+def test_gemm_routes_in_float64_meet_the_fp64_bar(method):
+    rng = np.random.default_rng(4)
+    x, h = rng.standard_normal((2, 3, 100)), rng.standard_normal((3, 13))
+    conv = plan_conv(torch.from_numpy(h), 100, "linear", method=method)
+    assert conv.problem.precision == "fp64" and conv.method == method
+    y = conv(torch.from_numpy(x))
+    assert y.dtype == torch.float64
+    assert rel_l2(y, fft_conv(x, h, "linear")) <= DEFAULT_TOL["fp64"]
+
+
 # bench/spectral.py's conv rows: (length, filter length, batch, channels, mode)
 BENCH_ROWS = [(256, 256, 8, 64, "causal"), (4096, 4096, 8, 32, "causal"), (65536, 65536, 2, 8, "causal"),
               (4096, 64, 8, 32, "linear")]
@@ -93,6 +104,10 @@ def test_the_pick_is_stored_in_the_plan_cache():
     again = plan_conv(torch.randn(4, 13), 100, "linear", method="gemm")
     assert again.tree == conv.tree and again.method == "gemm"
     assert again.state_dict() == {}  # the route's matrices are the plan's constants, not the model's state
+    cache.set_record(keys[0], {"tree": "not a tree", "bound": 5e-7})  # damaged: forgotten with a warning, planned again
+    conv_module._TREES.clear()
+    with pytest.warns(UserWarning, match="is not valid"):
+        assert plan_conv(torch.randn(4, 13), 100, "linear", method="gemm").tree == conv.tree
 
 
 def test_gradients_through_the_gemm_route():

@@ -76,7 +76,7 @@ from trnplan.cache.fingerprint import fingerprint, fingerprint_digest
 from trnplan.core import state
 from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.cost import format_time
-from trnplan.core.errors import PlanningError
+from trnplan.core.errors import OverBoundError, PlanningError
 from trnplan.core.node import PlanNode
 from trnplan.core.problem import CONV_MODES as MODES
 from trnplan.core.problem import Problem
@@ -163,9 +163,7 @@ class ConvPlan(torch.nn.Module):
 
     def filter_spectrum(self, filters: torch.Tensor) -> torch.Tensor:
         """The bank's transform at length ``n`` (scaled by 1/N: the inverse then runs unscaled)."""
-        if tuple(filters.shape[1:]) != self.kernel or filters.shape[0] != self.channels:
-            raise ValueError(f"filters must have shape ({self.channels}, {', '.join(map(str, self.kernel))}) like the "
-                             f"bank this plan was made for; got {tuple(filters.shape)}")
+        self._check_bank(filters)
         # 1/N applied to the filters, before the transform: on torch-xla 2.9 a complex64 tensor divided
         # by a Python scalar came back float32, its imaginary part dropped (measured here)
         if self.route is not None and self._on_route(filters):
@@ -173,8 +171,14 @@ class ConvPlan(torch.nn.Module):
             return torch.stack(self.route.transform(*_parts(filters / math.prod(self.n), self.kernel)))
         return self._library_spectrum(filters)
 
+    def _check_bank(self, filters: torch.Tensor) -> None:
+        if tuple(filters.shape[1:]) != self.kernel or filters.shape[0] != self.channels:
+            raise ValueError(f"filters must have shape ({self.channels}, {', '.join(map(str, self.kernel))}) like the "
+                             f"bank this plan was made for; got {tuple(filters.shape)}")
+
     def _library_spectrum(self, filters: torch.Tensor) -> torch.Tensor:
         """The bank's spectrum through the library route's forward plan (complex)."""
+        self._check_bank(filters)
         h = self._pad(filters / math.prod(self.n), self.n)
         return self._forward_transform(h)
 
@@ -374,10 +378,8 @@ def plan_tree(problem: Problem, method: str | None, device) -> tuple[PlanNode, f
     cache = default_cache()
     fp = fingerprint_digest(fingerprint(problem.device, device))
     record_key = f"conv:{problem.digest()}:{fp}:{method or 'auto'}"
-    record = cache.get_record(record_key) if cache is not None and cache.usable else None
-    if record is not None and isinstance(record, dict) and "tree" in record:
-        got = (PlanNode.from_json(record["tree"]), float(record["bound"]))
-    else:
+    got = cache.get_record(record_key, _parse_record) if cache is not None and cache.usable else None
+    if got is None:
         got = _search(problem, method, bar)
         if cache is not None and cache.usable:
             cache.set_record(record_key, {"tree": got[0].to_json(), "bound": got[1]})
@@ -385,12 +387,20 @@ def plan_tree(problem: Problem, method: str | None, device) -> tuple[PlanNode, f
     return got
 
 
+def _parse_record(record) -> tuple[PlanNode, float]:
+    """A ``conv:`` record as (tree, bound); raises on anything else (the cache then forgets it)."""
+    tree, bound = PlanNode.from_json(record["tree"]), float(record["bound"])
+    if tree.solver != "conv" or not bound > 0:
+        raise ValueError(f"not a convolution's tree and bound: {record!r:.200}")
+    return tree, bound
+
+
 def _search(problem: Problem, method: str | None, bar: float) -> tuple[PlanNode, float]:
     spec = Spec(name="conv", options=(("method", method),)) if method else None
     backend = get_backend(problem.device)
     try:
         return Planner(backend, tol=bar).plan(problem, spec), bar
-    except PlanningError:
+    except OverBoundError:  # only the bound: a route that does not apply for another reason says so now
         return Planner(backend, tol=math.sqrt(2) * bar).plan(problem, spec), math.sqrt(2) * bar
 
 
