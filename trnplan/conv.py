@@ -35,7 +35,7 @@ problem, machine fingerprint and method), like every other plan. The bound is th
 convolution is planned to √2 times it — each of its two transforms within the bar, what the two
 separate plans were held to before (on meta, the causal 4096…8192 of FlashFFTConv's range; on the
 CPU no bench row needs it). On the CPU the library route is the pick at every size measured (the
-GEMM route ran 8–22× torch.fft there: O(N·√N) GEMM work against O(N log N), busy machine);
+GEMM route ran 7–22× torch.fft there: O(N·√N) GEMM work against O(N log N), busy machine);
 on an accelerator (meta prices Trainium's profile) the GEMM route is the pick for FlashFFTConv's
 causal shapes (L = 2048…8192 at 8×64). The GEMM routes run on split ``(re, im)`` real tensors
 (no complex dtype on a device) and are differentiated by autograd through their torch ops; the
