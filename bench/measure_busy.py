@@ -8,13 +8,13 @@ user could call instead (torch.fft, numpy.fft, scipy.fft with 1 and 2 workers, p
 the worst and the median, over the processes, of the measured plan's time over the best library's
 (the goals: worst ≤ 1.10, median ≤ 1.03), and which tree each process picked.
 
-The ratio of a row in one process is the median over round-robin rounds of the measured plan's
-time over the fastest library *of that round*
-(:func:`trnplan.tools.benchsuite.per_round_ratio`): every column is timed once per round, in
-many short rounds, so a load burst lands on all columns alike, and the best library is the
-fastest of all library columns in that process (with torch threads > 1 including torch.fft and
-mkl_fft at one thread, the calls measured planning may pick). The ratio of the columns' medians
-is kept in the JSON too (``ratio_of_medians``).
+The ratio of a row in one process is paired per round (:func:`trnplan.tools.benchsuite.per_round_ratio`):
+every column is timed once per round, in many short rounds, so a load burst lands on all columns
+alike; per library column the median over the rounds of the plan's time over that library's, and
+the largest of those — the ratio to the library that is fastest against the plan, of all library
+columns in that process (with torch threads > 1 including torch.fft and mkl_fft at one thread,
+the calls measured planning may pick). The ratio of the columns' medians is kept in the JSON too
+(``ratio_of_medians``).
 
 The background load is a spinning interpreter, started at a random moment of each process's run
 and stopped half a run later, so some rows are planned under load and some timed under it.
@@ -164,8 +164,9 @@ def markdown(summary: list, meta: dict) -> str:
              (f"`python bench/measure_busy.py` ({meta['runs']} fresh-cache processes in a row, torch threads "
              f"{meta['threads']}, background load {'on for half of each run' if meta['load'] else 'off'}; "
              f"{meta['when']}, load average before {meta['loadavg'][0]:.1f}). Ratio: the measured plan's time "
-             f"over the fastest library of the same round-robin round, median over the rounds, in the same process "
-             f"(goals: worst ≤ {GOAL_WORST}, median ≤ {GOAL_MEDIAN})."),
+             f"over the best library's in the same process, paired per round-robin round (per library the median "
+             f"of the rounds' ratios; the largest over the libraries) (goals: worst ≤ {GOAL_WORST}, median ≤ "
+             f"{GOAL_MEDIAN})."),
              "", "| row | worst | median | per run | best library | picks |", "|---|---|---|---|---|---|"]
     for s in summary:
         picks = "; ".join(sorted({t or "—" for t in s["trees"]}))

@@ -386,13 +386,15 @@ def time_cells(fns: dict, cell_seconds: float, min_repeats: int, max_repeats: in
 
 
 def per_round_ratio(ours: list, libraries: dict) -> float | None:
-    """The median over round-robin rounds of ``ours[r]`` over the fastest library *in that round*.
+    """The plan's time over the best library's, from paired per-round ratios.
 
-    Every column is timed once per round (:func:`time_cells`), so a neighbour's load burst lands on
-    the round's columns alike and cancels in the round's ratio, where a ratio of medians compares
-    one column's loaded rounds with another's quiet ones. The denominator is the least of all the
-    library columns' samples of the round — the best library, chosen per round — which can only
-    make the ratio larger than against any one library.
+    Every column is timed once per round (:func:`time_cells`), so a neighbour's load burst lands
+    on the round's columns alike and cancels in the round's ratio, where a ratio of medians
+    compares one column's loaded rounds with another's quiet ones. Per library, the median over
+    the rounds of ``ours[r] / library[r]``; the result is the largest of those: the ratio to the
+    library that is fastest against the plan, paired round by round. (Dividing each round by the
+    least of all libraries' samples instead compares the plan with the luckiest of ten noisy
+    samples: biased against any one column, the plan's own call included.)
 
     Parameters
     ----------
@@ -404,13 +406,10 @@ def per_round_ratio(ours: list, libraries: dict) -> float | None:
     Returns
     -------
     float or None
-        The median per-round ratio; None without samples or libraries.
+        The largest per-library median per-round ratio; None without samples or libraries.
     """
-    cols = [v for v in libraries.values() if v]
-    rounds = min([len(ours), *(len(v) for v in cols)]) if cols else 0
-    if not rounds:
-        return None
-    return statistics.median(ours[r] / min(v[r] for v in cols) for r in range(rounds))
+    ratios = [statistics.median(a / b for a, b in zip(ours, v)) for v in libraries.values() if v and ours]
+    return max(ratios) if ratios else None
 
 
 # ------------------------------------------------------------------------------ one table
