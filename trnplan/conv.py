@@ -256,7 +256,7 @@ class ConvPlan(torch.nn.Module):
         if kept is None or kept[0] != key:
             if len(self._scratch) >= MAX_SCRATCH:  # threads come and go: keep a few buffers, not one per thread ever
                 self._scratch.clear()
-            kept = self._scratch[thread] = (key, x.new_zeros(*x.shape[: x.ndim - self.rank], *self.n))
+            kept = self._scratch[thread] = (key, x.new_zeros(*x.shape[: x.ndim - self.rank], *self.n), None)
         head = kept[1]
         for d, keep in zip(range(-self.rank, 0), self.length):
             head = head.narrow(d, 0, keep)
@@ -296,7 +296,42 @@ class ConvPlan(torch.nn.Module):
         y = ys[0] if len(ys) == 1 else torch.complex(ys[0], ys[1])
         return y.reshape(*lead, *self.out_length)
 
+    def _seen_call(self, x: torch.Tensor):
+        """This thread's ready call for ``x``'s signature (:meth:`_ready_call`), or None."""
+        kept = self._scratch.get(threading.get_ident())
+        return kept[2] if kept is not None and kept[0] == (x.shape, x.dtype) and x.device.type == "cpu" else None
+
+    def _keep_ready_call(self, x: torch.Tensor, kept_bank_in_place: bool) -> None:
+        """After a call on the library route with the kept bank, its padded buffer and the product in
+        place (a real signal on the CPU, no gradient): the same steps as one closure for this
+        thread's next call of that signature (:meth:`_seen_call`). It skips the shape, route and
+        gradient checks that cannot change for the signature (~13 µs of Python, measured here on a
+        tiny convolution: 25.4 µs a call against 12.6 µs for its five tensor ops), and looks the two
+        transform plans up each call (cached_plan), so that it follows the plan cache."""
+        kept = self._scratch.get(threading.get_ident())
+        if not kept_bank_in_place or kept is None or kept[0] != (x.shape, x.dtype) or x.is_complex() or self.complex:
+            return
+        buf, head, spectrum = kept[1], kept[1], self.spectrum
+        for d, keep in zip(range(-self.rank, 0), self.length):
+            head = head.narrow(d, 0, keep)
+        n, rank, out_length, batch = self.n, self.rank, self.out_length, max(1, math.prod(buf.shape[: buf.ndim - self.rank]))
+        cdtype, device = spectrum.dtype, x.device
+
+        def call(signal: torch.Tensor) -> torch.Tensor:
+            head.copy_(signal)
+            yh = cached_plan("r2c", n, batch, cdtype, "backward", False, device).execute(buf).mul_(spectrum)
+            y = cached_plan("c2r", n, batch, cdtype, "forward", True, device).execute(yh)
+            for d, keep in zip(range(-rank, 0), out_length):
+                y = y.narrow(d, 0, keep)
+            return y
+
+        self._scratch[threading.get_ident()] = (kept[0], buf, call)
+
     def forward(self, x: torch.Tensor, filters: torch.Tensor | None = None) -> torch.Tensor:
+        if filters is None and not x.requires_grad:  # a signature this thread ran before: its ready call
+            call = self._seen_call(x)
+            if call is not None:
+                return call(x)
         if x.ndim < self.rank + 1 or tuple(x.shape[-self.rank:]) != self.length or x.shape[-self.rank - 1] != self.channels:
             raise ValueError(f"x must have shape (..., {self.channels}, {', '.join(map(str, self.length))}) (channels, "
                              f"then the signal); got {tuple(x.shape)}")
@@ -318,8 +353,10 @@ class ConvPlan(torch.nn.Module):
         else:
             spectrum = self.spectrum
         xh = self._forward_transform(self._padded(x))
-        yh = _cmul(xh, spectrum, self._in_place(x, xh, spectrum))
+        in_place = self._in_place(x, xh, spectrum)
+        yh = _cmul(xh, spectrum, in_place)
         del xh  # the product's operand: freed before the inverse allocates its output
+        self._keep_ready_call(x, in_place and filters is None and spectrum is self.spectrum)
         lead = yh.shape[: yh.ndim - self.rank]
         batch = max(1, math.prod(lead))
         if x.is_complex():
