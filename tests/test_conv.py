@@ -3,6 +3,8 @@ convolution (numpy, O(L·K) sums) with the fp32/fp64 bars, and its gradients."""
 
 from __future__ import annotations
 
+import copy
+import io
 import threading
 
 import numpy as np
@@ -101,6 +103,28 @@ def test_repeated_calls_reuse_nothing_they_return():
     conv(xg).sum().backward()  # d/dx[n] Σ_m y[m] = Σ_k h[k], every n (linear: no sample cut off)
     want = np.broadcast_to(h.sum(1)[None, :, None], (2, 3, 40))
     assert rel_l2(xg.grad, want) <= DEFAULT_TOL["fp32"]
+
+
+def test_a_plan_with_ready_calls_saves_copies_and_converts():
+    """The per-thread buffers and ready calls stay out of torch.save and deepcopy (each copy makes its
+    own), and a replaced spectrum (a buffer reassigned, as ``Module.to`` does) is not multiplied by
+    the old one's ready call."""
+    rng = np.random.default_rng(3)
+    x, h = rng.standard_normal((2, 3, 40)), rng.standard_normal((3, 6))
+    xt, want = torch.from_numpy(x).float(), direct(x, h, "causal")
+    conv = plan_conv(torch.from_numpy(h).float(), 40, "causal", method="library")
+    conv(xt)
+    assert conv._seen_call(xt) is not None
+    stream = io.BytesIO()
+    torch.save(conv, stream)
+    stream.seek(0)
+    for other in (torch.load(stream, weights_only=False), copy.deepcopy(conv)):
+        for _ in range(2):
+            assert rel_l2(other(xt), want) <= DEFAULT_TOL["fp32"]
+        assert other._scratch[threading.get_ident()][1].data_ptr() != conv._scratch[threading.get_ident()][1].data_ptr()
+    conv.spectrum = conv.spectrum.to(torch.complex128)
+    assert conv._seen_call(xt) is None
+    assert rel_l2(conv(xt), want) <= DEFAULT_TOL["fp32"]
 
 
 @pytest.mark.slow

@@ -128,7 +128,8 @@ class ConvPlan(torch.nn.Module):
         self.register_buffer("spectrum", self.filter_spectrum(filters.detach()), persistent=False)
         self._full = None  # a real bank's full (c2c) spectrum, made when complex signals first come
         self._fused: dict = {}  # (input shape, device) -> the compiled whole-convolution graph (fused)
-        #: thread id -> (input signature, the zero-padded input buffer) of the CPU's calls (:meth:`_padded`)
+        #: thread id -> (input signature, the zero-padded input buffer, its ready call or None, and the
+        #: spectrum that call multiplies by) of the CPU's calls (:meth:`_padded`, :meth:`_keep_ready_call`)
         self._scratch: dict = {}
 
     def extra_repr(self) -> str:
@@ -256,7 +257,7 @@ class ConvPlan(torch.nn.Module):
         if kept is None or kept[0] != key:
             if len(self._scratch) >= MAX_SCRATCH:  # threads come and go: keep a few buffers, not one per thread ever
                 self._scratch.clear()
-            kept = self._scratch[thread] = (key, x.new_zeros(*x.shape[: x.ndim - self.rank], *self.n), None)
+            kept = self._scratch[thread] = (key, x.new_zeros(*x.shape[: x.ndim - self.rank], *self.n), None, None)
         head = kept[1]
         for d, keep in zip(range(-self.rank, 0), self.length):
             head = head.narrow(d, 0, keep)
@@ -296,10 +297,21 @@ class ConvPlan(torch.nn.Module):
         y = ys[0] if len(ys) == 1 else torch.complex(ys[0], ys[1])
         return y.reshape(*lead, *self.out_length)
 
+    def __getstate__(self):
+        # the per-thread buffers and ready calls are this process's and this object's (a pickled or
+        # deep-copied plan makes its own on its first calls): closures do not pickle, and a copy's
+        # calls must not run on the original's buffers
+        state = super().__getstate__()
+        state["_scratch"] = {}
+        return state
+
     def _seen_call(self, x: torch.Tensor):
-        """This thread's ready call for ``x``'s signature (:meth:`_ready_call`), or None."""
+        """This thread's ready call for ``x``'s signature (:meth:`_keep_ready_call`), or None; none
+        once the kept spectrum was replaced (``Module.to``, ``load_state_dict`` of another dtype)."""
         kept = self._scratch.get(threading.get_ident())
-        return kept[2] if kept is not None and kept[0] == (x.shape, x.dtype) and x.device.type == "cpu" else None
+        if kept is None or kept[0] != (x.shape, x.dtype) or x.device.type != "cpu":
+            return None
+        return kept[2] if kept[3] is self._buffers["spectrum"] else None
 
     def _keep_ready_call(self, x: torch.Tensor, kept_bank_in_place: bool) -> None:
         """After a call on the library route with the kept bank, its padded buffer and the product in
@@ -325,7 +337,7 @@ class ConvPlan(torch.nn.Module):
                 y = y.narrow(d, 0, keep)
             return y
 
-        self._scratch[threading.get_ident()] = (kept[0], buf, call)
+        self._scratch[threading.get_ident()] = (kept[0], buf, call, spectrum)
 
     def forward(self, x: torch.Tensor, filters: torch.Tensor | None = None) -> torch.Tensor:
         if filters is None and not x.requires_grad:  # a signature this thread ran before: its ready call
