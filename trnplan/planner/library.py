@@ -69,7 +69,8 @@ class HostLibrary(WholeShape, Solver):
     ranks = "any"
     host_only = True
     #: ``threads=k``: the library call at k threads (:func:`~trnplan.kernels.hostlib.transform`)
-    options = ("kind", "threads")
+    #: ``adapt=T1`` with ``threads=k``: k threads or one per call (native.thread_variants)
+    options = ("kind", "threads", "adapt")
     word_options = ("kind",)
     takes_factors = True
     #: hostlib's key, the name users know, and the install hint
@@ -173,9 +174,10 @@ class HostLibrary(WholeShape, Solver):
         # the first call: the build pipeline stores FFTW's wisdom after lowering, and a decision
         # made later was missing from it, so a new process re-measured and could pick another
         # algorithm (bitwise different results: the 48×40×36 r2c differed by 1.4e-4)
-        threads = node.param("threads")
-        hostlib.prepare(self.library, shape, kind, node.inverse, node.batch, ctx.dtype, threads)
-        return HostFFT(self.library, shape, kind, node.inverse, threads)
+        threads, adapt = node.param("threads"), node.param("adapt")
+        for k in (threads, 1) if adapt is not None else (threads,):
+            hostlib.prepare(self.library, shape, kind, node.inverse, node.batch, ctx.dtype, k)
+        return HostFFT(self.library, shape, kind, node.inverse, threads, adapt)
 
     # ------------------------------------------------------------------ Trainium host fallback
     # On device="neuron" a host library is the whole plan or nothing: a candidate at the root only
@@ -218,19 +220,29 @@ class HostFFT(torch.nn.Module):
     c2r, for any M.
     """
 
-    def __init__(self, library: str, shape: tuple, kind: str, inverse: bool, threads: int | None = None):
+    def __init__(self, library: str, shape: tuple, kind: str, inverse: bool, threads: int | None = None,
+                 adapt: int | None = None):
         super().__init__()
         self.library, self.shape, self.kind, self.inverse = library, tuple(shape), kind, inverse
         self.in_shape = (*shape[:-1], shape[-1] // 2 + 1) if kind == "c2r" else self.shape
         self.threads = threads  # the call's thread count (None: pyFFTW one, the others torch's count)
-        self._unscaled = hostlib.transform(library, self.shape, kind, inverse, None, threads)
+        self.adapt = adapt  # the one-thread call's time (µs): threads or one per call (hostlib.adaptive)
+        self._unscaled = self._call(None)
+
+    def _call(self, norm: str | None):
+        def at(k):
+            return hostlib.transform(self.library, self.shape, self.kind, self.inverse, norm, k)
+
+        if self.adapt is None:
+            return at(self.threads)
+        return hostlib.adaptive(at(1), at(self.threads), self.adapt * 1e-6, self.threads)
 
     def library_call(self, norm: str | None = None):
         """The library's transform on the user-facing tensor ``(batch, *in_shape)``, with torch.fft's
         ``norm`` (None: unscaled). A plan whose root is this node calls it directly."""
         if norm is None:
             return self._unscaled
-        return hostlib.transform(self.library, self.shape, self.kind, self.inverse, norm, self.threads)
+        return self._call(norm)
 
     def forward(self, *inputs):
         M = inputs[0].shape[0]

@@ -64,6 +64,7 @@ from trnplan.core.progress import Progress
 from trnplan.core.spec import parse_strategy
 from trnplan.core.timing import paired, spread
 from trnplan.kernels import hostlib
+from trnplan.kernels.hostlib.threads import STALL_MARGIN
 from trnplan.planner.planner import CHOSEN, MORE_EXPENSIVE
 
 FASTEST = "fastest"
@@ -211,6 +212,12 @@ class Measurement:
         the multi-thread default, its one-thread twin, the multi-thread one's paired ratio to the
         twin quiet and under load (median per-round ratios; None: not timed under load), and the
         tree kept as the default. Empty: not decided (one thread, or not the CPU).
+    adaptive : tuple of (str, str, float, float, bool)
+        Where the pick was a one-thread library leaf whose multi-thread twin ran faster in the
+        quiet rounds (:func:`adaptive_pick`): the adaptive tree (``threads=k adapt=T1``), the
+        one-thread tree, the one-thread time T1 and the multi-thread time in µs (lower quartiles
+        of the rounds), and whether both gave bitwise identical output (False: the one-thread
+        leaf was kept). Empty: no such twin.
     """
 
     effort: str
@@ -229,6 +236,7 @@ class Measurement:
     busy: float | None = None
     checks: tuple = ()
     default_threads: tuple = ()
+    adaptive: tuple = ()
 
     @property
     def winner(self) -> Timing:
@@ -263,7 +271,15 @@ class Measurement:
                    int(data.get("threads", 0)), float(data.get("measured_at", 0.0)), data.get("rule", ""),
                    tuple(float(r) for r in data.get("confirmation", ())),
                    None if load is None else float(load), None if busy is None else float(busy),
-                   tuple(_check(c) for c in data.get("checks", ())), _default_threads(data.get("default_threads")))
+                   tuple(_check(c) for c in data.get("checks", ())), _default_threads(data.get("default_threads")),
+                   _adaptive(data.get("adaptive")))
+
+
+def _adaptive(d) -> tuple:
+    """A stored ``Measurement.adaptive`` as a tuple (JSON gives a list; absent: empty)."""
+    if not d:
+        return ()
+    return str(d[0]), str(d[1]), float(d[2]), float(d[3]), bool(d[4])
 
 
 def _default_threads(d) -> tuple:
@@ -920,18 +936,90 @@ def _finish(effort, problem, trees, timings, samples, prepared, default, top_k, 
     default_samples = next((s for p, s in zip(prepared, samples) if timings[p.index].default), None)
     pick = robust_pick(timings, fns, default_samples, device, sync)
     best = pick.best
+    node = trees[[str(t) for t in trees].index(best.tree)]
+    rounds = {str(trees[p.index]): s for p, s in zip(prepared, samples)}
+    adapt = adaptive_pick(best, timings, trees, fns, rounds) if device.type == "cpu" else None
+    adaptive = adapt[2] if adapt is not None else ()
+    if adapt is not None and adapt[0] is not None:  # the adaptive leaf replaces the one-thread pick
+        node, best = adapt[:2]
+        timings = [*timings, best]
     timings = [attrs.evolve(t, verdict=FASTEST) if t is best else t for t in timings]
     est = timings[0]
     regret = est.measured_us / best.measured_us if est.measured_us and est.verdict in (FASTEST, SLOWER) else None
-    winner = attrs.evolve(trees[[str(t) for t in trees].index(best.tree)], measured_us=best.measured_us,
-                          measured_error=best.measured_error)
+    winner = attrs.evolve(node, measured_us=best.measured_us, measured_error=best.measured_error)
     samples_out = [(dict(trees[p.index].terms), statistics.median(s) * 1e6) for p, s in zip(prepared, samples)
                    if all(node.solver != "multicore" for _, node in trees[p.index].walk())]  # shards overlap
     timings.sort(key=lambda t: t.predicted_us)
     record = Measurement(effort, tuple(timings), len(trees), top_k, limit, time.perf_counter() - start, regret,
                          str(default) if default is not None else None, torch.get_num_threads(), time.time(),
-                         pick.rule, pick.confirmation, pick.under_load, pick.busy, pick.checks, threads)
+                         pick.rule, pick.confirmation, pick.under_load, pick.busy, pick.checks, threads, adaptive)
     return winner, record, samples_out
+
+
+def _outputs_equal(a, b) -> bool:
+    """Whether two calls' outputs (a tensor or a tuple of them) are bitwise identical."""
+    a, b = (x if isinstance(x, tuple) else (x,) for x in (a, b))
+
+    def bits(t):  # the bytes, so that -0.0 and 0.0 differ and NaN equals itself
+        return t.detach().contiguous().view(torch.uint8)
+
+    return len(a) == len(b) and all(x.shape == y.shape and x.dtype == y.dtype and torch.equal(bits(x), bits(y))
+                                    for x, y in zip(a, b))
+
+
+def _multi_twin(best: Timing, timings: list) -> Timing | None:
+    """The timed multi-thread twin within the bound of ``best``, a one-thread library leaf at the
+    root (the same tree but for its thread count); else None."""
+    if tree_threads(best.tree) != 1 or not re.fullmatch(r"\(([a-z-]+) [^()]*\)", best.tree):
+        return None
+    bare = _threadless(best.tree)
+    return next((t for t in timings if t.verdict == SLOWER and t.tree != best.tree and tree_threads(t.tree) > 1
+                 and _threadless(t.tree) == bare and "adapt=" not in t.tree), None)
+
+
+def adaptive_pick(best: Timing, timings: list, trees: list, fns: dict, rounds: dict):
+    """The adaptive leaf in place of a one-thread pick, where its multi-thread twin pays quietly.
+
+    ``best`` (the robust pick) is a one-thread library leaf at the root, and its multi-thread twin
+    (timed in the same rounds, within the bound) beat it there beyond the noise
+    (:func:`beats_default`): the twin lost only on the load rules, so neither fixed count is right
+    in both conditions. Where both give bitwise identical output on the measuring input (pocketfft
+    and MKL over a batch usually do; FFTW's threaded plans may not), the pick becomes the twin's tree
+    with ``adapt=T1`` (:class:`~trnplan.kernels.hostlib.threads.AdaptiveThreads`: the twin's count
+    while its calls stay under T1, one thread for a back-off after one that does not), T1 the
+    one-thread leaf's lower-quartile time over the rounds in µs. Returns None (no such twin, or
+    it did not win quietly), or ``(node or None, Timing or None, figures)``: None, None where the
+    outputs differ (the one-thread pick stays, the figures say why); figures as
+    :attr:`Measurement.adaptive`."""
+    twin = _multi_twin(best, timings)
+    if twin is None or best.tree not in rounds or twin.tree not in rounds:
+        return None
+    ratio, noise = paired(rounds[twin.tree], rounds[best.tree])
+    if not beats_default(ratio, noise):
+        return None
+    with torch.no_grad():
+        same = _outputs_equal(fns[best.tree][0](), fns[twin.tree][0]())
+    t1, t2 = (low_quantile(rounds[t.tree]) * 1e6 for t in (best, twin))
+    multi = trees[[str(t) for t in trees].index(twin.tree)]
+    k = tree_threads(twin.tree)
+    params = (*(p for p in multi.params if p[0] != "threads"), ("threads", k), ("adapt", max(1, round(t1))))
+    node = attrs.evolve(multi, params=params)
+    figures = (str(node), best.tree, t1, t2, same)
+    if not same:
+        return None, None, figures
+    timing = attrs.evolve(twin, tree=str(node),
+                          measured_error=max(twin.measured_error or 0.0, best.measured_error or 0.0))
+    return node, timing, figures
+
+
+def adaptive_words(figures: tuple) -> str:
+    """:attr:`Measurement.adaptive` in words (the rule's tail, explain()'s threads line)."""
+    tree, one, t1, t2, same = figures
+    if not same:
+        return (f"threads: {one} kept at one thread: its {tree_threads(tree)}-thread twin ran {t2:.0f} µs quiet "
+                f"against {t1:.0f} µs but their outputs differ bitwise, so no adaptive count")
+    return (f"threads: adaptive ({tree_threads(tree)} while they pay: {t2:.0f} µs; 1 under load: {t1:.0f} µs; "
+            f"a call over {STALL_MARGIN:g}× {t1:.0f} µs backs off to one thread), outputs bitwise identical")
 
 
 def recheck(planner, problem, device: torch.device, measurement: Measurement, make_plan) -> tuple[float, float] | None:
@@ -1024,6 +1112,8 @@ def describe(m: Measurement) -> list[str]:
         lines.append(f"  default's threads: {multi} measured {quiet:.2f}× {twin} in the rounds{load} (median per-round "
                      f"ratio; kept only if faster beyond the noise and by {LOAD_MARGIN:.0%} under load): "
                      f"the default is {kept}")
+    if m.adaptive:
+        lines.append(f"  {adaptive_words(m.adaptive)}")
     if m.rule:
         lines.append(f"  rule: {m.rule}")
     if m.confirmation:
@@ -1049,6 +1139,6 @@ def _us(us: float | None) -> str:
     return "—" if us is None or not math.isfinite(us) else format_time(us)
 
 
-__all__ = ["Measurement", "Timing", "background_load", "beats_default", "burst_ratios", "bursts", "busy_noise",
+__all__ = ["Measurement", "Timing", "adaptive_pick", "adaptive_words", "background_load", "beats_default", "burst_ratios", "bursts", "busy_noise",
            "contenders", "decide", "default_threads", "describe", "low_quantile", "measure", "one_thread_twin", "paired",
            "ranked_candidates", "recheck", "robust_pick", "round_robin", "spread", "time_call", "tree_threads"]

@@ -15,7 +15,7 @@ import torch
 
 from trnplan.core.accuracy import STORAGE, UNIT_ROUNDOFF, log_growth
 from trnplan.core.errors import PlanningError
-from trnplan.kernels.hostlib.threads import in_threads
+from trnplan.kernels.hostlib.threads import adaptive, in_threads
 from trnplan.planner.leafcost import LeafShape, leaf_work
 from trnplan.planner.solver import VARIANTS, Solver, library_io, note_variant, prime_factors
 
@@ -51,7 +51,9 @@ PRIME_SLOWDOWN = ((8192, 40.0), (float("inf"), 90.0))
 
 def thread_variants(node, problem, spec, one_by_default: bool):
     """A CPU leaf's thread count made explicit: ``node`` with the count a strategy names (its
-    ``threads`` option), else ``node`` itself, with the other count offered to measured planning.
+    ``threads`` option, and ``adapt=T1``: the adaptive count of measured planning, k threads while
+    they pay and one while a call shows the other core busy, :class:`~trnplan.kernels.hostlib.threads.AdaptiveThreads`
+    with the one-thread time T1 µs), else ``node`` itself, with the other count offered to measured planning.
 
     ``node`` is the leaf at its implicit count: one thread where ``one_by_default`` (pyFFTW),
     else torch's thread count at call time (torch.fft, mkl_fft, scipy). With torch threads > 1
@@ -60,6 +62,11 @@ def thread_variants(node, problem, spec, one_by_default: bool):
     (a two-thread OpenMP call stalls when another process holds a core:
     :mod:`trnplan.kernels.hostlib.threads`)."""
     forced = dict(spec.options).get("threads") if spec is not None else None
+    adapt = dict(spec.options).get("adapt") if spec is not None else None
+    if adapt is not None and (forced is None or forced < 2 or adapt < 1):
+        raise PlanningError(f"{node.solver}'s option adapt=T1 (the one-thread call's time in µs, ≥ 1) runs "
+                            f"threads=k > 1 while they pay and one thread under load: it needs threads=2 or more "
+                            f"and T1 ≥ 1, got threads={forced}, adapt={adapt}")
     if forced is not None:  # a strategy, or a stored tree replayed, names the thread count
         if forced < 1:
             raise PlanningError(f"{node.solver}'s option threads must be ≥ 1, got {forced}")
@@ -68,7 +75,8 @@ def thread_variants(node, problem, spec, one_by_default: bool):
                                 f"this problem is on {problem.device!r}: leave threads out")
         if one_by_default and forced == 1:
             return node
-        return attrs.evolve(node, params=(*node.params, ("threads", forced)))
+        extra = (("adapt", adapt),) if adapt is not None else ()
+        return attrs.evolve(node, params=(*node.params, ("threads", forced), *extra))
     threads = torch.get_num_threads()
     if problem.device == "cpu" and threads > 1:
         note_variant(attrs.evolve(node, params=(*node.params, ("threads", threads if one_by_default else 1))))
@@ -76,11 +84,15 @@ def thread_variants(node, problem, spec, one_by_default: bool):
 
 
 class NativeFFT(torch.nn.Module):
-    """``torch.fft.fft`` / unscaled ``ifft`` on split tensors, at ``threads`` threads (None: torch's)."""
+    """``torch.fft.fft`` / unscaled ``ifft`` on split tensors, at ``threads`` threads (None: torch's);
+    with ``adapt`` (the one-thread call's time, µs) at ``threads`` or one per call
+    (:func:`~trnplan.kernels.hostlib.threads.adaptive`)."""
 
-    def __init__(self, n: int, inverse: bool, threads: int | None = None):
+    def __init__(self, n: int, inverse: bool, threads: int | None = None, adapt: int | None = None):
         super().__init__()
-        self.n, self.inverse, self.threads = n, inverse, threads
+        self.n, self.inverse, self.threads, self.adapt = n, inverse, threads, adapt
+        # an adaptive call keeps its state (the back-off) across calls: made once for forward()
+        self._adaptive = self.library_call() if adapt is not None else None
 
     def library_call(self, norm: str | None = None):
         """The torch.fft function for this node, unscaled unless a torch.fft ``norm`` is given.
@@ -95,10 +107,12 @@ class NativeFFT(torch.nn.Module):
         # else torch.fft's defaults (dim=-1, "backward"): the bare function, no keywords to parse
         # (0.1-0.2 µs of a 2.5 µs call at n=256, measured here)
         # the wrapper only for an explicit count (a wisdom hit's lowering makes no call more)
+        if self.adapt is not None:
+            return adaptive(in_threads(fn, 1), in_threads(fn, self.threads), self.adapt * 1e-6, self.threads)
         return fn if self.threads is None else in_threads(fn, self.threads)
 
     def forward(self, re: torch.Tensor, im: torch.Tensor):
-        y = self.library_call()(torch.complex(re, im))
+        y = (self._adaptive or self.library_call())(torch.complex(re, im))
         return y.real, y.imag
 
 
@@ -118,8 +132,9 @@ class Native(Solver):
     #: 3: MKL's fp64 error floor for composite lengths with a prime factor 17…150;
     #: 4: the one-thread variant (``threads=1``) that measured planning times (thread_variants)
     version = 4
-    #: ``threads=k``: torch.fft at k threads (torch.set_num_threads for the call); none: torch's count
-    options = ("threads",)
+    #: ``threads=k``: torch.fft at k threads (torch.set_num_threads for the call); none: torch's count;
+    #: ``adapt=T1`` with it: k threads or one per call (thread_variants)
+    options = ("threads", "adapt")
     precisions = ("fp32", "fp64")
     precision_refusal = ("the native library (torch.fft) has no {precision} mode: it computes in fp32 or fp64 "
                          "only; use precision='fp32' or 'auto' to have it considered")
@@ -150,4 +165,5 @@ class Native(Solver):
         return True
 
     def build(self, node, ctx):
-        return NativeFFT(node.n, node.inverse, dict(node.params).get("threads"))  # no call into core per build
+        params = dict(node.params)  # no call into core per build
+        return NativeFFT(node.n, node.inverse, params.get("threads"), params.get("adapt"))

@@ -65,10 +65,10 @@ from trnplan.kernels.hostlib.arrays import numpy_leaf
 from trnplan.kernels.hostlib.fftw import FFTW_PLANS, MIN_FFTW_PLANNING_S, fftw_deadline, fftw_rigor
 from trnplan.kernels.hostlib.mklfft import _mkl_call, _mkl_thread_setter
 from trnplan.kernels.hostlib.pocketfft import _r2r_call, _scipy_call
-from trnplan.kernels.hostlib.threads import in_threads
+from trnplan.kernels.hostlib.threads import AdaptiveThreads, adaptive, in_threads
 
-__all__ = ["FFTW_PLANS", "LIBRARIES", "MIN_FFTW_PLANNING_S", "available", "broken_reason", "export_wisdom",
-           "fftw_deadline", "fftw_rigor", "import_wisdom", "in_threads", "installed", "library_module", "prepare",
+__all__ = ["FFTW_PLANS", "LIBRARIES", "MIN_FFTW_PLANNING_S", "AdaptiveThreads", "adaptive", "available", "broken_reason",
+           "export_wisdom", "fftw_deadline", "fftw_rigor", "import_wisdom", "in_threads", "installed", "library_module", "prepare",
            "r2r_call", "transform"]
 
 #: library key -> (module that holds the transforms, distribution whose version is reported)

@@ -13,11 +13,14 @@ another process keeps one core busy, each parallel region waits for the deschedu
 64×1024 c2c took 9.5 ms in torch.fft at 2 threads (a measured-planning run on this machine,
 2026-11-27, load 2.3) against 37 µs quiet, while one thread is unaffected. Measured planning
 times both counts (:mod:`trnplan.planner.measure`) and keeps the one-thread leaf unless more
-threads win clearly under load too.
+threads win clearly under load too; where the two-thread call wins only quietly, and both counts
+give bitwise identical results, the plan runs :class:`AdaptiveThreads`: two threads while they
+pay, one while a call shows the other core busy.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 import torch
@@ -56,3 +59,89 @@ def in_threads(fn: Callable, threads: int | None) -> Callable:
             torch.set_num_threads(previous)
 
     return call
+
+
+#: a two-thread call slower than the one-thread time × this is a stall (the other core is busy):
+#: quiet two-thread calls scatter ~2-5 % around their median here, and the twins worth adapting
+#: between differ by ≥ 10 % (pyFFTW 16×4099: 524 µs at 2 threads, 784 at 1), so a call over
+#: 1.1 × t1 is one the one-thread twin would have beaten
+STALL_MARGIN = 1.1
+#: the back-off after a stall, in calls at one thread: MIN_BACKOFF after the first, doubled at
+#: every stall of the probe that follows, at most MAX_BACKOFF (about 0.15-1.5 s of 150 µs-1.5 ms
+#: calls, so a load that lasts costs one stalled probe per ~1000 calls: ≤ 1 % at 5-20× a stall)
+MIN_BACKOFF, MAX_BACKOFF = 4, 1024
+
+
+class AdaptiveThreads:
+    """A library call at two thread counts, picked per call: more threads while they pay, one
+    while another process holds a core.
+
+    On a 2-core machine a two-thread call wins while the other core is idle (pyFFTW 16×4099:
+    524 µs at 2 threads, 784 at 1) and stalls 5-20× while another process keeps a core busy
+    (pyFFTW 1×65537: 1.69 ms quiet, 8.4 ms under load), so no fixed count is right in both
+    (issue 32). Each call is timed with :func:`time.perf_counter` (~0.1 µs; no ``/proc`` read per
+    call, which would cost more than the decision saves on a 150 µs call):
+
+    - on ``many`` threads, a call slower than ``t1 × STALL_MARGIN`` (``t1``: the one-thread
+      twin's time) is a stall: the next ``backoff`` calls run on one thread;
+    - when the back-off is spent, the next call probes ``many`` threads again: fast, and the
+      back-off is reset to :data:`MIN_BACKOFF`; a stall, and it doubles (at most
+      :data:`MAX_BACKOFF`).
+    - ``t1`` is lowered to the fastest one-thread call seen (a stale or slow measurement would
+      let stalls pass as fast calls; a lower ``t1`` only errs towards the one-thread call).
+
+    Only offered where both counts give bitwise identical results (measured planning checks it
+    on its input), so which count ran never changes a result.
+
+    Thread safety: the state is a few attributes, each written by a single assignment; callers
+    on several Python threads may interleave their updates (a back-off counted twice, a stall
+    missed), which changes only which count the next calls run at, never a result, so no lock is
+    taken (a lock would cost more than the call's decision).
+
+    Parameters
+    ----------
+    one, many : callable
+        The call at one thread and at ``threads`` threads (same arguments, same results).
+    t1 : float
+        The one-thread call's quiet time, seconds (> 0).
+    threads : int
+        The thread count of ``many`` (reported by :attr:`threads_now`).
+    clock : callable
+        The timer (tests pass a fake one).
+    """
+
+    def __init__(self, one: Callable, many: Callable, t1: float, threads: int = 2, clock=time.perf_counter):
+        if not t1 > 0:
+            raise ValueError(f"the one-thread time t1 must be > 0 seconds, got {t1!r}")
+        self.one, self.many, self.t1, self.threads, self.clock = one, many, float(t1), threads, clock
+        self.left = 0  # calls still to run on one thread (the back-off in progress)
+        self.backoff = MIN_BACKOFF  # the next back-off's length
+        self.stalls = 0  # stalls seen (for tests and benchmarks)
+
+    @property
+    def threads_now(self) -> int:
+        """The count the next call runs at."""
+        return 1 if self.left > 0 else self.threads
+
+    def __call__(self, *args, **kwargs):
+        clock = self.clock
+        if self.left > 0:
+            self.left -= 1
+            start = clock()
+            out = self.one(*args, **kwargs)
+            self.t1 = min(self.t1, clock() - start)
+            return out
+        start = clock()
+        out = self.many(*args, **kwargs)
+        if clock() - start > self.t1 * STALL_MARGIN:
+            self.stalls += 1
+            self.left = self.backoff
+            self.backoff = min(self.backoff * 2, MAX_BACKOFF)
+        else:
+            self.backoff = MIN_BACKOFF
+        return out
+
+
+def adaptive(one: Callable, many: Callable, t1: float, threads: int = 2, clock=time.perf_counter) -> AdaptiveThreads:
+    """:class:`AdaptiveThreads` of ``one`` and ``many`` with the one-thread time ``t1`` (seconds)."""
+    return AdaptiveThreads(one, many, t1, threads, clock)

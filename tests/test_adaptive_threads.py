@@ -1,0 +1,263 @@
+"""The adaptive thread count of a library leaf (issue 32): two threads while they pay, one while
+the other core is busy. The clock and the calls are faked (no timing assertions)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+import attrs
+import numpy as np
+import pytest
+import torch
+from support import BAR, random_complex, reference, rel_l2
+
+import trnplan
+from trnplan.backends import get_backend
+from trnplan.cache import PlanCache
+from trnplan.core.errors import PlanningError
+from trnplan.core.problem import Problem
+from trnplan.kernels.hostlib import installed
+from trnplan.kernels.hostlib.threads import MAX_BACKOFF, MIN_BACKOFF, STALL_MARGIN, AdaptiveThreads, adaptive
+from trnplan.planner import measure
+from trnplan.planner.measure import SLOWER, Measurement, Timing, adaptive_pick, describe
+from trnplan.planner.planner import Planner
+
+
+class _Fake:
+    """Two fake calls on a fake clock: each call advances the clock by the time the test set for
+    that count, and records which count ran."""
+
+    def __init__(self, t1=1.0, t2=0.6):
+        self.now, self.times, self.ran = 0.0, {1: t1, 2: t2}, []
+
+    def clock(self):
+        return self.now
+
+    def call(self, k):
+        def run(x):
+            self.ran.append(k)
+            self.now += self.times[k]
+            return (x, k)
+
+        return run
+
+    def leaf(self, t1=1.0):
+        return adaptive(self.call(1), self.call(2), t1, 2, self.clock)
+
+
+def test_fast_two_thread_calls_stay_on_two_threads():
+    f = _Fake()
+    leaf = f.leaf()
+    assert [leaf(i)[0] for i in range(20)] == list(range(20))  # the arguments reach the call
+    assert f.ran == [2] * 20 and leaf.stalls == 0 and leaf.threads_now == 2
+
+
+def test_a_stall_backs_off_to_one_thread_then_probes_two_again():
+    f = _Fake()
+    leaf = f.leaf()
+    leaf(0)
+    f.times[2] = 5.0  # the other core taken: a two-thread call stalls
+    leaf(0)
+    assert leaf.stalls == 1 and leaf.threads_now == 1
+    for _ in range(MIN_BACKOFF):
+        leaf(0)
+    assert f.ran == [2, 2] + [1] * MIN_BACKOFF and leaf.threads_now == 2  # spent: the next call probes
+    leaf(0)  # the probe stalls again: the back-off doubles
+    assert f.ran[-1] == 2 and leaf.stalls == 2 and leaf.left == 2 * MIN_BACKOFF
+    f.times[2] = 0.6  # the load gone
+    for _ in range(2 * MIN_BACKOFF):
+        leaf(0)
+    leaf(0)  # a fast probe: stays on two threads, and the back-off is reset
+    assert f.ran[-1] == 2 and leaf.threads_now == 2 and leaf.backoff == MIN_BACKOFF
+    leaf(0)
+    assert f.ran[-1] == 2
+
+
+def test_the_back_off_is_capped():
+    f = _Fake()
+    f.times[2] = 5.0
+    leaf = f.leaf()
+    lengths = []
+    for _ in range(12):
+        leaf(0)  # a stalled two-thread call (the first, then each probe)
+        lengths.append(leaf.left)
+        for _ in range(leaf.left):
+            leaf(0)
+    assert lengths[:3] == [MIN_BACKOFF, 2 * MIN_BACKOFF, 4 * MIN_BACKOFF]
+    assert max(lengths) == MAX_BACKOFF and lengths[-1] == MAX_BACKOFF
+
+
+def test_the_stall_threshold_is_t1_times_the_margin_and_t1_follows_faster_one_thread_calls():
+    f = _Fake(t1=1.0, t2=1.0 * STALL_MARGIN * 0.99)  # slower than one thread, but within the margin
+    leaf = f.leaf(t1=1.0)
+    leaf(0)
+    assert leaf.stalls == 0
+    f.times[2] = 1.0 * STALL_MARGIN * 1.01
+    leaf(0)
+    assert leaf.stalls == 1
+    f.times[1] = 0.5  # the one-thread calls measure faster than the record's t1: t1 follows them
+    for _ in range(MIN_BACKOFF):
+        leaf(0)
+    assert leaf.t1 == 0.5
+    f.times[2] = 0.6  # 0.6 > 0.5 × 1.1: now a stall against the lower t1
+    leaf(0)
+    assert leaf.stalls == 2
+
+
+def test_an_error_in_the_call_propagates_and_leaves_a_usable_leaf():
+    f = _Fake()
+
+    def boom(x):
+        raise KeyError("lib")
+
+    leaf = AdaptiveThreads(f.call(1), boom, 1.0, 2, f.clock)
+    with pytest.raises(KeyError):
+        leaf(0)
+    leaf.many = f.call(2)
+    assert leaf(3) == (3, 2)
+
+
+@pytest.mark.parametrize("t1", [0.0, -1.0, float("nan")])
+def test_a_bad_one_thread_time_is_refused(t1):
+    with pytest.raises(ValueError, match="one-thread time t1 must be > 0"):
+        adaptive(print, print, t1)
+
+
+# ---------------------------------------------------------------- the leaf in a plan (adapt=T1)
+
+
+#: solver name -> hostlib key; native is torch.fft (always present)
+LIBS = {"native": None, "mkl-fft": "mkl_fft", "scipy": "scipy", "pyfftw": "pyfftw"}
+
+
+@contextlib.contextmanager
+def _threads(k):
+    before = torch.get_num_threads()
+    torch.set_num_threads(k)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("solver", list(LIBS))
+@pytest.mark.parametrize("inverse", [False, True])
+def test_an_adaptive_leaf_matches_the_float64_reference_at_both_counts(solver, inverse):
+    """adapt=T1 in the tree: the call runs at two threads, and at one after a stall (forced here
+    by a T1 of 1 µs, which every call exceeds); both within the fp32 bar, and the plan keeps one
+    leaf state across calls."""
+    if LIBS[solver] is not None and installed(LIBS[solver]) is None:
+        pytest.skip(f"{LIBS[solver]} is not installed")
+    n, batch = 384, 6
+    x = random_complex((batch, n), seed=5).astype(np.complex64)
+    ref = reference(x.astype(np.complex128), inverse)
+    with _threads(2):
+        plan = trnplan.plan_many((n,), batch=batch, kind="c2c", inverse=inverse,
+                                 strategy=f"({solver} {n} threads=2 adapt=1)")
+        assert plan.tree.param("adapt") == 1 and plan.tree.param("threads") == 2
+        ys = [plan.execute(torch.from_numpy(x)) for _ in range(3)]  # 2 threads (stalls), then 1, 1
+        assert torch.get_num_threads() == 2
+    leaf = plan._native  # the root's library call, made once for the plan
+    assert isinstance(leaf, AdaptiveThreads) and leaf.stalls == 1 and leaf.left == MIN_BACKOFF - 2
+    for y in ys:
+        assert rel_l2(y, ref) <= BAR["fp32"]
+
+
+def test_adapt_needs_a_multi_thread_count():
+    with pytest.raises(PlanningError, match=r"option adapt=T1 .* needs threads=2 or more and T1 ≥ 1, got threads=1"):
+        trnplan.plan_many((64,), batch=2, strategy="(native 64 threads=1 adapt=50)")
+    with pytest.raises(PlanningError, match=r"needs threads=2 or more and T1 ≥ 1, got threads=None, adapt=50"):
+        trnplan.plan_many((64,), batch=2, strategy="(native 64 adapt=50)")
+    with pytest.raises(PlanningError, match=r"got threads=2, adapt=0"):
+        trnplan.plan_many((64,), batch=2, strategy="(native 64 threads=2 adapt=0)")
+
+
+# ---------------------------------------------------------------- measured planning's pick
+
+
+def _timing(tree, us):
+    return Timing(tree=tree, solver=tree[1:].split()[0], predicted_us=us, error=1e-7, measured_us=us,
+                  measured_error=2e-8, verdict=SLOWER, vs_default=1.0, noise=0.01)
+
+
+def _pick_case(one_out, many_out, one_s=100e-6, many_s=60e-6, best_tree="(native 1024 threads=1)"):
+    with _threads(2):
+        trees = Planner(get_backend("cpu")).enumerate(Problem.create((1024,), 64))
+        timings = [_timing("(native 1024)", many_s * 1e6), _timing("(native 1024 threads=1)", one_s * 1e6)]
+        best = next(t for t in timings if t.tree == best_tree)
+        fns = {"(native 1024)": (lambda: many_out, 1), "(native 1024 threads=1)": (lambda: one_out, 1)}
+        rounds = {"(native 1024)": [many_s] * 9, "(native 1024 threads=1)": [one_s] * 9}
+        return adaptive_pick(best, timings, trees, fns, rounds)
+
+
+def test_a_one_thread_pick_whose_twin_wins_quietly_becomes_adaptive():
+    y = torch.arange(8.0)
+    node, timing, figures = _pick_case((y, -y), (y.clone(), -y))
+    assert str(node) == "(native 1024 adapt=100 threads=2)" and node.param("adapt") == 100
+    assert timing.tree == str(node) and timing.measured_us == pytest.approx(60.0)
+    assert figures == ("(native 1024 adapt=100 threads=2)", "(native 1024 threads=1)", pytest.approx(100.0),
+                       pytest.approx(60.0), True)
+
+
+def test_no_adaptive_leaf_where_the_outputs_differ_bitwise():
+    y = torch.arange(8.0)
+    z = y.clone()
+    z[3] = torch.nextafter(z[3], torch.tensor(99.0))  # one ulp
+    node, timing, figures = _pick_case(y, z)
+    assert node is None and timing is None and figures[4] is False
+    assert "outputs differ bitwise, so no adaptive count" in measure.adaptive_words(figures)
+    # -0.0 and 0.0 compare equal as numbers, not as bits
+    assert _pick_case(torch.zeros(2), -torch.zeros(2))[0] is None
+    c = torch.ones(3, dtype=torch.complex64)  # complex outputs compared bitwise too
+    assert _pick_case(c, c.clone())[0] is not None and _pick_case(c, c * (1 + 1e-7j))[0] is None
+
+
+def test_no_adaptive_leaf_without_a_quiet_win_or_for_a_multi_thread_pick():
+    y = torch.arange(4.0)
+    assert _pick_case(y, y, many_s=99e-6) is None  # within the noise floor: the one-thread leaf stays
+    assert _pick_case(y, y, best_tree="(native 1024)") is None  # already the multi-thread tree
+
+
+def test_the_adaptive_figures_survive_the_record_and_are_explained():
+    t = _timing("(native 1024 adapt=100 threads=2)", 60.0)
+    t = Timing(**{**t.to_dict(), "verdict": "fastest"})
+    figures = ("(native 1024 adapt=100 threads=2)", "(native 1024 threads=1)", 100.0, 60.0, True)
+    record = Measurement("measure", (t,), 3, 6, 5.0, 0.1, None, "(native 1024)", adaptive=figures)
+    again = Measurement.from_dict(json.loads(json.dumps(record.to_dict())))
+    assert again == record
+    line = next(x for x in describe(again) if "threads: adaptive" in x)
+    assert "threads: adaptive (2 while they pay: 60 µs; 1 under load: 100 µs;" in line
+    old = record.to_dict()
+    del old["adaptive"]  # a record from before the field
+    assert Measurement.from_dict(old).adaptive == ()
+
+
+def test_a_measured_adaptive_pick_is_stored_and_rebuilt_on_a_wisdom_hit(tmp_path, monkeypatch):
+    """The load rules keep the one-thread twin (robust_pick faked to pick it), the twin's
+    multi-thread call won the quiet rounds (paired faked): the plan runs the adaptive leaf, its
+    record says so, and a wisdom hit builds the same leaf again."""
+    real_pick = measure.robust_pick
+
+    def one_thread(timings, *a, **k):
+        p = real_pick(timings, *a, **k)
+        return attrs.evolve(p, best=next(t for t in timings if t.tree == "(native 256 threads=1)"))
+
+    monkeypatch.setattr(measure, "robust_pick", one_thread)
+    monkeypatch.setattr(measure, "paired", lambda s, b: (0.5, 0.0))
+    monkeypatch.setattr(measure, "background_load", lambda: contextlib.nullcontext(False))
+    x = random_complex((4, 256), seed=2).astype(np.complex64)
+    cache = PlanCache(tmp_path)
+    with _threads(2):
+        plan = trnplan.plan_many(256, batch=4, effort="measure", cache=cache)
+        tree = str(plan.tree)
+        assert tree.startswith("(native 256 adapt=") and tree.endswith(" threads=2)") and isinstance(plan._native, AdaptiveThreads)
+        m = plan.provenance.measurement
+        assert m.winner.tree == tree and m.adaptive[0] == tree and m.adaptive[4] is True
+        assert "threads: adaptive (2 while they pay" in plan.explain(full=True)
+        trnplan.clear_plan_cache()
+        again = trnplan.plan_many(256, batch=4, effort="measure", cache=cache)
+        assert again.provenance.origin == "wisdom hit" and str(again.tree) == tree
+        assert isinstance(again._native, AdaptiveThreads)
+        y = again.execute(torch.from_numpy(x))
+    assert rel_l2(y, reference(x.astype(np.complex128), False)) <= BAR["fp32"]
