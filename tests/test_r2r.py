@@ -193,6 +193,11 @@ def test_repeated_calls_take_the_shortcut_and_stay_right(monkeypatch):
     for x in xs:
         assert rel_l2(tfft.dst(x, type=2, norm="ortho"), _ref("dst", x, type=2, norm="ortho")) <= DEFAULT_TOL["fp32"]
     assert full == ["dst2"]  # the first call only: the other two went straight to its plan
+    for shape in ((2, 3, 48), (48,)):  # other leading dims: pocketfft's call takes them as they are
+        for _ in range(2):
+            z = torch.randn(shape)
+            assert rel_l2(tfft.dst(z, type=2, norm="ortho"), _ref("dst", z, type=2, norm="ortho")) <= DEFAULT_TOL["fp32"]
+    assert full == ["dst2"] * 3
     assert rel_l2(tfft.dst(xs[0], type=3, norm="ortho"), _ref("dst", xs[0], type=3, norm="ortho")) <= DEFAULT_TOL["fp32"]
     x64 = xs[1].double()
     assert rel_l2(tfft.dst(x64, type=2, norm="ortho"), _ref("dst", x64, type=2, norm="ortho")) <= DEFAULT_TOL["fp64"]

@@ -55,8 +55,13 @@ def _any_leading(call) -> bool:
     the last dim gives what it gives on the ``(1, 256)`` or ``(512, 64)`` reshape. Skipping those
     two reshapes (and :meth:`Plan.run`) is most of the drop-in's per-call cost on small shapes
     (+5.6 µs over torch.fft for an unbatched 256, busy machine). Other leaves (pyFFTW, mkl_fft,
-    multicore shards) read ``x.shape[0]`` as the batch: False for them.
+    multicore shards) read ``x.shape[0]`` as the batch: False for them, but for a leaf that says it
+    takes any (its ``any_leading`` attribute: pocketfft's DCT/DST over the trailing axes,
+    :func:`trnplan.kernels.hostlib.r2r_call`; a (2, 4, 1024) DCT-II ran 11 µs over scipy.fft's
+    call through :meth:`Plan.run`'s reshapes, measured here).
     """
+    if getattr(call, "any_leading", False):
+        return True
     fn, kw = (call.func, call.keywords) if isinstance(call, functools.partial) else (call, {})
     if isinstance(call, functools.partial) and call.args or fn not in _TORCH_FFT:
         return False

@@ -260,8 +260,9 @@ def r2r_call(shape: tuple, kind: str, inverse: bool, norm: str) -> Callable[[tor
     Returns
     -------
     callable
-        ``f(x)`` with ``x`` real of shape ``(batch, *shape)``, any strides, returning a new tensor
-        of its shape and dtype; its attribute ``on_numpy`` is the same transform of a numpy array.
+        ``f(x)`` with ``x`` real of shape ``(..., *shape)``, any strides, returning a new tensor
+        of its shape and dtype (any leading dims: ``any_leading``); its attribute ``on_numpy`` is the
+        same transform of a numpy array.
 
     Raises
     ------
@@ -283,6 +284,7 @@ def r2r_call(shape: tuple, kind: str, inverse: bool, norm: str) -> Callable[[tor
         return torch.from_numpy(run(a))
 
     call.on_numpy = run  # the same transform on a numpy array (the scipy.fft backend's arrays: no tensor made)
+    call.any_leading = True  # any leading dims, as one batch (the axes are the trailing ones): Plan's direct call
     return call
 
 
