@@ -25,6 +25,7 @@ Usage::
     python bench/measure_busy.py --runs 5 --no-load    # the quiet-machine run
     python bench/measure_busy.py --markdown docs/benchmarks.md --plot docs/measure_busy.png
     python bench/measure_busy.py --replot bench/out/measure_busy.json --plot docs/measure_busy.png
+    python bench/measure_busy.py --ab --out bench/out/adaptive_ab.json   # adaptive vs fixed thread counts
 
 Prints a table and writes JSON (``--out``); ``--markdown`` rewrites the section between its
 markers in that file. A benchmark, not a test: nothing here asserts a time.
@@ -210,6 +211,100 @@ def replace_section(path: str, text: str) -> None:
         f.write(doc)
 
 
+#: the A/B rows (``--ab``): (library solver, batch, n), where a two-thread call wins quietly and
+#: stalls under load (pyFFTW 16×4099: 524 µs at 2 threads vs 784 at 1; 1×65537: 1.69 ms quiet,
+#: 8.4 ms under load, busy32's runs of 2026-11-27)
+#: seconds of calls per sample of the A/B
+AB_BLOCK_S = 0.01
+AB_ROWS = [("pyfftw", 16, 4099), ("pyfftw", 1, 65537), ("native", 512, 1024), ("scipy", 512, 1024)]
+
+
+def _rotated_rounds(runners: list, rounds: int) -> list:
+    """Round-robin samples (seconds per call) with the order rotated every round, so that no leaf
+    always follows the stalled two-thread block (its threads still spin for a while after it)."""
+    samples = [[] for _ in runners]
+    for r in range(rounds):
+        for k in [(r + j) % len(runners) for j in range(len(runners))]:
+            fn, inner = runners[k]
+            t0 = time.perf_counter()
+            for _ in range(inner):
+                fn()
+            samples[k].append((time.perf_counter() - t0) / inner)
+    return samples
+
+
+def ab(args) -> dict:
+    """The adaptive leaf against the fixed one- and two-thread leaves, in this process, quiet and
+    then with a spinner process holding a core: per row and condition each leaf's median and mean
+    µs per call over short rounds, their order rotated (a block of ~10 ms of calls a sample), the
+    adaptive leaf's stalls and the share of its calls that ran two threads. T1 is the one-thread
+    leaf's lower quartile timed here first."""
+    import torch
+
+    from trnplan.kernels.hostlib import installed
+
+    torch.set_num_threads(2)
+    out = []
+    for solver, batch, n in AB_ROWS[: args.rows]:
+        if solver in ("pyfftw", "scipy") and installed(solver) is None:
+            continue
+        out.append(_ab_row(solver, batch, n, args.ab_rounds))
+    return {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "loadavg": os.getloadavg(), "rows": out}
+
+
+def _ab_row(solver: str, batch: int, n: int, rounds: int) -> dict:
+    """One row of :func:`ab`."""
+    import numpy as np
+    import torch
+
+    from trnplan import plan_many
+
+    x = torch.from_numpy((np.random.default_rng(0).standard_normal((batch, n, 2)) @ [1, 1j]).astype(np.complex64))
+
+    def plan(extra):
+        return plan_many((n,), batch=batch, strategy=f"({solver} {n}{extra})")
+
+    fixed = {"1": plan(" threads=1"), "2": plan(" threads=2")}
+    t1 = statistics.quantiles(_rotated_rounds([(lambda: fixed["1"].execute(x), 1)], 30)[0], n=4)[0]
+    leaves = {**fixed, "adaptive": plan(f" threads=2 adapt={max(1, round(t1 * 1e6))}")}
+    same = torch.equal(torch.view_as_real(fixed["1"].execute(x)), torch.view_as_real(fixed["2"].execute(x)))
+    row = {"row": f"{solver} {batch}×{n}", "t1_us": t1 * 1e6, "bitwise_identical": same}
+    leaf, twos = leaves["adaptive"]._native, []
+
+    def adaptive_call():
+        twos.append(leaf.threads_now)
+        return leaves["adaptive"].execute(x)
+
+    # a sample is a block of calls (~10 ms): the leaf's state machine runs as in a loop, and a
+    # stalled two-thread block's spinning OpenMP/FFTW threads touch one neighbour sample, not each
+    inner = max(1, round(AB_BLOCK_S / t1))
+    runners = [(lambda p=p: p.execute(x), inner) for p in fixed.values()] + [(adaptive_call, inner)]
+    for cond in ("quiet", "loaded"):
+        spin = subprocess.Popen([sys.executable, "-S", "-c", "while True: pass"]) if cond == "loaded" else None
+        try:
+            if spin is not None:
+                time.sleep(0.05)
+            stalls0 = leaf.stalls
+            twos.clear()
+            samples = _rotated_rounds(runners, rounds)
+        finally:
+            if spin is not None:
+                spin.kill()
+                spin.wait()
+        med = {k: statistics.median(s) * 1e6 for k, s in zip(leaves, samples)}
+        mean = {k: statistics.fmean(s) * 1e6 for k, s in zip(leaves, samples)}
+        row[cond] = {**{f"{k}_us": v for k, v in med.items()}, **{f"{k}_mean_us": v for k, v in mean.items()},
+                     "stalls": leaf.stalls - stalls0, "two_thread_share": twos.count(2) / len(twos),
+                     "adaptive_vs_best_fixed": med["adaptive"] / min(med["1"], med["2"]),
+                     "adaptive_vs_best_fixed_mean": mean["adaptive"] / min(mean["1"], mean["2"])}
+        c = row[cond]
+        print(f"{row['row']} {cond}: T1 {t1 * 1e6:.0f} µs, identical {same}; median/mean µs 1t {c['1_us']:.0f}/"
+              f"{c['1_mean_us']:.0f} 2t {c['2_us']:.0f}/{c['2_mean_us']:.0f} adaptive {c['adaptive_us']:.0f}/"
+              f"{c['adaptive_mean_us']:.0f} ({c['adaptive_vs_best_fixed']:.2f}×/{c['adaptive_vs_best_fixed_mean']:.2f}× "
+              f"the best fixed; {c['two_thread_share']:.0%} of calls on 2 threads, {c['stalls']} stalls)", flush=True)
+    return row
+
+
 def measure_runs(args) -> tuple:
     """The runs, one fresh-cache process after another, written to ``args.out``: (summary, meta)."""
     runs, expected = [], 60.0
@@ -239,10 +334,20 @@ def main() -> int:
     p.add_argument("--markdown")
     p.add_argument("--plot")
     p.add_argument("--replot", metavar="JSON", help="render the table and plot of an earlier --out file; run nothing")
+    p.add_argument("--ab", action="store_true",
+                   help="instead: the adaptive leaf vs fixed 1- and 2-thread leaves, quiet and with a spinner, in "
+                        "this process (AB_ROWS; --rows limits them), JSON to --out")
+    p.add_argument("--ab-rounds", type=int, default=30, help="round-robin rounds per condition of --ab")
     p.add_argument("--child-json", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child_json:
         return child(args)
+    if args.ab:
+        result = ab(args)
+        os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
+        with open(args.out, "w", encoding="utf-8") as f:
+            json.dump(result, f, indent=1)
+        return 0
     if args.replot:
         with open(args.replot, encoding="utf-8") as f:
             saved = json.load(f)

@@ -18,17 +18,24 @@ from trnplan.cache import PlanCache
 from trnplan.core.errors import PlanningError
 from trnplan.core.problem import Problem
 from trnplan.kernels.hostlib import installed
-from trnplan.kernels.hostlib.threads import MAX_BACKOFF, MIN_BACKOFF, STALL_MARGIN, AdaptiveThreads, adaptive
+from trnplan.kernels.hostlib.threads import (
+    MAX_BACKOFF_S,
+    MIN_BACKOFF_S,
+    STALL_COST,
+    STALL_MARGIN,
+    AdaptiveThreads,
+    adaptive,
+)
 from trnplan.planner import measure
 from trnplan.planner.measure import SLOWER, Measurement, Timing, adaptive_pick, describe
 from trnplan.planner.planner import Planner
 
 
 class _Fake:
-    """Two fake calls on a fake clock: each call advances the clock by the time the test set for
-    that count, and records which count ran."""
+    """Two fake calls on a fake clock (seconds): each call advances the clock by the time the test
+    set for that count, and records which count ran."""
 
-    def __init__(self, t1=1.0, t2=0.6):
+    def __init__(self, t1=100e-6, t2=60e-6):
         self.now, self.times, self.ran = 0.0, {1: t1, 2: t2}, []
 
     def clock(self):
@@ -42,8 +49,16 @@ class _Fake:
 
         return run
 
-    def leaf(self, t1=1.0):
+    def leaf(self, t1=100e-6):
         return adaptive(self.call(1), self.call(2), t1, 2, self.clock)
+
+    def until_two(self, leaf):
+        """Calls until the leaf runs two threads again: how many ran on one."""
+        n = 0
+        while leaf.threads_now == 1:
+            leaf(0)
+            n += 1
+        return n
 
 
 def test_fast_two_thread_calls_stay_on_two_threads():
@@ -57,50 +72,55 @@ def test_a_stall_backs_off_to_one_thread_then_probes_two_again():
     f = _Fake()
     leaf = f.leaf()
     leaf(0)
-    f.times[2] = 5.0  # the other core taken: a two-thread call stalls
+    f.times[2] = 300e-6  # the other core taken: a two-thread call stalls (3× t1: excess 200 µs × 20 = 4 ms)
     leaf(0)
     assert leaf.stalls == 1 and leaf.threads_now == 1
-    for _ in range(MIN_BACKOFF):
-        leaf(0)
-    assert f.ran == [2, 2] + [1] * MIN_BACKOFF and leaf.threads_now == 2  # spent: the next call probes
+    n = f.until_two(leaf)  # MIN_BACKOFF_S of one-thread calls (the stall's 4 ms cost is less)
+    assert n == pytest.approx(MIN_BACKOFF_S / 100e-6, abs=1) and f.ran[2:] == [1] * n
     leaf(0)  # the probe stalls again: the back-off doubles
-    assert f.ran[-1] == 2 and leaf.stalls == 2 and leaf.left == 2 * MIN_BACKOFF
-    f.times[2] = 0.6  # the load gone
-    for _ in range(2 * MIN_BACKOFF):
-        leaf(0)
+    assert f.ran[-1] == 2 and leaf.stalls == 2
+    assert f.until_two(leaf) == pytest.approx(2 * MIN_BACKOFF_S / 100e-6, abs=1)
+    f.times[2] = 60e-6  # the load gone
     leaf(0)  # a fast probe: stays on two threads, and the back-off is reset
-    assert f.ran[-1] == 2 and leaf.threads_now == 2 and leaf.backoff == MIN_BACKOFF
+    assert f.ran[-1] == 2 and leaf.threads_now == 2 and leaf.backoff == MIN_BACKOFF_S
     leaf(0)
-    assert f.ran[-1] == 2
+    assert f.ran[-1] == 2 and leaf.stalls == 2
+
+
+def test_a_costly_stall_backs_off_for_at_least_its_cost_times_stall_cost():
+    f = _Fake()
+    f.times[2] = 5e-3  # a 5 ms stall of a 100 µs call: 4.9 ms excess × 20 ≈ 98 ms at one thread
+    leaf = f.leaf()
+    leaf(0)
+    n = f.until_two(leaf)
+    assert n * 100e-6 == pytest.approx(STALL_COST * (5e-3 - 100e-6), abs=2e-4)
 
 
 def test_the_back_off_is_capped():
     f = _Fake()
-    f.times[2] = 5.0
+    f.times[2] = 300e-6
     leaf = f.leaf()
-    lengths = []
+    periods = []
     for _ in range(12):
         leaf(0)  # a stalled two-thread call (the first, then each probe)
-        lengths.append(leaf.left)
-        for _ in range(leaf.left):
-            leaf(0)
-    assert lengths[:3] == [MIN_BACKOFF, 2 * MIN_BACKOFF, 4 * MIN_BACKOFF]
-    assert max(lengths) == MAX_BACKOFF and lengths[-1] == MAX_BACKOFF
+        periods.append(f.until_two(leaf) * 100e-6)
+    assert periods[:3] == pytest.approx([MIN_BACKOFF_S, 2 * MIN_BACKOFF_S, 4 * MIN_BACKOFF_S], abs=2e-4)
+    assert max(periods) == pytest.approx(MAX_BACKOFF_S, abs=2e-4) and periods[-1] == pytest.approx(MAX_BACKOFF_S,
+                                                                                                     abs=2e-4)
 
 
 def test_the_stall_threshold_is_t1_times_the_margin_and_t1_follows_faster_one_thread_calls():
-    f = _Fake(t1=1.0, t2=1.0 * STALL_MARGIN * 0.99)  # slower than one thread, but within the margin
-    leaf = f.leaf(t1=1.0)
+    f = _Fake(t2=100e-6 * STALL_MARGIN * 0.99)  # slower than one thread, but within the margin
+    leaf = f.leaf()
     leaf(0)
     assert leaf.stalls == 0
-    f.times[2] = 1.0 * STALL_MARGIN * 1.01
+    f.times[2] = 100e-6 * STALL_MARGIN * 1.01
     leaf(0)
     assert leaf.stalls == 1
-    f.times[1] = 0.5  # the one-thread calls measure faster than the record's t1: t1 follows them
-    for _ in range(MIN_BACKOFF):
-        leaf(0)
-    assert leaf.t1 == 0.5
-    f.times[2] = 0.6  # 0.6 > 0.5 × 1.1: now a stall against the lower t1
+    f.times[1] = 50e-6  # the one-thread calls measure faster than the record's t1: t1 follows them
+    f.until_two(leaf)
+    assert leaf.t1 == pytest.approx(50e-6)
+    f.times[2] = 60e-6  # 60 > 50 × 1.1: now a stall against the lower t1
     leaf(0)
     assert leaf.stalls == 2
 
@@ -111,7 +131,7 @@ def test_an_error_in_the_call_propagates_and_leaves_a_usable_leaf():
     def boom(x):
         raise KeyError("lib")
 
-    leaf = AdaptiveThreads(f.call(1), boom, 1.0, 2, f.clock)
+    leaf = AdaptiveThreads(f.call(1), boom, 100e-6, 2, f.clock)
     with pytest.raises(KeyError):
         leaf(0)
     leaf.many = f.call(2)
@@ -145,8 +165,8 @@ def _threads(k):
 @pytest.mark.parametrize("inverse", [False, True])
 def test_an_adaptive_leaf_matches_the_float64_reference_at_both_counts(solver, inverse):
     """adapt=T1 in the tree: the call runs at two threads, and at one after a stall (forced here
-    by a T1 of 1 µs, which every call exceeds); both within the fp32 bar, and the plan keeps one
-    leaf state across calls."""
+    by a T1 of 1 µs, which every call exceeds; the back-off then outlasts the next calls); both
+    within the fp32 bar, and the plan keeps one leaf state across calls."""
     if LIBS[solver] is not None and installed(LIBS[solver]) is None:
         pytest.skip(f"{LIBS[solver]} is not installed")
     n, batch = 384, 6
@@ -159,7 +179,7 @@ def test_an_adaptive_leaf_matches_the_float64_reference_at_both_counts(solver, i
         ys = [plan.execute(torch.from_numpy(x)) for _ in range(3)]  # 2 threads (stalls), then 1, 1
         assert torch.get_num_threads() == 2
     leaf = plan._native  # the root's library call, made once for the plan
-    assert isinstance(leaf, AdaptiveThreads) and leaf.stalls == 1 and leaf.left == MIN_BACKOFF - 2
+    assert isinstance(leaf, AdaptiveThreads) and leaf.stalls == 1 and leaf.threads_now == 1
     for y in ys:
         assert rel_l2(y, ref) <= BAR["fp32"]
 

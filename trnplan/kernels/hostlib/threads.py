@@ -20,6 +20,7 @@ pay, one while a call shows the other core busy.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
@@ -66,10 +67,14 @@ def in_threads(fn: Callable, threads: int | None) -> Callable:
 #: between differ by ≥ 10 % (pyFFTW 16×4099: 524 µs at 2 threads, 784 at 1), so a call over
 #: 1.1 × t1 is one the one-thread twin would have beaten
 STALL_MARGIN = 1.1
-#: the back-off after a stall, in calls at one thread: MIN_BACKOFF after the first, doubled at
-#: every stall of the probe that follows, at most MAX_BACKOFF (about 0.15-1.5 s of 150 µs-1.5 ms
-#: calls, so a load that lasts costs one stalled probe per ~1000 calls: ≤ 1 % at 5-20× a stall)
-MIN_BACKOFF, MAX_BACKOFF = 4, 1024
+#: the back-off after a stall, in seconds of wall time at one thread: MIN_BACKOFF_S after the
+#: first, doubled at every stall of the probe that follows, at most MAX_BACKOFF_S; and at least
+#: STALL_COST × the stall's excess over t1, so that a stalled probe costs ≤ 1/STALL_COST (5 %) of
+#: the one-thread time before it (a stall took 5-20× t1 here: pyFFTW 1×65537 8.4 ms against
+#: 1.69 ms). In wall time, not calls: a competing process holds a core for scheduler slices of
+#: milliseconds, so 4 calls of 150 µs (0.6 ms) was too short a back-off for a probe to find the
+#: core free (a first version counted calls: 19 stalls in 500 calls of torch.fft 512×1024 at load 5)
+MIN_BACKOFF_S, MAX_BACKOFF_S, STALL_COST = 0.01, 1.0, 20.0
 
 
 class AdaptiveThreads:
@@ -83,10 +88,10 @@ class AdaptiveThreads:
     call, which would cost more than the decision saves on a 150 µs call):
 
     - on ``many`` threads, a call slower than ``t1 × STALL_MARGIN`` (``t1``: the one-thread
-      twin's time) is a stall: the next ``backoff`` calls run on one thread;
+      twin's time) is a stall: the calls of the next back-off period (wall time) run on one thread;
     - when the back-off is spent, the next call probes ``many`` threads again: fast, and the
-      back-off is reset to :data:`MIN_BACKOFF`; a stall, and it doubles (at most
-      :data:`MAX_BACKOFF`).
+      back-off is reset to :data:`MIN_BACKOFF_S`; a stall, and it doubles (at most
+      :data:`MAX_BACKOFF_S`; at least :data:`STALL_COST` × the stall's excess over ``t1``);
     - ``t1`` is lowered to the fastest one-thread call seen (a stale or slow measurement would
       let stalls pass as fast calls; a lower ``t1`` only errs towards the one-thread call).
 
@@ -94,9 +99,9 @@ class AdaptiveThreads:
     on its input), so which count ran never changes a result.
 
     Thread safety: the state is a few attributes, each written by a single assignment; callers
-    on several Python threads may interleave their updates (a back-off counted twice, a stall
-    missed), which changes only which count the next calls run at, never a result, so no lock is
-    taken (a lock would cost more than the call's decision).
+    on several Python threads may interleave their updates (a back-off cut short or doubled
+    twice, a stall missed), which changes only which count the next calls run at, never a
+    result, so no lock is taken (a lock would cost more than the call's decision).
 
     Parameters
     ----------
@@ -107,38 +112,38 @@ class AdaptiveThreads:
     threads : int
         The thread count of ``many`` (reported by :attr:`threads_now`).
     clock : callable
-        The timer (tests pass a fake one).
+        The timer, seconds (tests pass a fake one).
     """
 
     def __init__(self, one: Callable, many: Callable, t1: float, threads: int = 2, clock=time.perf_counter):
         if not t1 > 0:
             raise ValueError(f"the one-thread time t1 must be > 0 seconds, got {t1!r}")
         self.one, self.many, self.t1, self.threads, self.clock = one, many, float(t1), threads, clock
-        self.left = 0  # calls still to run on one thread (the back-off in progress)
-        self.backoff = MIN_BACKOFF  # the next back-off's length
+        self.until = -math.inf  # one thread until this clock time (the back-off in progress)
+        self.backoff = MIN_BACKOFF_S  # the next back-off's length (seconds)
         self.stalls = 0  # stalls seen (for tests and benchmarks)
 
     @property
     def threads_now(self) -> int:
-        """The count the next call runs at."""
-        return 1 if self.left > 0 else self.threads
+        """The count a call made now runs at."""
+        return 1 if self.clock() < self.until else self.threads
 
     def __call__(self, *args, **kwargs):
         clock = self.clock
-        if self.left > 0:
-            self.left -= 1
-            start = clock()
+        start = clock()
+        if start < self.until:
             out = self.one(*args, **kwargs)
             self.t1 = min(self.t1, clock() - start)
             return out
-        start = clock()
         out = self.many(*args, **kwargs)
-        if clock() - start > self.t1 * STALL_MARGIN:
+        end = clock()
+        if end - start > self.t1 * STALL_MARGIN:
             self.stalls += 1
-            self.left = self.backoff
-            self.backoff = min(self.backoff * 2, MAX_BACKOFF)
+            period = min(max(self.backoff, STALL_COST * (end - start - self.t1)), MAX_BACKOFF_S)
+            self.until = end + period
+            self.backoff = min(period * 2, MAX_BACKOFF_S)
         else:
-            self.backoff = MIN_BACKOFF
+            self.backoff = MIN_BACKOFF_S
         return out
 
 
