@@ -235,7 +235,8 @@ def test_no_adaptive_leaf_where_the_outputs_differ_bitwise():
 
 def test_no_adaptive_leaf_without_a_quiet_win_or_for_a_multi_thread_pick():
     y = torch.arange(4.0)
-    assert _pick_case(y, y, many_s=99e-6) is None  # within the noise floor: the one-thread leaf stays
+    assert _pick_case(y, y, many_s=100e-6 / STALL_MARGIN * 1.01) is None  # not by the margin: one thread stays
+    assert _pick_case(y, y, many_s=100e-6 / STALL_MARGIN * 0.99) is not None  # by the margin: adaptive
     assert _pick_case(y, y, best_tree="(native 1024)") is None  # already the multi-thread tree
 
 
@@ -255,7 +256,7 @@ def test_the_adaptive_figures_survive_the_record_and_are_explained():
 
 def test_a_measured_adaptive_pick_is_stored_and_rebuilt_on_a_wisdom_hit(tmp_path, monkeypatch):
     """The load rules keep the one-thread twin (robust_pick faked to pick it), the twin's
-    multi-thread call won the quiet rounds (paired faked): the plan runs the adaptive leaf, its
+    multi-thread call won the quiet rounds (the margin faked to 0): the plan runs the adaptive leaf, its
     record says so, and a wisdom hit builds the same leaf again."""
     real_pick = measure.robust_pick
 
@@ -264,7 +265,7 @@ def test_a_measured_adaptive_pick_is_stored_and_rebuilt_on_a_wisdom_hit(tmp_path
         return attrs.evolve(p, best=next(t for t in timings if t.tree == "(native 256 threads=1)"))
 
     monkeypatch.setattr(measure, "robust_pick", one_thread)
-    monkeypatch.setattr(measure, "paired", lambda s, b: (0.5, 0.0))
+    monkeypatch.setattr(measure, "STALL_MARGIN", 0.0)  # the twin's quiet win, whatever the rounds measured
     monkeypatch.setattr(measure, "background_load", lambda: contextlib.nullcontext(False))
     x = random_complex((4, 256), seed=2).astype(np.complex64)
     cache = PlanCache(tmp_path)
