@@ -219,12 +219,14 @@ AB_BLOCK_S = 0.01
 AB_ROWS = [("pyfftw", 16, 4099), ("pyfftw", 1, 65537), ("native", 512, 1024), ("scipy", 512, 1024)]
 
 
-def _rotated_rounds(runners: list, rounds: int) -> list:
-    """Round-robin samples (seconds per call) with the order rotated every round, so that no leaf
-    always follows the stalled two-thread block (its threads still spin for a while after it)."""
+def _shuffled_rounds(runners: list, rounds: int) -> list:
+    """Round-robin samples (seconds per call) in an order shuffled every round (seeded), so that no
+    leaf always follows the stalled two-thread block (its threads still run for a while after it;
+    a rotation would not do: it keeps who follows whom)."""
     samples = [[] for _ in runners]
-    for r in range(rounds):
-        for k in [(r + j) % len(runners) for j in range(len(runners))]:
+    rng = random.Random(0)
+    for _ in range(rounds):
+        for k in rng.sample(range(len(runners)), len(runners)):
             fn, inner = runners[k]
             t0 = time.perf_counter()
             for _ in range(inner):
@@ -236,7 +238,7 @@ def _rotated_rounds(runners: list, rounds: int) -> list:
 def ab(args) -> dict:
     """The adaptive leaf against the fixed one- and two-thread leaves, in this process, quiet and
     then with a spinner process holding a core: per row and condition each leaf's median and mean
-    µs per call over short rounds, their order rotated (a block of ~10 ms of calls a sample), the
+    µs per call over short rounds, their order shuffled (a block of ~10 ms of calls a sample), the
     adaptive leaf's stalls and the share of its calls that ran two threads. T1 is the one-thread
     leaf's lower quartile timed here first."""
     import torch
@@ -265,7 +267,7 @@ def _ab_row(solver: str, batch: int, n: int, rounds: int) -> dict:
         return plan_many((n,), batch=batch, strategy=f"({solver} {n}{extra})")
 
     fixed = {"1": plan(" threads=1"), "2": plan(" threads=2")}
-    t1 = statistics.quantiles(_rotated_rounds([(lambda: fixed["1"].execute(x), 1)], 30)[0], n=4)[0]
+    t1 = statistics.quantiles(_shuffled_rounds([(lambda: fixed["1"].execute(x), 1)], 30)[0], n=4)[0]
     leaves = {**fixed, "adaptive": plan(f" threads=2 adapt={max(1, round(t1 * 1e6))}")}
     same = torch.equal(torch.view_as_real(fixed["1"].execute(x)), torch.view_as_real(fixed["2"].execute(x)))
     row = {"row": f"{solver} {batch}×{n}", "t1_us": t1 * 1e6, "bitwise_identical": same}
@@ -286,7 +288,7 @@ def _ab_row(solver: str, batch: int, n: int, rounds: int) -> dict:
                 time.sleep(0.05)
             stalls0 = leaf.stalls
             twos.clear()
-            samples = _rotated_rounds(runners, rounds)
+            samples = _shuffled_rounds(runners, rounds)
         finally:
             if spin is not None:
                 spin.kill()

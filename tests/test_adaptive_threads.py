@@ -96,6 +96,19 @@ def test_a_costly_stall_backs_off_for_at_least_its_cost_times_stall_cost():
     assert n * 100e-6 == pytest.approx(STALL_COST * (5e-3 - 100e-6), abs=2e-4)
 
 
+def test_sparse_calls_still_run_the_back_off_in_calls():
+    """A plan called rarely: the wall time of the back-off passes between two calls, but the
+    calls that fill it at t1 still run on one thread before the next probe."""
+    f = _Fake()
+    f.times[2] = 300e-6
+    leaf = f.leaf()
+    leaf(0)  # a stall: MIN_BACKOFF_S, i.e. 100 calls of 100 µs
+    for _ in range(3):
+        f.now += 10.0  # ten seconds between calls
+        leaf(0)
+    assert f.ran == [2, 1, 1, 1] and leaf.left == round(MIN_BACKOFF_S / 100e-6) - 3
+
+
 def test_the_back_off_is_capped():
     f = _Fake()
     f.times[2] = 300e-6

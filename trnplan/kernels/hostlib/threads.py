@@ -88,7 +88,9 @@ class AdaptiveThreads:
     call, which would cost more than the decision saves on a 150 µs call):
 
     - on ``many`` threads, a call slower than ``t1 × STALL_MARGIN`` (``t1``: the one-thread
-      twin's time) is a stall: the calls of the next back-off period (wall time) run on one thread;
+      twin's time) is a stall: the calls of the next back-off period run on one thread — until
+      the period has passed in wall time *and* as many calls as fill it at ``t1`` have run (so
+      the probes' cost is bounded by the calls made, however sparse they are);
     - when the back-off is spent, the next call probes ``many`` threads again: fast, and the
       back-off is reset to :data:`MIN_BACKOFF_S`; a stall, and it doubles (at most
       :data:`MAX_BACKOFF_S`; at least :data:`STALL_COST` × the stall's excess over ``t1``);
@@ -119,19 +121,21 @@ class AdaptiveThreads:
         if not t1 > 0:
             raise ValueError(f"the one-thread time t1 must be > 0 seconds, got {t1!r}")
         self.one, self.many, self.t1, self.threads, self.clock = one, many, float(t1), threads, clock
-        self.until = -math.inf  # one thread until this clock time (the back-off in progress)
+        self.until = -math.inf  # one thread until this clock time (the back-off in progress) …
+        self.left = 0  # … and for this many calls more
         self.backoff = MIN_BACKOFF_S  # the next back-off's length (seconds)
         self.stalls = 0  # stalls seen (for tests and benchmarks)
 
     @property
     def threads_now(self) -> int:
         """The count a call made now runs at."""
-        return 1 if self.clock() < self.until else self.threads
+        return 1 if self.left > 0 or self.clock() < self.until else self.threads
 
     def __call__(self, *args, **kwargs):
         clock = self.clock
         start = clock()
-        if start < self.until:
+        if self.left > 0 or start < self.until:
+            self.left -= 1
             out = self.one(*args, **kwargs)
             self.t1 = min(self.t1, clock() - start)
             return out
@@ -140,7 +144,9 @@ class AdaptiveThreads:
         if end - start > self.t1 * STALL_MARGIN:
             self.stalls += 1
             period = min(max(self.backoff, STALL_COST * (end - start - self.t1)), MAX_BACKOFF_S)
-            self.until = end + period
+            # the period both in wall time and in calls of t1: a plan called once a second would
+            # otherwise probe (and maybe stall) at every call
+            self.until, self.left = end + period, math.ceil(period / self.t1)
             self.backoff = min(period * 2, MAX_BACKOFF_S)
         else:
             self.backoff = MIN_BACKOFF_S
