@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import pickle
 
 import attrs
 import numpy as np
@@ -195,6 +196,20 @@ def test_an_adaptive_leaf_matches_the_float64_reference_at_both_counts(solver, i
     assert isinstance(leaf, AdaptiveThreads) and leaf.stalls == 1 and leaf.threads_now == 1
     for y in ys:
         assert rel_l2(y, ref) <= BAR["fp32"]
+
+
+def test_a_native_adaptive_leaf_pickles_with_a_fresh_state():
+    with _threads(2):
+        plan = trnplan.plan_many((256,), batch=4, strategy="(native 256 adapt=1 threads=2)")
+        x = torch.from_numpy(random_complex((4, 256), seed=1).astype(np.complex64))
+        leaf = plan.module.root
+        leaf(x.real.contiguous(), x.imag.contiguous())  # a stall (T1 = 1 µs): one thread next
+        assert leaf._adaptive.stalls == 1
+        again = pickle.loads(pickle.dumps(plan.module)).root
+        assert isinstance(again._adaptive, AdaptiveThreads) and again._adaptive.stalls == 0
+        re, im = again(x.real.contiguous(), x.imag.contiguous())
+    ref = reference(x.numpy().astype(np.complex128), False)
+    assert rel_l2(torch.complex(re, im), ref) <= BAR["fp32"]
 
 
 def test_adapt_needs_a_multi_thread_count():

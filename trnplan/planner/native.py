@@ -94,6 +94,14 @@ class NativeFFT(torch.nn.Module):
         # an adaptive call keeps its state (the back-off) across calls: made once for forward()
         self._adaptive = self.library_call() if adapt is not None else None
 
+    def __getstate__(self):
+        # the adaptive call is closures (not picklable) and run-time state: made again on loading
+        return {**self.__dict__, "_adaptive": None}
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self._adaptive = self.library_call() if self.adapt is not None else None
+
     def library_call(self, norm: str | None = None):
         """The torch.fft function for this node, unscaled unless a torch.fft ``norm`` is given.
 
