@@ -71,9 +71,11 @@ STALL_MARGIN = 1.1
 #: first, doubled at every stall of the probe that follows, at most MAX_BACKOFF_S; and at least
 #: STALL_COST × the stall's excess over t1, so that a stalled probe costs ≤ 1/STALL_COST (5 %) of
 #: the one-thread time before it (a stall took 5-20× t1 here: pyFFTW 1×65537 8.4 ms against
-#: 1.69 ms). In wall time, not calls: a competing process holds a core for scheduler slices of
-#: milliseconds, so 4 calls of 150 µs (0.6 ms) was too short a back-off for a probe to find the
-#: core free (a first version counted calls: 19 stalls in 500 calls of torch.fft 512×1024 at load 5)
+#: 1.69 ms). In wall time, because a competing process holds a core for scheduler slices of
+#: milliseconds: 4 calls of 150 µs (0.6 ms) was too short a back-off for a probe to find the core
+#: free (a first version counted calls only: 19 stalls in 500 calls of torch.fft 512×1024 at load
+#: 5); and in calls too (as many as fill the period at t1), so that a plan called once a second
+#: does not probe, and maybe stall, at every call
 MIN_BACKOFF_S, MAX_BACKOFF_S, STALL_COST = 0.01, 1.0, 20.0
 
 
