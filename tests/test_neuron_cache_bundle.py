@@ -110,7 +110,10 @@ ONE_WORKER = pytest.mark.xdist_group("neff_bundle")
 def built(tmp_path_factory):
     root = tmp_path_factory.mktemp("neff-bundle")
     bundle = root / "plans.zip"
-    got = _child(BUILD, root / "build-cache", bundle)
+    # a time limit out of reach: under load the measuring ran out of time between a candidate's trace
+    # and its timing (7 NEFFs for 6 expected, once at load ~8); what the tests check is one NEFF per
+    # timed candidate, as in test_neuron's measure test
+    got = _child(BUILD, root / "build-cache", bundle, TRNPLAN_TIMELIMIT="600")
     return root, bundle, got
 
 
