@@ -484,6 +484,8 @@ class Planner:
                 return head + (", ".join(self.applicable(problem)) or "none")
             finally:
                 self._active, self.root, self._share_depth, self._memo = now
+                for key, found in at_failure[3].items():  # the listing's searches, kept as made at once
+                    self._memo.setdefault(key, found)
 
         return message
 
