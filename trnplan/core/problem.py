@@ -398,14 +398,15 @@ class Problem:
         so every inner transform is the plain sum. torch.fft's norms give scale 1 as
         ``"backward"`` for the forward and ``"forward"`` for the inverse transform.
         """
-        return attrs.evolve(
-            self, shape=(n,), batch=batch, kind=kind, inverse=inverse, norm="forward" if inverse else "backward",
-            modes=(), low=(), conv=()
-        )
+        # the constructor, not attrs.evolve (which reads every field's definition first): the same
+        # value, 3 µs less, and searches make tens of thousands of sub-problems
+        return self.__class__(shape=(n,), batch=batch, kind=kind, inverse=inverse, dtype=self.dtype,
+                              precision=self.precision, norm="forward" if inverse else "backward", device=self.device,
+                              cores=self.cores)
 
     def data_bytes(self) -> int:
         """Bytes of the whole batch's input and output, the least any plan of it holds at once."""
-        item = torch.empty((), dtype=self.real_dtype).element_size()
+        item = self.real_dtype.itemsize
         points_in = math.prod(self.in_shape) * (1 if self.real_input else 2)
         points_out = math.prod(self.out_shape) * (1 if self.real_output else 2)
         return self.batch * (points_in + points_out) * item
