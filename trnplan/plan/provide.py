@@ -244,9 +244,13 @@ def _plan_or_measure(req: _Request) -> _Decision:
     try:
         tree, candidates = planner.search(problem, req.spec)
     except OverBoundError as exc:
-        why = unreachable(problem, req.spec, planner, req.backend, planner.probe)
-        raise OverBoundError(f"{why}. ({exc})" if why else str(exc), candidates=exc.candidates,
-                             tol=exc.tol) from None
+        failed = exc  # ``exc`` is unbound when the except block ends: the message reads it later
+
+        def message() -> str:  # made when read: the reachable bound is a bisection of searches
+            why = unreachable(problem, req.spec, planner, req.backend, planner.probe)
+            return f"{why}. ({failed})" if why else str(failed)
+
+        raise OverBoundError(message, candidates=exc.candidates, tol=exc.tol) from None
     measurement, prebuilt = None, {}
     with hostlib.fftw_rigor(req.effort):  # FFTW_MEASURE only in measured planning
         if req.effort in ("measure", "patient"):
