@@ -34,6 +34,7 @@ from trnplan.planner import learn, registry
 from trnplan.planner.measure import (
     FASTEST,
     MIN_ROUNDS,
+    NOISE_FLOOR,
     NOT_TIMED_LIMIT,
     NOT_TIMED_TOP_K,
     OVER_BOUND_MEASURED,
@@ -456,6 +457,34 @@ def test_round_robin_interleaves_the_candidates():
     assert order == ["a", "a", "a", "b", "b"] * 3 and [len(s) for s in samples] == [3, 3]
 
 
+def _replaced_by_the_rules(m) -> bool:
+    """Whether the record's winner is the default, or replaced it as measure's rules allow: beyond
+    the noise of the rounds (decide) or confirmed in every burst (robust_pick); an adaptive leaf
+    (adaptive_pick) stands for the one-thread pick it replaced, which the same rules chose."""
+    w = m.winner
+    if m.adaptive and m.adaptive[0] == w.tree:
+        w = next(t for t in m.timings if t.tree == m.adaptive[1])
+    if w.default:
+        return True
+    confirmed = bool(m.confirmation) and all(r * (1 + NOISE_FLOOR) < 1 for r in m.confirmation)
+    return beats_default(w.vs_default, w.noise) or confirmed
+
+
+def test_the_rules_check_refuses_a_winner_neither_beyond_the_noise_nor_confirmed():
+    """The check the measured-plan tests use fails where a winner replaced the default against the
+    rules: within the rounds' noise with no confirmation, or with one burst that did not win."""
+    default = Timing("(native 256)", "native", 10.0, 1e-7, 10.0, 1e-7, SLOWER, default=True, noise=0.0, vs_default=1.0)
+    w = Timing("(pyfftw 256)", "pyfftw", 11.0, 1e-7, 9.7, 1e-7, FASTEST, noise=0.04, vs_default=0.97)
+
+    def record(timings=(default, w), **kw):
+        return Measurement("measure", timings, 2, None, 1.0, 0.1, None, "(native 256)", 2, 0.0, "r", **kw)
+
+    assert not _replaced_by_the_rules(record())
+    assert not _replaced_by_the_rules(record(confirmation=(0.9, 0.99)))
+    assert _replaced_by_the_rules(record(confirmation=(0.9, 0.95)))
+    assert _replaced_by_the_rules(record(timings=(default, attrs.evolve(w, vs_default=0.9))))
+
+
 def test_measured_plan_records_default_threads_and_when(tmp_path):
     before = time.time()
     plan = trnplan.plan_many(256, batch=4, effort="measure", cache=PlanCache(tmp_path))
@@ -466,9 +495,9 @@ def test_measured_plan_records_default_threads_and_when(tmp_path):
     assert default.tree == "(native 256)" and default.vs_default == pytest.approx(1.0)
     timed = [t for t in m.timings if t.measured_us is not None]
     assert all(t.rounds >= MIN_ROUNDS and t.noise is not None and t.vs_default is not None for t in timed)
-    # a winner other than the default beat it beyond the noise
-    w = m.winner
-    assert w.default or beats_default(w.vs_default, w.noise)
+    # a winner other than the default beat it by the rules: beyond the noise in the rounds, or
+    # confirmed in every burst (robust_pick: a contender within the rounds' noise goes to the bursts)
+    assert _replaced_by_the_rules(m), m.rule
     text = plan.explain(full=True)
     assert "round-robin" in text and "(default)" in text and "rule:" in text
     # stored and read back with the new fields
