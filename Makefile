@@ -28,7 +28,7 @@ TEST_WORKERS ?= 2
 # scripts, distributed ranks, spawned workers, cross-process caches), and without
 # .pyc files each compiled every module again, and each xdist worker re-did pytest's assertion
 # rewriting. make test on the quiet 2-core machine, 2026-11-27: 5 min 16 s (user 9 min 13 s) with
-# the variable set, 4 min 20 s (user 7 min 37 s) without it, one run each, same commit. The .pyc
+# the variable set, 4 min 20 s (user 7 min 37 s) without it, one run each, same code. The .pyc
 # files go to __pycache__/, which git ignores.
 NO_PYC_ENV = env -u PYTHONDONTWRITEBYTECODE
 
