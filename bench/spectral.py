@@ -236,7 +236,9 @@ def conv_row(label, length, k, batch, channels, mode, cell_seconds):
 
 def markdown(trunc, r2r, meta, convs=()) -> str:
     lines = [(f"*{meta['when']}, {meta['cpu']}, torch {meta['torch']} ({meta['threads']} threads), "
-              f"{'quick form, ' if meta['quick'] else ''}**busy machine** (other sessions were running): medians "
+              f"{'quick form, ' if meta['quick'] else ''}load average {meta.get('load', float('nan')):.1f} at the end of the run, the bench's own ~1 included "
+              f"({'a busy machine: ' if meta.get('load', 99) > 2.5 else 'no other work running: '}"
+              f"{meta.get('cpus', '?')} CPUs): medians "
               f"of round-robin cells in one process; ratios, not absolutes, carry over.*"), "",
              ("| truncated, one direction | batch | fwd: torch.fft rfftn+cut | fwd: trnplan (estimate) | ratio | "
               "fwd: method=gemm | ratio | inv: torch.fft fill+irfftn | inv: trnplan (estimate) | ratio | "
@@ -354,7 +356,7 @@ def main(argv=None) -> dict:
         print(json.dumps(convs[-1]), flush=True)
     meta = {"when": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), "cpu": _cpu_model(),
             "machine": platform.machine(), "torch": torch.__version__, "threads": torch.get_num_threads(),
-            "quick": args.quick, "cpus": os.cpu_count()}
+            "quick": args.quick, "cpus": os.cpu_count(), "load": os.getloadavg()[0]}
     text = markdown(trunc, r2r, meta, convs)
     print(text)
     if args.markdown and args.only is None:  # a partial run never replaces the whole section
