@@ -24,7 +24,7 @@ whole norm (:func:`norm_factors`), so a tree of r2r nodes composes per axis as s
 Methods (the cost model chooses; ``strategy="(r2r method=fft …)"`` forces one):
 
 ``method=scipy``
-    scipy.fft's pocketfft (``scipy.fft._pocketfft``, called directly so that a process whose
+    scipy.fft's pocketfft (``scipy.fft._pocketfft``, ``_duccfft`` from scipy 1.18, called directly so that a process whose
     scipy.fft backend is trnplan does not dispatch back to itself), whole shape, one call; CPU.
 ``method=gemm`` (1-D, n ≤ :data:`MAX_GEMM_N`)
     One real GEMM with the n × n matrix of ``T`` (norm folded in, float64 on the host, exact

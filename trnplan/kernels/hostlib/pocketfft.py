@@ -6,6 +6,8 @@ torch's thread count at call time): a single 1-D transform runs on one thread.
 
 from __future__ import annotations
 
+import importlib
+
 import torch
 
 from trnplan.kernels.hostlib.arrays import _unscaled
@@ -42,6 +44,22 @@ def _scipy_call(sfft, shape, kind, inverse, norm, threads: int | None = None):
 _INORM = {"backward": 0, "ortho": 1, "forward": 2}
 
 
+def scipy_own_fft(sfft):
+    """scipy.fft's own implementation module, never its uarray dispatch (which trnplan's scipy
+    backend may hold): ``scipy.fft._pocketfft`` up to scipy 1.17, ``scipy.fft._duccfft`` from 1.18
+    (its compiled ``pyduccfft`` takes pypocketfft's arguments: ``(x, type, axes, inorm, out,
+    workers, orthogonalize)``, scipy 1.18.1's ``_duccfft/realtransforms.py``). Found when the
+    Python-versions lane's 3.12 venv came with scipy 1.18.1 and the r2r leaf failed on
+    ``scipy.fft._pocketfft``."""
+    for name in ("_pocketfft", "_duccfft"):
+        try:
+            return importlib.import_module(f"{sfft.__name__}.{name}")
+        except ImportError:
+            continue
+    raise ImportError(f"{sfft.__name__} has neither _pocketfft (scipy <= 1.17) nor _duccfft (scipy >= 1.18): "
+                      f"this scipy's own DCT/DST is not where trnplan looks; pip install 'scipy<=1.18'")
+
+
 def _r2r_call(sfft, shape, fam: str, t: int, inverse: bool, norm: str):
     """pocketfft's DCT/DST of type ``t`` (``fam`` "dct" or "dst"; the inverse if ``inverse``), norm
     included, over the trailing ``len(shape)`` axes, as a function of a numpy array.
@@ -55,9 +73,10 @@ def _r2r_call(sfft, shape, fam: str, t: int, inverse: bool, norm: str):
     there (another scipy) the wrapper runs.
     """
     axes = tuple(range(-len(shape), 0))
-    raw = getattr(getattr(sfft._pocketfft, "pypocketfft", None), fam, None)
+    impl = scipy_own_fft(sfft)
+    raw = getattr(getattr(impl, "pypocketfft", None) or getattr(impl, "pyduccfft", None), fam, None)
     if raw is None:
-        fn = getattr(sfft._pocketfft, f"{'i' if inverse else ''}{fam}n")
+        fn = getattr(impl, f"{'i' if inverse else ''}{fam}n")
         return lambda a: fn(a, type=t, axes=axes, norm=norm, workers=torch.get_num_threads())
     inorm = 2 - _INORM[norm] if inverse else _INORM[norm]
     typ = {2: 3, 3: 2}.get(t, t) if inverse else t
