@@ -8,12 +8,16 @@ Stand-ins for hardware live beside this module (neuron_device_standin.py, neuron
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
+import pytest
 import torch
 
 from trnplan.core import accuracy
 from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.problem import Problem
+from trnplan.kernels.hostlib import installed
 
 #: the engine's accuracy bar (relative L2 vs numpy.fft complex128), imported, never restated:
 #: fp32 5e-7 (~8 u32), fp64 1e-13 (~900 u64); see trnplan/core/accuracy.py and docs/precision.md
@@ -73,3 +77,25 @@ def reference(x, inverse: bool = False, norm: str | None = "backward", *, kind: 
 
 
 __all__ = ["BAR", "DTYPES", "random_complex", "reference", "rel_l2", "to_numpy"]
+
+
+#: library leaf solver -> its hostlib key (native is torch.fft, always present)
+LIBRARY_LEAVES = {"native": None, "mkl-fft": "mkl_fft", "scipy": "scipy", "pyfftw": "pyfftw"}
+
+
+def need_library(solver: str) -> None:
+    """Skip the test where ``solver``'s host library is not installed."""
+    lib = LIBRARY_LEAVES[solver]
+    if lib is not None and installed(lib) is None:
+        pytest.skip(f"{lib} is not installed")
+
+
+@contextlib.contextmanager
+def torch_threads(k: int):
+    """torch's intra-op thread count set to ``k`` inside the block, the caller's restored after."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(k)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -11,14 +11,13 @@ import attrs
 import numpy as np
 import pytest
 import torch
-from support import BAR, random_complex, reference, rel_l2
+from support import BAR, LIBRARY_LEAVES, need_library, random_complex, reference, rel_l2, torch_threads
 
 import trnplan
 from trnplan.backends import get_backend
 from trnplan.cache import PlanCache
 from trnplan.core.errors import PlanningError
 from trnplan.core.problem import Problem
-from trnplan.kernels.hostlib import installed
 from trnplan.kernels.hostlib.threads import (
     MAX_BACKOFF_S,
     MIN_BACKOFF_S,
@@ -161,32 +160,17 @@ def test_a_bad_one_thread_time_is_refused(t1):
 # ---------------------------------------------------------------- the leaf in a plan (adapt=T1)
 
 
-#: solver name -> hostlib key; native is torch.fft (always present)
-LIBS = {"native": None, "mkl-fft": "mkl_fft", "scipy": "scipy", "pyfftw": "pyfftw"}
-
-
-@contextlib.contextmanager
-def _threads(k):
-    before = torch.get_num_threads()
-    torch.set_num_threads(k)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-@pytest.mark.parametrize("solver", list(LIBS))
+@pytest.mark.parametrize("solver", list(LIBRARY_LEAVES))
 @pytest.mark.parametrize("inverse", [False, True])
 def test_an_adaptive_leaf_matches_the_float64_reference_at_both_counts(solver, inverse):
     """adapt=T1 in the tree: the call runs at two threads, and at one after a stall (forced here
     by a T1 of 1 µs, which every call exceeds; the back-off then outlasts the next calls); both
     within the fp32 bar, and the plan keeps one leaf state across calls."""
-    if LIBS[solver] is not None and installed(LIBS[solver]) is None:
-        pytest.skip(f"{LIBS[solver]} is not installed")
+    need_library(solver)
     n, batch = 384, 6
     x = random_complex((batch, n), seed=5).astype(np.complex64)
     ref = reference(x.astype(np.complex128), inverse)
-    with _threads(2):
+    with torch_threads(2):
         plan = trnplan.plan_many((n,), batch=batch, kind="c2c", inverse=inverse,
                                  strategy=f"({solver} {n} threads=2 adapt=1)")
         assert plan.tree.param("adapt") == 1 and plan.tree.param("threads") == 2
@@ -199,7 +183,7 @@ def test_an_adaptive_leaf_matches_the_float64_reference_at_both_counts(solver, i
 
 
 def test_a_native_adaptive_leaf_pickles_with_a_fresh_state():
-    with _threads(2):
+    with torch_threads(2):
         plan = trnplan.plan_many((256,), batch=4, strategy="(native 256 adapt=1 threads=2)")
         x = torch.from_numpy(random_complex((4, 256), seed=1).astype(np.complex64))
         leaf = plan.module.root
@@ -230,7 +214,7 @@ def _timing(tree, us):
 
 
 def _pick_case(one_out, many_out, one_s=100e-6, many_s=60e-6, best_tree="(native 1024 threads=1)"):
-    with _threads(2):
+    with torch_threads(2):
         trees = Planner(get_backend("cpu")).enumerate(Problem.create((1024,), 64))
         timings = [_timing("(native 1024)", many_s * 1e6), _timing("(native 1024 threads=1)", one_s * 1e6)]
         best = next(t for t in timings if t.tree == best_tree)
@@ -297,7 +281,7 @@ def test_a_measured_adaptive_pick_is_stored_and_rebuilt_on_a_wisdom_hit(tmp_path
     monkeypatch.setattr(measure, "background_load", lambda: contextlib.nullcontext(False))
     x = random_complex((4, 256), seed=2).astype(np.complex64)
     cache = PlanCache(tmp_path)
-    with _threads(2):
+    with torch_threads(2):
         plan = trnplan.plan_many(256, batch=4, effort="measure", cache=cache)
         tree = str(plan.tree)
         assert tree.startswith("(native 256 adapt=") and tree.endswith(" threads=2)") and isinstance(plan._native, AdaptiveThreads)

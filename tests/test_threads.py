@@ -11,7 +11,7 @@ import attrs
 import numpy as np
 import pytest
 import torch
-from support import BAR, random_complex, reference, rel_l2
+from support import BAR, LIBRARY_LEAVES, need_library, random_complex, reference, rel_l2, torch_threads
 
 import trnplan
 from trnplan.backends import get_backend
@@ -24,28 +24,10 @@ from trnplan.planner.measure import SLOWER, Measurement, Timing, default_threads
 from trnplan.planner.native import thread_variants
 from trnplan.planner.planner import Planner
 
-#: solver name -> hostlib key; native is torch.fft (always present)
-LIBS = {"native": None, "mkl-fft": "mkl_fft", "scipy": "scipy", "pyfftw": "pyfftw"}
-
-
-def _need(solver):
-    if LIBS[solver] is not None and installed(LIBS[solver]) is None:
-        pytest.skip(f"{LIBS[solver]} is not installed")
-
-
-@contextlib.contextmanager
-def _threads(k):
-    before = torch.get_num_threads()
-    torch.set_num_threads(k)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
 
 def test_in_threads_sets_the_count_for_the_call_and_restores_it_also_on_error():
     seen = []
-    with _threads(2):
+    with torch_threads(2):
         call = in_threads(lambda: seen.append(torch.get_num_threads()), 1)
         call()
         assert seen == [1] and torch.get_num_threads() == 2
@@ -62,14 +44,14 @@ def test_in_threads_sets_the_count_for_the_call_and_restores_it_also_on_error():
         in_threads(fn, 0)
 
 
-@pytest.mark.parametrize("solver", list(LIBS))
+@pytest.mark.parametrize("solver", list(LIBRARY_LEAVES))
 @pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("inverse", [False, True])
 def test_a_leaf_at_an_explicit_thread_count_matches_the_float64_reference(solver, threads, inverse):
-    _need(solver)
+    need_library(solver)
     n, batch = 384, 6
     x = random_complex((batch, n), seed=3).astype(np.complex64)
-    with _threads(2):
+    with torch_threads(2):
         plan = trnplan.plan_many((n,), batch=batch, kind="c2c", inverse=inverse,
                                  strategy=f"({solver} {n} threads={threads})")
         y = plan.execute(torch.from_numpy(x))
@@ -84,7 +66,7 @@ def test_a_leaf_at_an_explicit_thread_count_matches_the_float64_reference(solver
 def test_the_call_runs_at_the_leafs_count(solver, monkeypatch):
     """What the library sees: torch's (OpenMP's) count inside the call is the leaf's, and the
     caller's outside it."""
-    _need(solver)
+    need_library(solver)
     seen = []
     real = torch.fft.fft
     if solver == "native":
@@ -96,7 +78,7 @@ def test_the_call_runs_at_the_leafs_count(solver, monkeypatch):
     from trnplan.planner.library import HostFFT
     from trnplan.planner.native import NativeFFT
     x = torch.from_numpy(random_complex((4, 64)).astype(np.complex64))
-    with _threads(2):
+    with torch_threads(2):
         for k in (1, 2, None):
             leaf = NativeFFT(64, False, k) if solver == "native" else HostFFT("mkl_fft", (64,), "c2c", False, k)
             leaf.library_call()(x)
@@ -104,14 +86,14 @@ def test_the_call_runs_at_the_leafs_count(solver, monkeypatch):
 
 
 def test_scipy_gets_the_leafs_workers(monkeypatch):
-    _need("scipy")
+    need_library("scipy")
     import scipy.fft
     seen = []
     real = scipy.fft.fft
     monkeypatch.setattr(scipy.fft, "fft", lambda *a, **k: (seen.append(k["workers"]), real(*a, **k))[1])
     from trnplan.planner.library import HostFFT
     x = torch.from_numpy(random_complex((4, 64)).astype(np.complex64))
-    with _threads(2):
+    with torch_threads(2):
         for k in (1, 2, None):
             HostFFT("scipy", (64,), "c2c", False, k).library_call()(x)
     assert seen == [1, 2, 2]
@@ -121,15 +103,15 @@ def test_the_other_thread_count_is_a_measured_variant_only():
     """With torch at 2 threads each library leaf's other count is enumerated, priced as the leaf
     (so it never changes the estimate's pick); at 1 thread there is none."""
     problem = Problem.create((1024,), 64)
-    with _threads(1):
+    with torch_threads(1):
         one = {str(t) for t in Planner(get_backend("cpu")).enumerate(problem)}
-    with _threads(2):
+    with torch_threads(2):
         planner = Planner(get_backend("cpu"))
         two = {str(t): t for t in planner.enumerate(problem)}
         pick = str(planner.plan(problem))
     assert not any("threads=" in t for t in one)
     expected = {"(native 1024 threads=1)"}
-    expected |= {f"({s} 1024 threads=1)" for s in ("mkl-fft", "scipy") if installed(LIBS[s])}
+    expected |= {f"({s} 1024 threads=1)" for s in ("mkl-fft", "scipy") if installed(LIBRARY_LEAVES[s])}
     expected |= {"(pyfftw 1024 threads=2)"} if installed("pyfftw") else set()
     assert expected <= set(two) - one
     for variant in expected:
@@ -159,7 +141,7 @@ def test_tree_threads_reads_explicit_and_implicit_counts(monkeypatch):
 
 def test_the_timed_set_takes_a_leafs_other_thread_count_with_it():
     planner = Planner(get_backend("cpu"))
-    with _threads(2):
+    with torch_threads(2):
         trees = planner.enumerate(Problem.create((1024,), 64))
     timed = measure._timed_set(trees, 2, 0)
     names = [str(t) for t, on in zip(trees, timed) if on]
