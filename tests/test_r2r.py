@@ -268,3 +268,12 @@ def test_library_priced_as_pocketfft_runs():
     one, two = (trnplan.plan_many(n, batch=64, kind=k, strategy="(r2r method=scipy)").tree.time_us
                 for n, k in ((1025, "dct1"), (1024, "dct2")))
     assert 1.5 * two < one < 3 * two
+
+
+def test_a_negative_view_goes_through_the_pocketfft_leaf():
+    """A tensor with torch's negative bit (``torch._neg_view``) has no zero-copy numpy view; the
+    leaf resolves it (hostlib.arrays._as_numpy) instead of failing in ``Tensor.numpy()``."""
+    x = torch.randn(3, 64, dtype=torch.float64)
+    y = tfft.dct(torch._neg_view(x.float()))
+    ref = scipy.fft.dct(-x.numpy())
+    assert rel_l2(y, ref) <= DEFAULT_TOL["fp32"]

@@ -61,7 +61,7 @@ import torch
 from trnplan.core import state
 from trnplan.core.errors import PlanningError
 from trnplan.kernels.hostlib import fftw
-from trnplan.kernels.hostlib.arrays import numpy_leaf
+from trnplan.kernels.hostlib.arrays import _as_numpy, numpy_leaf
 from trnplan.kernels.hostlib.fftw import FFTW_PLANS, MIN_FFTW_PLANNING_S, fftw_deadline, fftw_rigor
 from trnplan.kernels.hostlib.mklfft import _mkl_call, _mkl_thread_setter
 from trnplan.kernels.hostlib.pocketfft import _r2r_call, _scipy_call
@@ -277,11 +277,7 @@ def r2r_call(shape: tuple, kind: str, inverse: bool, norm: str) -> Callable[[tor
     run = _r2r_call(module, tuple(shape), kind[:3], int(kind[3]), inverse, norm)
 
     def call(x: torch.Tensor) -> torch.Tensor:
-        try:
-            a = x.numpy()
-        except RuntimeError:  # a grad-tracking view (the leaf's autograd runs it): no copy needed either
-            a = x.detach().numpy()
-        return torch.from_numpy(run(a))
+        return torch.from_numpy(run(_as_numpy(x)))  # a real output of the input's dtype: not numpy_leaf's widening
 
     call.on_numpy = run  # the same transform on a numpy array (the scipy.fft backend's arrays: no tensor made)
     call.any_leading = True  # any leading dims, as one batch (the axes are the trailing ones): Plan's direct call
