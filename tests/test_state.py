@@ -19,10 +19,13 @@ import types
 
 import numpy as np
 import pytest
+import scipy.fft
 import torch
 
 import trnplan
+import trnplan.conv
 from trnplan.core import state
+from trnplan.interfaces import scipy_fft
 from trnplan.kernels import hostlib
 from trnplan.planner import registry
 
@@ -103,6 +106,9 @@ def _workload(tmp_path) -> None:
     registry.unregister("stockham")
     hostlib.installed("scipy")
     hostlib.library_module("scipy")
+    with scipy.fft.set_backend(scipy_fft, only=True):  # the scipy.fft backend's seen-call shortcut
+        scipy.fft.dct(np.ones((2, 16), dtype=np.float32))
+    trnplan.conv.plan_conv(torch.randn(2, 4), 16, "causal")(torch.randn(1, 2, 16))  # the conv picks
     trnplan.cache.set_default_cache(trnplan.cache.PlanCache(tmp_path / "other"))
 
 
@@ -117,7 +123,8 @@ def test_one_reset_puts_every_module_level_state_back(tmp_path):
     changed = {k for k in before if k in during and during[k] != before[k]}
     # the workload must reach the state this test is about, or the test proves nothing
     for needed in [("trnplan.plan.memo", "PLANS", "_plans"), ("trnplan.core.config", "_timelimit"),
-                   ("trnplan.planner.registry", "SOLVERS", "_solvers"), ("trnplan.cache", "_override")]:
+                   ("trnplan.planner.registry", "SOLVERS", "_solvers"), ("trnplan.cache", "_override"),
+                   ("trnplan.interfaces.scipy_fft", "_SEEN"), ("trnplan.conv", "_TREES")]:
         assert needed in changed, f"the workload did not change {needed}"
     left = sorted(str(k) for k in before if k in after and after[k] != before[k])
     assert not left, ("process-wide state that state.reset() does not put back (register a reset for it with "

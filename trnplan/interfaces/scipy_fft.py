@@ -47,6 +47,7 @@ import numpy as np
 import torch
 
 from trnplan import fft as _tfft
+from trnplan.core import state
 from trnplan.core.problem import COMPLEX_OF, REAL_OF
 from trnplan.fft._realtransforms import _r2r_key as _tfft_key
 from trnplan.interfaces._bridge import to_numpy, to_torch
@@ -326,6 +327,7 @@ def _r2rn(name, x, type=2, s=None, axes=None, norm=None, overwrite_x=False, work
 _SEEN: dict = {}
 #: calls kept at most (all are dropped when full: each is a few arguments, no plan)
 MAX_SEEN = 512
+state.register("interfaces.scipy_fft.seen", _SEEN.clear)
 
 
 def _plain(v) -> bool:
