@@ -49,7 +49,9 @@ import torch
 from trnplan.core.accuracy import UNIT_ROUNDOFF, combine, gemm_error, sqrt_growth
 from trnplan.core.cost import Work, cmul_work, copy, gemm_work, transpose
 from trnplan.core.errors import PlanningError
+from trnplan.kernels.complex import cmul
 from trnplan.kernels.gemm import Gemm
+from trnplan.kernels.twiddle import twiddle_table
 from trnplan.planner.solver import Solver, best_variant, itemsize
 
 METHODS = ("library", "gemm", "direct")
@@ -88,12 +90,6 @@ def route_error(problem, method: str, growth: float, probe) -> float:
     return combine(e, gemm_error(problem.precision, stages, probe, problem.n * problem.batch))
 
 
-def _dft(rows: int, cols: int, n: int, sign: int) -> np.ndarray:
-    """exp(sign·2πi·j·k/n) for j < rows, k < cols (the index product reduced mod n first: exact)."""
-    jk = (np.arange(rows)[:, None] * np.arange(cols)[None, :]) % n
-    return np.exp(sign * 2j * np.pi * jk / n)
-
-
 def _left_complex(f: np.ndarray, real_in: bool, real_out: bool) -> np.ndarray:
     """The real matrix ``W`` with ``W @ [xr; xi] = [Re(F x); Im(F x)]`` (rows stacked): only xr's
     columns for real input, only the real rows for a real output."""
@@ -111,10 +107,6 @@ def _right_complex(f: np.ndarray, real_in: bool = False, real_out: bool = False)
     return w[: f.shape[0]] if real_in else w
 
 
-def _cmul(ar, ai, br, bi):
-    return ar * br - ai * bi, ar * bi + ai * br
-
-
 class MonarchConv(torch.nn.Module):
     """method=gemm on ``(M, L)`` signals (real: one tensor; complex: two); the spectrum ``(N1, C, N2)`` parts.
 
@@ -130,12 +122,12 @@ class MonarchConv(torch.nn.Module):
         # width: the longer of the signal and the filters (both go through transform)
         self.r_in, self.r_out = -(-width // n2), -(-out // n2)
         n = n1 * n2
-        self.first = Gemm(_left_complex(_dft(n1, self.r_in, n1, -1), real, False), ctx, side="left")
-        f2 = _dft(n2, n2, n2, -1)  # symmetric: x @ F2 is the N2-point DFT of each row; x @ conj(F2) its inverse
+        self.first = Gemm(_left_complex(twiddle_table(n1, self.r_in, n1, -1), real, False), ctx, side="left")
+        f2 = twiddle_table(n2, n2, n2, -1)  # symmetric: x @ F2 is the N2-point DFT of each row; x @ conj(F2) its inverse
         self.f_re, self.f_im, self.f_nim = (Gemm(w, ctx, side="right") for w in (f2.real, f2.imag, -f2.imag))
-        g = _dft(self.r_out, n1, n1, 1)  # the inverse N1-point DFT, only the output's rows
+        g = twiddle_table(self.r_out, n1, n1, 1)  # the inverse N1-point DFT, only the output's rows
         self.g_re, self.g_im, self.g_nim = (Gemm(w, ctx, side="left") for w in (g.real, g.imag, -g.imag))
-        t = _dft(n1, n2, n, -1)[:, None, :]  # exp(−2πi·k1·n2/N), broadcast over the batch
+        t = twiddle_table(n1, n2, n, -1)[:, None, :]  # exp(−2πi·k1·n2/N), broadcast over the batch
         for name, value in (("tr", t.real), ("ti", t.imag), ("tni", -t.imag)):
             self.register_buffer(name, ctx.const(value))
 
@@ -147,7 +139,7 @@ class MonarchConv(torch.nn.Module):
                 for t in parts]
         x = (rows[0] if len(rows) == 1 else torch.cat(rows, 0)).reshape(-1, m * self.n2)
         a = self.first(x)  # (2·N1, M·N2): the N1-point DFTs down the columns, re rows over im rows
-        ar, ai = _cmul(a[: self.n1].reshape(self.n1, m, self.n2), a[self.n1:].reshape(self.n1, m, self.n2),
+        ar, ai = cmul(a[: self.n1].reshape(self.n1, m, self.n2), a[self.n1:].reshape(self.n1, m, self.n2),
                        self.tr, self.ti)
         ar, ai = ar.reshape(-1, self.n2), ai.reshape(-1, self.n2)
         br = self.f_nim.accumulate(self.f_re(ar), ai)  # the N2-point DFTs along the rows
@@ -160,11 +152,11 @@ class MonarchConv(torch.nn.Module):
         m = xr.shape[1]
         lead = (self.n1, m // self.channels, self.channels, self.n2)
         spec = (self.n1, 1, self.channels, self.n2)
-        yr, yi = _cmul(xr.reshape(lead), xi.reshape(lead), sr.reshape(spec), si.reshape(spec))
+        yr, yi = cmul(xr.reshape(lead), xi.reshape(lead), sr.reshape(spec), si.reshape(spec))
         yr, yi = yr.reshape(-1, self.n2), yi.reshape(-1, self.n2)
         cr = self.f_im.accumulate(self.f_re(yr), yi)  # the inverse N2-point DFTs (conj F2)
         ci = self.f_re.accumulate(self.f_nim(yr), yi)
-        cr, ci = _cmul(cr.reshape(self.n1, m, self.n2), ci.reshape(self.n1, m, self.n2), self.tr, self.tni)
+        cr, ci = cmul(cr.reshape(self.n1, m, self.n2), ci.reshape(self.n1, m, self.n2), self.tr, self.tni)
         cr, ci = cr.reshape(self.n1, -1), ci.reshape(self.n1, -1)
         ys = [self.g_nim.accumulate(self.g_re(cr), ci)]  # (rows kept, M·N2): the real part
         if not self.real:
@@ -181,9 +173,9 @@ class DirectConv(torch.nn.Module):
         self.real, self.channels, self.width = real, channels, width
         bins = n // 2 + 1 if real else n
         self.bins = bins
-        f = _dft(width, bins, n, -1)  # width: the longer of the signal and the filters
+        f = twiddle_table(width, bins, n, -1)  # width: the longer of the signal and the filters
         self.fwd = Gemm(_right_complex(f, real_in=real), ctx, side="right")
-        g = _dft(bins, out, n, 1)  # bins × out
+        g = twiddle_table(bins, out, n, 1)  # bins × out
         if real:  # the Hermitian weights: the bins above N/2 are the conjugates of those below
             c = np.full(bins, 2.0)
             c[0] = 1.0
@@ -203,7 +195,7 @@ class DirectConv(torch.nn.Module):
         xr, xi = self.transform(*parts)
         m = xr.shape[0]
         lead = (m // self.channels, self.channels, self.bins)
-        yr, yi = _cmul(xr.reshape(lead), xi.reshape(lead), sr.reshape(self.channels, self.bins),
+        yr, yi = cmul(xr.reshape(lead), xi.reshape(lead), sr.reshape(self.channels, self.bins),
                        si.reshape(self.channels, self.bins))
         y = self.inv(torch.cat([yr, yi], -1).reshape(m, 2 * self.bins))
         if self.real:
@@ -316,7 +308,7 @@ class LibraryConv(torch.nn.Module):
         xr, xi = self.transform(*parts)
         m = xr.shape[0]
         lead = (m // self.channels, self.channels, -1)
-        yr, yi = _cmul(xr.reshape(lead), xi.reshape(lead), sr.reshape(self.channels, -1),
+        yr, yi = cmul(xr.reshape(lead), xi.reshape(lead), sr.reshape(self.channels, -1),
                        si.reshape(self.channels, -1))
         ys = self.inv(yr.reshape(m, -1), yi.reshape(m, -1))
         out = []
