@@ -5,7 +5,11 @@ win clearly also under load. Timing is faked (no timing assertions)."""
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
+import os
+import subprocess
+import sys
 
 import attrs
 import numpy as np
@@ -62,10 +66,18 @@ def test_a_leaf_at_an_explicit_thread_count_matches_the_float64_reference(solver
     assert rel_l2(y, reference(x.astype(np.complex128), inverse)) <= BAR["fp32"]
 
 
+def _mkl_max_threads():
+    """What MKL itself says its calls on this thread will use: ``mkl_get_max_threads`` of the
+    ``libmkl_rt`` mapped into this process (the one mkl_fft loaded)."""
+    with open("/proc/self/maps", encoding="utf-8") as maps:
+        path = next(line.split()[-1] for line in maps if "/libmkl_rt.so" in line)
+    return ctypes.CDLL(path).MKL_Get_Max_Threads()
+
+
 @pytest.mark.parametrize("solver", ["native", "mkl-fft"])
 def test_the_call_runs_at_the_leafs_count(solver, monkeypatch):
-    """What the library sees: torch's (OpenMP's) count inside the call is the leaf's, and the
-    caller's outside it."""
+    """What the library sees: the leaf's count inside the call (torch's OpenMP count for torch.fft,
+    MKL's own for mkl_fft), and the caller's torch count outside it."""
     need_library(solver)
     seen = []
     real = torch.fft.fft
@@ -74,7 +86,7 @@ def test_the_call_runs_at_the_leafs_count(solver, monkeypatch):
     else:
         import mkl_fft
         real_mkl = mkl_fft.fft
-        monkeypatch.setattr(mkl_fft, "fft", lambda *a, **k: (seen.append(torch.get_num_threads()), real_mkl(*a, **k))[1])
+        monkeypatch.setattr(mkl_fft, "fft", lambda *a, **k: (seen.append(_mkl_max_threads()), real_mkl(*a, **k))[1])
     from trnplan.planner.library import HostFFT
     from trnplan.planner.native import NativeFFT
     x = torch.from_numpy(random_complex((4, 64)).astype(np.complex64))
@@ -82,7 +94,36 @@ def test_the_call_runs_at_the_leafs_count(solver, monkeypatch):
         for k in (1, 2, None):
             leaf = NativeFFT(64, False, k) if solver == "native" else HostFFT("mkl_fft", (64,), "c2c", False, k)
             leaf.library_call()(x)
+        assert torch.get_num_threads() == 2
     assert seen == [1, 2, 2]
+
+
+_MKL_ENV_CHILD = """
+import ctypes, torch
+import mkl_fft
+import trnplan
+path = next(line.split()[-1] for line in open("/proc/self/maps") if "/libmkl_rt.so" in line)
+get = ctypes.CDLL(path).MKL_Get_Max_Threads
+seen, real = [], mkl_fft.fft
+mkl_fft.fft = lambda *a, **k: (seen.append(get()), real(*a, **k))[1]
+torch.set_num_threads(2)
+plan = trnplan.plan_many((64,), batch=4, strategy="(mkl-fft 64 threads=1)")
+plan.execute(torch.zeros(4, 64, dtype=torch.complex64))
+print(seen, get())
+"""
+
+
+def test_mkl_leaf_count_holds_under_mkl_num_threads(tmp_path):
+    """MKL_NUM_THREADS takes precedence over OpenMP's count (oneMKL developer guide), so a
+    ``threads=1`` mkl_fft leaf that only set torch's count ran two threads where the variable says
+    2 (the bench's children set it): the leaf sets MKL's own thread-local count. A fresh process,
+    because MKL reads the variable once."""
+    need_library("mkl-fft")
+    env = dict(os.environ, MKL_NUM_THREADS="2", OMP_NUM_THREADS="2", TRNPLAN_CACHE_DIR=str(tmp_path))
+    out = subprocess.run([sys.executable, "-c", _MKL_ENV_CHILD], env=env, capture_output=True, text=True, check=False,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[1]", "2"]  # one thread inside the call, the variable's 2 after it
 
 
 def test_scipy_gets_the_leafs_workers(monkeypatch):

@@ -65,7 +65,7 @@ from trnplan._version import __version__
 from trnplan.cache import default_cache
 from trnplan.core import timing
 from trnplan.core.errors import NotSupportedYet, PlanningError
-from trnplan.kernels.hostlib import in_threads
+from trnplan.kernels.hostlib import in_mkl_threads, in_threads
 from trnplan.plan.api import plan_many
 from trnplan.plan.plan import Plan
 from trnplan.planner.registry import solver_names
@@ -99,9 +99,11 @@ LIBRARIES = ("torch.fft", "numpy.fft", "scipy.fft w1", "scipy.fft w2", "pyfftw w
 #: (a table compares at one thread budget: the best library uses at most the table's threads)
 LIBRARY_THREADS = {"scipy.fft w2": 2, "pyfftw w2": 2}
 #: library columns a run at torch threads > 1 may add (``run_row(one_thread=True)``): torch.fft and
-#: mkl_fft, which follow torch's OpenMP count, called at one thread
-#: (:func:`trnplan.kernels.hostlib.in_threads`), as a user who sets ``torch.set_num_threads(1)``
-#: would; measured planning times those calls too, so the best library includes them
+#: mkl_fft called at one thread (torch's count, :func:`trnplan.kernels.hostlib.in_threads`; MKL's
+#: own thread-local count for mkl_fft, :func:`trnplan.kernels.hostlib.in_mkl_threads`, which
+#: ``MKL_NUM_THREADS`` cannot override: through torch's count alone the "w1" column ran two threads
+#: in bench/measure_busy.py's children, which set that variable); measured planning times those
+#: calls too, so the best library includes them
 ONE_THREAD_LIBRARIES = ("torch.fft w1", "mkl_fft w1")
 #: informational, not a competitor: a prebuilt FFTW object executed on its own input buffer with no
 #: argument: it transforms no new data (a copy of the row's input planted once) and returns FFTW's
@@ -234,7 +236,8 @@ def _library_fns(row: Row, x: torch.Tensor, threads: int, one_thread: bool = Fal
         fns["mkl_fft"] = f"absent: {exc}"
     if one_thread:  # the calls that follow torch's OpenMP count, at one thread
         for col, base in zip(ONE_THREAD_LIBRARIES, ("torch.fft", "mkl_fft")):
-            fns[col] = base if isinstance(fns[base], str) else in_threads(fns[base], 1)
+            at_one = in_mkl_threads if base == "mkl_fft" else in_threads
+            fns[col] = base if isinstance(fns[base], str) else at_one(fns[base], 1)
     return fns
 
 

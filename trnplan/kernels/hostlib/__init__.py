@@ -63,12 +63,12 @@ from trnplan.core.errors import PlanningError
 from trnplan.kernels.hostlib import fftw
 from trnplan.kernels.hostlib.arrays import _as_numpy, numpy_leaf
 from trnplan.kernels.hostlib.fftw import FFTW_PLANS, MIN_FFTW_PLANNING_S, fftw_deadline, fftw_rigor
-from trnplan.kernels.hostlib.mklfft import _mkl_call, _mkl_thread_setter
+from trnplan.kernels.hostlib.mklfft import _mkl_call, _mkl_thread_setter, in_mkl_threads
 from trnplan.kernels.hostlib.pocketfft import _r2r_call, _scipy_call
 from trnplan.kernels.hostlib.threads import AdaptiveThreads, adaptive, in_threads
 
 __all__ = ["FFTW_PLANS", "LIBRARIES", "MIN_FFTW_PLANNING_S", "AdaptiveThreads", "adaptive", "available", "broken_reason",
-           "export_wisdom", "fftw_deadline", "fftw_rigor", "import_wisdom", "in_threads", "installed", "library_module", "prepare",
+           "export_wisdom", "fftw_deadline", "fftw_rigor", "import_wisdom", "in_mkl_threads", "in_threads", "installed", "library_module", "prepare",
            "r2r_call", "transform"]
 
 #: library key -> (module that holds the transforms, distribution whose version is reported)

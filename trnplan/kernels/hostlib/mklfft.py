@@ -1,13 +1,23 @@
 """mkl_fft (Intel MKL's DFTI through Intel's NumPy-style wrapper) as a leaf, on numpy arrays.
 
 Its MKL is ``libmkl_gnu_thread``, on the GNU OpenMP runtime torch loaded: one thread pool with
-torch's, whose thread count (``torch.set_num_threads``) it follows; set explicitly per call where
-the ``mkl`` service module is present, or, for a leaf with an explicit thread count (``threads``),
-through torch's count (:func:`~trnplan.kernels.hostlib.threads.in_threads`). Works around mkl_fft 2.3.2's quirks (see :func:`_mkl_call`).
+torch's. Its thread count is set per call with MKL's own ``mkl_set_num_threads_local`` (to the
+leaf's ``threads``, or torch's count): through the ``mkl`` service module where it is installed,
+else through ctypes on the ``libmkl_rt`` mkl_fft loaded (:func:`_mkl_thread_setter`). Not through
+torch's OpenMP count alone: MKL's own controls take precedence over OpenMP's, and
+``omp_set_num_threads`` (what ``torch.set_num_threads`` calls) does not override the
+``MKL_NUM_THREADS`` environment variable (Intel oneMKL developer guide, "Techniques to Set the
+Number of Threads"). With ``MKL_NUM_THREADS=2`` a ``threads=1`` leaf that only set torch's count ran
+two threads (``mkl_get_max_threads()`` read 2 after ``torch.set_num_threads(1)``; 16×4099 took
+370 µs quiet, one thread's time is ~850, and 4.6–11 ms while another process held a core). Only
+where neither is found (no ``libmkl_rt`` in this process's maps) torch's count is the fallback
+(:func:`~trnplan.kernels.hostlib.threads.in_threads`). Works around mkl_fft 2.3.2's quirks (see
+:func:`_mkl_call`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import importlib
 
@@ -20,20 +30,54 @@ from trnplan.kernels.hostlib.threads import in_threads
 
 @functools.cache
 def _mkl_thread_setter():
-    """``mkl.set_num_threads_local`` of the ``mkl`` service module, or None where it is absent
-    (mkl_fft itself takes no thread argument; MKL then follows the OpenMP thread count torch
-    sets: ``mkl_get_max_threads()`` read 1 after ``torch.set_num_threads(1)``, 2 after ``(2)``)."""
+    """MKL's ``mkl_set_num_threads_local`` (sets the calling thread's MKL count, returns the previous
+    one; 0 means MKL's global count): the ``mkl`` service module's where it is installed, else the
+    ``libmkl_rt`` that mkl_fft loaded, through ctypes (:func:`_mkl_rt_setter`); None where neither is
+    found. Called after mkl_fft is imported (its leaf is built from the imported module)."""
     try:
         return importlib.import_module("mkl").set_num_threads_local
     except (ImportError, AttributeError):
+        return _mkl_rt_setter()
+
+
+def _mkl_rt_setter():
+    """``mkl_set_num_threads_local`` of the ``libmkl_rt`` mapped into this process (mkl_fft's
+    ``_pydfti`` links it; Linux's ``/proc/self/maps`` says where), or None. Opening the mapped path
+    again gives the same loaded library, so the count set is the one mkl_fft's calls read; the
+    thread-local count takes precedence over the global one and over ``MKL_NUM_THREADS`` (oneMKL
+    developer reference, ``mkl_set_num_threads_local``). A ctypes call each way: ~0.3 µs."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            path = next((line.split()[-1] for line in maps if "/libmkl_rt.so" in line), None)
+        if path is None:
+            return None
+        # mkl_rt.h spells the C call MKL_Set_Num_Threads_Local (``mkl_set_num_threads_local`` is a macro of
+        # it); the lower-case symbol libmkl_rt exports is the Fortran one, taking a pointer
+        setter = ctypes.CDLL(path).MKL_Set_Num_Threads_Local
+    except (OSError, AttributeError):  # no /proc (not Linux), or an MKL without the call
         return None
+    setter.argtypes, setter.restype = [ctypes.c_int], ctypes.c_int
+    return setter
 
 
-def _in_torch_threads(fn, threads: int | None = None):
-    """``fn`` run with MKL's thread count set for the call: to ``threads`` (None: torch's count at
-    call time) by the ``mkl`` service module where it is present; else, for an explicit
-    ``threads``, through torch's OpenMP count (:func:`in_threads`), and for None ``fn`` itself (no
-    per-call wrapper: MKL already follows torch's count)."""
+def in_mkl_threads(fn, threads: int | None = None):
+    """``fn`` (an mkl_fft call) run with MKL's thread count set for the call.
+
+    Parameters
+    ----------
+    fn : callable
+        A call into mkl_fft (imported before this is called).
+    threads : int or None
+        The count; None: torch's count at call time.
+
+    Returns
+    -------
+    callable
+        A wrapper that sets MKL's thread-local count (:func:`_mkl_thread_setter`), calls ``fn`` and
+        restores the previous count; where no setter is found, for an explicit ``threads`` the
+        count through torch's OpenMP count (:func:`in_threads`; right only where ``MKL_NUM_THREADS``
+        is not set), and for None ``fn`` itself.
+    """
     setter = _mkl_thread_setter()
     if setter is None:
         return in_threads(fn, threads)
@@ -63,7 +107,7 @@ def _mkl_call(mfft, shape, kind, inverse, norm, threads: int | None = None):
         fn_n = mfft.ifftn if inverse else mfft.fftn
 
         if rank == 1:  # the common leaf: one batched call, n implied by the input (c2c: in = out length)
-            one = _in_torch_threads(fn, threads)
+            one = in_mkl_threads(fn, threads)
             return lambda a: one(_no_zero_strides(a), None, -1, nrm)
 
         def c2c(a):
@@ -74,12 +118,12 @@ def _mkl_call(mfft, shape, kind, inverse, norm, threads: int | None = None):
                 a = fn(a, n=a.shape[axis], axis=axis, norm=nrm)
             return a
 
-        run = _in_torch_threads(c2c, threads)
+        run = in_mkl_threads(c2c, threads)
         return lambda a: run(_no_zero_strides(a))
     if kind == "r2c":
-        f = _in_torch_threads(mfft.rfft if rank == 1 else mfft.rfftn, threads)
+        f = in_mkl_threads(mfft.rfft if rank == 1 else mfft.rfftn, threads)
     else:
-        f = _in_torch_threads(mfft.irfft if rank == 1 else mfft.irfftn, threads)
+        f = in_mkl_threads(mfft.irfft if rank == 1 else mfft.irfftn, threads)
     if rank == 1:
         return lambda a: f(_no_zero_strides(a), n=shape[-1], axis=-1, norm=nrm)
     return lambda a: f(_no_zero_strides(a), s=shape, axes=axes, norm=nrm)
