@@ -274,7 +274,8 @@ def test_a_measured_adaptive_pick_is_stored_and_rebuilt_on_a_wisdom_hit(tmp_path
 
     def one_thread(timings, *a, **k):
         p = real_pick(timings, *a, **k)
-        return attrs.evolve(p, best=next(t for t in timings if t.tree == "(native 256 threads=1)"))
+        # and no contenders: _adaptive_first would otherwise rank them, every twin "paying" here
+        return attrs.evolve(p, best=next(t for t in timings if t.tree == "(native 256 threads=1)"), checks=())
 
     monkeypatch.setattr(measure, "robust_pick", one_thread)
     monkeypatch.setattr(measure, "STALL_MARGIN", 0.0)  # the twin's quiet win, whatever the rounds measured
@@ -294,3 +295,44 @@ def test_a_measured_adaptive_pick_is_stored_and_rebuilt_on_a_wisdom_hit(tmp_path
         assert isinstance(again._native, AdaptiveThreads)
         y = again.execute(torch.from_numpy(x))
     assert rel_l2(y, reference(x.astype(np.complex128), False)) <= BAR["fp32"]
+
+
+def _first_case(mkl_same=True, mkl_loaded_us=906.0, mkl_bursts=(0.8, 0.8, 0.8)):
+    """_adaptive_first on the loaded 16×4099 case (figures from a run of this machine): scipy at
+    one worker is the robust pick (708 µs, 780 under load) and its two-worker twin stalled in every
+    round (3.9 ms); mkl_fft at one thread (798 µs, 906 under load) has a two-thread twin at 400 µs."""
+    need_library("scipy")
+    need_library("mkl-fft")
+    us = {"(scipy 1024 threads=1)": 708.0, "(scipy 1024)": 3900.0, "(mkl-fft 1024 threads=1)": 798.0,
+          "(mkl-fft 1024)": 400.0}
+    y = torch.arange(8.0)
+    out = {"(scipy 1024 threads=1)": y, "(scipy 1024)": y.clone(), "(mkl-fft 1024 threads=1)": y + 1,
+           "(mkl-fft 1024)": (y + 1) if mkl_same else torch.nextafter(y + 1, torch.tensor(99.0))}
+    with torch_threads(2):
+        trees = Planner(get_backend("cpu")).enumerate(Problem.create((1024,), 64))
+        timings = [_timing(t, v) for t, v in us.items()]
+        fns = {t: (lambda o=out[t]: o, 1) for t in us}
+        rounds = {t: [v * 1e-6] * 9 for t, v in us.items()}
+        checks = (("(scipy 1024 threads=1)", (0.7, 0.7, 0.7), 0.05, 0.8, 708.0, 780.0),
+                  ("(mkl-fft 1024 threads=1)", mkl_bursts, 0.05, 0.9, 798.0, mkl_loaded_us))
+        pick = measure._Pick(timings[0], "the rule", checks=checks)
+        return measure._adaptive_first(pick, timings, trees, fns, rounds)
+
+
+def test_the_one_thread_leaf_is_ranked_by_its_adaptive_form():
+    """A contender whose adaptive form is expected faster (the mean of its twin's quiet time and
+    its own loaded time: (400 + 906) / 2 against (708 + 780) / 2) goes first, as an adaptive leaf."""
+    adapt, pick = _first_case()
+    assert str(adapt[0]) == "(mkl-fft 1024 adapt=798 threads=2)" and adapt[2][4] is True
+    assert pick.best.tree == "(mkl-fft 1024 threads=1)"
+    assert pick.rule.startswith("the rule; then (mkl-fft 1024 threads=1) instead, as an adaptive leaf: expected 653 µs")
+
+
+@pytest.mark.parametrize("case", [{"mkl_same": False}, {"mkl_loaded_us": 1200.0}, {"mkl_bursts": (0.8, 1.01, 0.8)}],
+                         ids=["outputs differ", "slower under load", "not confirmed"])
+def test_the_robust_pick_stands_where_the_adaptive_contender_does_not_hold(case):
+    """Outputs not bitwise identical (no adaptive leaf), a mean not better ((400 + 1200) / 2 = 800
+    against 744), or a contender not confirmed in every burst: the robust pick and its rule stay
+    (its own twin stalled, so no adaptive count for it either)."""
+    adapt, pick = _first_case(**case)
+    assert adapt is None and pick.best.tree == "(scipy 1024 threads=1)" and pick.rule == "the rule"
