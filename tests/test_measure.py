@@ -453,8 +453,28 @@ def test_paired_ratios_cancel_drift_that_hits_all_candidates_alike():
 def test_round_robin_interleaves_the_candidates():
     order = []
     samples = round_robin([(lambda: order.append("a"), 2), (lambda: order.append("b"), 1)], lambda: None, 3)
-    # each candidate's turn: one untimed warm call, then its timed calls
-    assert order == ["a", "a", "a", "b", "b"] * 3 and [len(s) for s in samples] == [3, 3]
+    # each candidate's turn: one untimed warm call, then its timed calls; every round has each
+    # candidate's turn once, the first round in the given order
+    turns = {"a": ["a"] * 3, "b": ["b"] * 2}
+    rounds = ["".join(order[i:i + 5]) for i in range(0, 15, 5)]
+    assert rounds[0] == "aaabb" and all(r in ("aaabb", "bbaaa") for r in rounds)
+    assert sorted(order) == sorted(turns["a"] * 3 + turns["b"] * 3) and [len(s) for s in samples] == [3, 3]
+
+
+def test_round_robin_shuffles_the_turns_so_no_candidate_always_follows_the_same_one():
+    """In a fixed order the candidate after a two-thread one always ran in its shadow (its
+    spinning threads, its stall's end): the turns come in a new seeded order every round."""
+    order = []
+    runners = [(lambda k=k: order.append(k), 1) for k in range(4)]
+    samples = round_robin(runners, lambda: None, 12)
+    turns = [order[i:i + 8:2] for i in range(0, len(order), 8)]  # each turn: a warm call, a timed one
+    assert all(sorted(t) == [0, 1, 2, 3] for t in turns) and turns[0] == [0, 1, 2, 3]
+    after_zero = {t[t.index(0) + 1] for t in turns if t.index(0) < 3}
+    assert len(after_zero) > 1 and len({tuple(t) for t in turns}) > 3
+    assert all(len(s) == 12 for s in samples)
+    again = []
+    round_robin([(lambda k=k: again.append(k), 1) for k in range(4)], lambda: None, 12)
+    assert again == order  # seeded: the same orders every time
 
 
 def _replaced_by_the_rules(m) -> bool:

@@ -11,6 +11,10 @@ problem, :mod:`trnplan.planner.measure`), the bench suite's cells (``trnplan ben
 - **Round-robin.** In every round each callable runs one untimed call (it re-warms the caches the
   others evicted: a 64×4096 complex64 batch is 2 MB, the L2's size) and then one timed sample, in
   turn; a neighbour's load or the clock's drift then hits every callable in the same round alike.
+  The turns come in a new (seeded) order every round: in a fixed order the callable after a
+  two-thread one always ran while that one's OpenMP threads still spun or its stall ended (a
+  leaf right after a stalled two-thread block measured up to 1.2× slower, bench/measure_busy.py
+  ``--ab``), and the bench's measured-plan column always ran right after torch.fft's two threads.
 - **Paired ratios.** Two callables are compared by the median of their per-round ratios
   (:func:`paired`), with the spread of those ratios as the noise (:func:`spread`): a stall that
   slows one round slows both sides of that round's ratio.
@@ -21,6 +25,7 @@ synchronize, a readback of a NeuronCore's output, or nothing on the CPU).
 
 from __future__ import annotations
 
+import random
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -63,7 +68,8 @@ def round_robin(runners: Sequence[tuple[Callable[[], object], int]], sync: Calla
     """Seconds per call of each ``(fn, inner)`` in ``runners``, one sample per round.
 
     In every round each runner makes one untimed call, then ``inner`` timed calls (one sample: their
-    mean), in turn.
+    mean), in turn; the first round in the given order, each later one in a new order (shuffled,
+    seeded by the number of runners: the same orders in every process).
 
     Parameters
     ----------
@@ -84,9 +90,14 @@ def round_robin(runners: Sequence[tuple[Callable[[], object], int]], sync: Calla
         Per runner, its samples in round order (seconds per call), as many for every runner.
     """
     samples: list[list[float]] = [[] for _ in runners]
+    order = list(range(len(runners)))
+    shuffle = random.Random(len(runners)).shuffle  # seeded: the same orders in every process
     start = time.perf_counter()
     for r in range(rounds):
-        for (fn, inner), out in zip(runners, samples):
+        if r:  # a new order every round after the first (see the module's rules)
+            shuffle(order)
+        for k in order:
+            (fn, inner), out = runners[k], samples[k]
             # one untimed call first: it re-warms the caches the other candidates' calls evicted
             # (a 64×4096 complex64 batch is 2 MB, the L2's size), so every sample is a warm call,
             # as in a loop that calls the plan again and again
