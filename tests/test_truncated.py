@@ -5,6 +5,7 @@ zero-filled then irfftn) with the mode's bar and each plan's own predicted error
 from __future__ import annotations
 
 import pickle
+import threading
 
 import attrs
 import numpy as np
@@ -335,3 +336,50 @@ def test_a_repeated_truncated_call_goes_straight_to_its_plan():
     assert torch.equal(tfft.irfftn_truncated(first, s=(16, 12), low=True), back)
     tfft.rfftn_truncated(x, (3, 4), s=(16, 14))
     assert PLANS.by_alias(_truncated._truncated_key("rfftn_truncated", x, (3, 4), (16, 14), None, None, None)) is None
+
+
+# ------------------------------------------------------------------ method=full's c2r: the kept zero spectrum
+def _zero_filled(y: np.ndarray, shape, modes, low) -> np.ndarray:
+    """The kept spectrum ``y`` (batch, *kept) zero-filled by hand in complex128: low then high rows."""
+    whole = np.zeros((y.shape[0], *shape[:-1], shape[-1] // 2 + 1), complex)
+    rows = [np.r_[0:m] if a in low else np.r_[0:m, n - m:n] for a, (n, m) in enumerate(zip(shape[:-1], modes[:-1]))]
+    whole[(slice(None), *np.ix_(*rows, np.r_[0:modes[-1]]))] = y
+    return whole
+
+
+@pytest.mark.parametrize("shape,modes,low", [((64,), (16,), ()), ((30, 24), (5, 7), ()), ((16, 12, 10), (3, 4, 6), (1,))],
+                         ids=["1d", "2d", "3d-low"])
+def test_the_full_inverse_fills_one_kept_spectrum_per_thread(shape, modes, low):
+    """method=full's c2r at the root (torch.fft's irfft/irfftn on the user's tensor) writes the kept
+    bins into the calling thread's zero spectrum, made once, instead of a new zero-filled one per
+    call: every call (new data each time, another thread's, the first one in inference mode, under
+    vmap) within the fp32 bar of numpy's irfftn of the zero-filled spectrum, and each result the
+    call's own (the next call does not overwrite it)."""
+    plan = trnplan.plan_many(shape, batch=3, kind="c2r", modes=modes, low=low, strategy="(truncated method=full)")
+    root = plan.module.root
+    root._scratch.clear()
+    kept = plan.input_shape
+    ys = [torch.randn(kept, dtype=torch.complex128).to(torch.complex64) for _ in range(4)]
+
+    def check(y, z):
+        ref = np.fft.irfftn(_zero_filled(y.numpy().astype(complex), shape, modes, low), s=shape,
+                            axes=tuple(range(1, len(shape) + 1)))
+        assert rel_l2(z, ref) <= DEFAULT_TOL["fp32"], rel_l2(z, ref)
+
+    with torch.inference_mode():  # the kept spectrum made here must take a write outside inference mode
+        first = plan.execute(ys[0])
+    whole = root._scratch[threading.get_ident()][1]
+    results = [first] + [plan.execute(y) for y in ys[1:]]
+    assert root._scratch[threading.get_ident()][1] is whole  # reused, not made again
+    for y, z in zip(ys, results):
+        check(y, z)
+    other: list = []
+    worker = threading.Thread(target=lambda: other.append(plan.execute(ys[1])))
+    worker.start()
+    worker.join()
+    check(ys[1], other[0])
+    assert len(root._scratch) == 2 and root._scratch[threading.get_ident()][1] is whole
+    if len(shape) == 1:  # torch.fft's leaf (mkl-fft's, the N-D ones here, takes no vmap): the new-tensor fill
+        batched = torch.func.vmap(plan.execute)(torch.stack(ys[:2]))
+        check(ys[0], batched[0])
+        check(ys[1], batched[1])

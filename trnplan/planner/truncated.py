@@ -27,6 +27,7 @@ The root applies the norm as for the full transform (the scale of the whole leng
 from __future__ import annotations
 
 import math
+import threading
 from typing import ClassVar
 
 import attrs
@@ -135,12 +136,41 @@ class PrunedRowColumn(torch.nn.Module):
         return (y.reshape(*lead, self.shape[-1]).reshape(M, -1),)
 
 
+#: zero-filled spectra a method=full c2r plan keeps at most (one per calling thread: :meth:`TruncateFull._filled`)
+MAX_SCRATCH = 8
+
+
+def _fill_blocks(shape: tuple, modes: tuple, low: tuple) -> list:
+    """Where each block of the kept spectrum goes in the whole one: ``(source, target)`` index tuples
+    (over the trailing dims, after ``...``), one per combination of the non-last axes' low and high
+    rows (``2^(rank−1)`` blocks, fewer with ``low`` axes); the last axis's ``m`` bins go to its first ``m``."""
+    blocks = [((), ())]
+    for axis, m in enumerate(modes[:-1]):
+        parts = [(slice(0, m), slice(0, m))]
+        if axis not in low:
+            parts.append((slice(m, 2 * m), slice(shape[axis] - m, shape[axis])))
+        blocks = [(src + (a,), dst + (b,)) for src, dst in blocks for a, b in parts]
+    last = slice(0, modes[-1])
+    return [((..., *src, slice(None)), (..., *dst, last)) for src, dst in blocks]
+
+
+def _plain_cpu_call(z: torch.Tensor) -> bool:
+    """Whether a call on ``z`` may write a kept buffer: a plain CPU tensor (not a fake, meta or
+    functorch-wrapped one: vmap's batched tensors are ``torch.Tensor`` too, and the copy would be
+    vmapped), no gradient to record, and no tracer or compiler recording the ops (the buffer
+    would become a constant of the graph)."""
+    return (z.device.type == "cpu" and type(z) is torch.Tensor and not (torch.is_grad_enabled() and z.requires_grad)
+            and not torch._C._are_functorch_transforms_active() and not torch._C._is_tracing()
+            and not torch.compiler.is_compiling())
+
+
 class TruncateFull(torch.nn.Module):
     """method=full: the whole r2c then the kept spectrum cut out; c2r: zero-filled in, then the whole c2r.
 
     Where the child is a library call (torch.fft's rfft/rfftn/irfftn), the plan's root calls it on
     the user's complex tensor (:meth:`library_call`): the cut and the fill are done in complex
     and nothing is split into ``(re, im)`` — the call an FNO layer makes with torch.fft, planned.
+    On the CPU that call's c2r fills a kept zero spectrum (:meth:`_filled`).
     """
 
     def __init__(self, shape: tuple, modes: tuple, inverse: bool, child, low: tuple = ()):
@@ -149,6 +179,8 @@ class TruncateFull(torch.nn.Module):
         self.low = tuple(low)
         self.full = (*shape[:-1], shape[-1] // 2 + 1)
         self.kept = kept_lengths(self.modes, self.low)
+        self._blocks = _fill_blocks(self.shape, self.modes, self.low)
+        self._scratch: dict = {}  # thread -> (input signature, its zero-filled spectrum)
         if hasattr(child, "library_call"):
             self.library_call = self._library_call
 
@@ -169,13 +201,45 @@ class TruncateFull(torch.nn.Module):
             t = torch.cat([kept[0], zeros, *kept[1:]], dim)
         return t
 
+    def _filled(self, z):
+        """``z`` zero-filled to the whole spectrum: on the CPU, with no gradient to record, the
+        calling thread's kept spectrum of ``z``'s signature, zeroed once, the kept bins written over
+        its own (the library's c2r only reads its input: torch.fft.irfft is functional); else a new
+        tensor (:meth:`_fill`).
+
+        Why: the fill wrote the whole spectrum into a fresh buffer on every call (512 × 1024
+        keeping 16: 2.1 MB zeroed for 32 kB of kept bins), a buffer glibc's malloc maps afresh
+        (page faults) whenever it no longer fits the heap's top; the kept one costs one copy of
+        the kept bins. As trnplan.conv's padded input (:meth:`trnplan.conv.ConvPlan._padded`).
+        """
+        if not _plain_cpu_call(z):
+            return self._fill(z)
+        key = (z.shape, z.dtype)
+        thread = threading.get_ident()
+        kept = self._scratch.get(thread)
+        if kept is None or kept[0] != key:
+            if len(self._scratch) >= MAX_SCRATCH:  # threads come and go: keep a few spectra, not one per thread ever
+                self._scratch.clear()
+            with torch.inference_mode(False):  # a normal tensor, which a call outside inference mode may write
+                whole = torch.zeros(*z.shape[: z.ndim - len(self.shape)], *self.full, dtype=z.dtype, device=z.device)
+            kept = self._scratch[thread] = (key, whole, [whole[dst] for _, dst in self._blocks])
+        _, whole, targets = kept
+        if len(targets) == 1:
+            targets[0].copy_(z)
+        else:
+            for (src, _), target in zip(self._blocks, targets):
+                target.copy_(z[src])
+        return whole
+
     def _library_call(self, norm: str | None = None):
         """The child's library function with ``norm`` on the user's tensor ``(batch, *in_shape)``,
         the cut after it (r2c) or the zero-fill before it (c2r), in complex."""
         call = self.child.library_call(norm)
         if self.inverse:
-            return lambda z: call(self._fill(z))
+            return lambda z: call(self._filled(z))
         # 1-D: the cut is a view of the whole spectrum, as rfft(x)[..., :m] written by hand returns
+        # (a copy of the kept bins, which would free the whole spectrum at once, cost the forward
+        # alone 1.03–1.12× the view at 512 × 1024 keeping 16/64, busy machine, 2026-11-27)
         return lambda x: self._cut(call(x))
 
     def forward(self, *inputs):
@@ -185,6 +249,12 @@ class TruncateFull(torch.nn.Module):
             return tuple(self._cut(t.reshape(M, *self.full)).reshape(M, -1) for t in (re, im))
         re, im = (self._fill(t.reshape(M, *self.kept)).reshape(M, -1) for t in inputs)
         return self.child(re, im)
+
+    def __getstate__(self):
+        # the per-thread spectra are this process's and this object's: a copy makes its own
+        state = super().__getstate__()
+        state["_scratch"] = {}
+        return state
 
 
 #: the pruned passes move (n × inner) blocks, ``inner`` the kept length of the later axes (12–16
