@@ -30,11 +30,13 @@ tensors report ``device.type == "neuron"``:
   trn2) on ``sys.path`` and a ``torch_neuronx`` module with ``get_fallback_ops()``,
   ``get_executed_ops()`` and ``clear_op_tracking()`` (TNX test files use them: runtimes.md §2).
 * :func:`register_compile_backend` registers a dynamo backend named ``"neuron"`` (TorchNeuron's
-  name), which runs the captured FX graph op by op on the stand-in under the graph rules above;
+  name), which runs the captured FX graph op by op on the stand-in under the graph rules above
+  (a graph that autograd goes through — an input requiring grad — through AOTAutograd first, as
+  TorchNeuron does: its forward and its backward are each a graph of decomposed ATen ops);
   with ``STANDIN_NEURONX_CC_FAILS=1`` it fails as a neuronx-cc error does.
 
-What it does not do: lower or compile anything (no neuronx-cc, no AOTAutograd inside the
-backend), model Trainium numerics (the CPU's fp32 does the arithmetic), fall back to the CPU the
+What it does not do: lower or compile anything (no neuronx-cc; AOTAutograd only for graphs
+with a gradient), model Trainium numerics (the CPU's fp32 does the arithmetic), fall back to the CPU the
 way TorchNeuron's eager ops do, or know which ATen ops neuronx-cc lowers (tests check the recorded
 op set against trnplan's Neuron ATen allowlist).
 """
@@ -59,6 +61,7 @@ OPS: list[tuple[str, tuple, bool]] = []
 #: the FX graphs the "neuron" compile backend was given (Dynamo's capture of each plan)
 GRAPHS: list = []
 _IN_GRAPH = [False]
+_TRACING = [False]  # inside AOTAutograd's tracing of a graph with a gradient (register_compile_backend)
 _REFUSED = (torch.complex32, torch.complex64, torch.complex128, torch.float64, torch.int64)
 #: eager ops that fell back to the CPU (op names, as TorchNeuron's get_fallback_ops() lists them)
 FALLBACK: list[str] = []
@@ -141,7 +144,7 @@ def _run(func, args, kwargs):
     if _IN_GRAPH[0] and name not in ALLOWED:
         raise NeuronUnsupported(f"[stand-in] {func}: {name} is not on the documented Neuron op lists "
                                 f"(neuron_aten_allowlist.tsv); neuronx-cc would not lower it")
-    tracing = any(isinstance(a, NeuronTensor) and isinstance(a.elem, FakeTensor) for a in flat)  # Dynamo's capture
+    tracing = _TRACING[0] or any(isinstance(a, NeuronTensor) and isinstance(a.elem, FakeTensor) for a in flat)  # Dynamo's capture
     if not _IN_GRAPH[0] and not tracing and name not in ALLOWED and name not in _TRANSFERS:
         if os.environ.get("TORCH_NEURONX_DISABLE_FALLBACK_EXECUTION") == "1":
             raise NeuronUnsupported(f"[stand-in] {name} has no Neuron implementation and CPU fallback is disabled "
@@ -249,17 +252,39 @@ def register_compile_backend() -> None:
         if os.environ.get("STANDIN_NEURONX_CC_FAILS") == "1":  # a failed neuronx-cc run, as TorchNeuron reports it
             raise RuntimeError("[stand-in] neuronx-cc failed with exit code 70: ERROR NCC_ISTP902 (see the log in "
                                "the NEFF cache directory)")
-        GRAPHS.append(gm)
-        _neff_cache(gm, example_inputs)
+        if torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in example_inputs):
+            # a graph autograd goes through: TorchNeuron's pipeline is Dynamo → AOTAutograd's forward and
+            # backward graphs → … → a NEFF each (runtimes.md §2, D33 torch/compile/about-torch-compile.html),
+            # so the backward runs as a graph too, under the graph rules, its ops decomposed by AOTAutograd
+            from torch._decomp import core_aten_decompositions
+            from torch._dynamo.backends.common import aot_autograd
+            from torch._functorch.aot_autograd import make_boxed_func
 
-        def run(*args):
-            _IN_GRAPH[0] = True
+            def boxed(graph, inputs):  # AOTAutograd calls its compiled graphs with a list of arguments
+                return make_boxed_func(_graph_runner(graph, inputs))
+
+            _TRACING[0] = True  # AOTAutograd traces the joint graph now: no op runs on the device
             try:
-                return gm.forward(*args)
+                return aot_autograd(fw_compiler=boxed, bw_compiler=boxed,
+                                    decompositions=core_aten_decompositions())(gm, example_inputs)
             finally:
-                _IN_GRAPH[0] = False
+                _TRACING[0] = False
+        return _graph_runner(gm, example_inputs)
 
-        return run
+
+def _graph_runner(gm, example_inputs):
+    """One compiled graph of the stand-in: recorded, its NEFF cached, run op by op under the graph rules."""
+    GRAPHS.append(gm)
+    _neff_cache(gm, example_inputs)
+
+    def run(*args):
+        _IN_GRAPH[0] = True
+        try:
+            return gm.forward(*args)
+        finally:
+            _IN_GRAPH[0] = False
+
+    return run
 
 
 def _neff_cache(gm, example_inputs) -> None:

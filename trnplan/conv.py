@@ -65,18 +65,22 @@ References
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 import threading
 
 import torch
 
 from trnplan.backends import get_backend
+from trnplan.backends.accel import DYNAMO, LAZY, AccelBackend
+from trnplan.backends.artifacts import _own_code, _run_module
 from trnplan.cache import default_cache
 from trnplan.cache.fingerprint import fingerprint, fingerprint_digest
 from trnplan.core import state
 from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.cost import format_time
-from trnplan.core.errors import OverBoundError, PlanningError
+from trnplan.core.errors import ComplexOnDevice, OverBoundError, PlanningError
 from trnplan.core.node import PlanNode
 from trnplan.core.problem import CONV_MODES as MODES
 from trnplan.core.problem import Problem
@@ -93,6 +97,8 @@ MAX_SCRATCH = 8
 #: the in-process plan cache of convolutions: (problem, method) -> (the planner's tree, its bound)
 _TREES: dict = {}
 state.register("conv.trees", _TREES.clear)
+#: a fresh code object's tag for each gradient graph (:meth:`ConvPlan._graph`)
+_GRAPHS = itertools.count()
 
 
 class ConvPlan(torch.nn.Module):
@@ -115,6 +121,7 @@ class ConvPlan(torch.nn.Module):
             self.n = tuple(smooth_length(n + k - 1) for n, k in zip(self.length, self.kernel))
         self.out_length = (self.length if mode != "linear"
                            else tuple(n + k - 1 for n, k in zip(self.length, self.kernel)))
+        self._graph_route(filters)  # before any op on the bank (a complex one is refused on a NeuronCore)
         self.register_buffer("filters", filters.detach(), persistent=False)
         self.problem = conv_problem(filters, self.length, self.n, mode, batch)
         self.tree, self.bound = plan_tree(self.problem, method, filters.device)
@@ -125,12 +132,36 @@ class ConvPlan(torch.nn.Module):
             self.route = planner.lower(self.tree, self.problem, filters.device)
             for module in self.route.modules():  # constants, made again from the plan: not the model's state
                 module._non_persistent_buffers_set.update(module._buffers)
-        self.register_buffer("spectrum", self.filter_spectrum(filters.detach()), persistent=False)
+        self._fused: dict = {}  # (what, input shapes, device, gradient) -> its one compiled graph (_graph)
+        self._stacked = None  # (a complex spectrum, its real (2, …) stack) for the XLA:CPU library graph
+        with torch.no_grad():
+            spectrum = self.filter_spectrum(filters.detach())
+        self.register_buffer("spectrum", spectrum, persistent=False)
         self._full = None  # a real bank's full (c2c) spectrum, made when complex signals first come
-        self._fused: dict = {}  # (input shape, device) -> the compiled whole-convolution graph (fused)
         #: thread id -> (input signature, the zero-padded input buffer, its ready call or None, and the
         #: spectrum that call multiplies by) of the CPU's calls (:meth:`_padded`, :meth:`_keep_ready_call`)
         self._scratch: dict = {}
+
+    def _graph_route(self, filters: torch.Tensor) -> None:
+        """How calls run as one graph on the bank's device (:attr:`graph_mode`, :attr:`split`); a complex
+        bank refused where the device holds no complex data."""
+        backend = get_backend(filters.device.type)
+        accel = backend if isinstance(backend, AccelBackend) else None
+        #: how a call runs as one graph on this device: "dynamo" (torch.compile with the device's
+        #: backend: openxla on XLA:CPU/TPU, neuron on TorchNeuron), "lazy" (one lazy XLA graph cut at
+        #: syncs: torch-neuronx 2.9 on trn1/inf2, which has no torch.compile), or None (cpu, cuda, meta)
+        self.graph_mode = (accel.auto_compile()[0] if accel is not None else None)
+        self.graph_mode = self.graph_mode if self.graph_mode in (DYNAMO, LAZY) else None
+        self._accel = accel
+        #: a NeuronCore holds no complex data (runtimes.md rule 1): every call runs on split real tensors
+        #: as one graph, the spectrum kept as a real (2, …) stack of (re, im)
+        self.split = accel is not None and not accel.boundary(filters.device).complex
+        if self.split and filters.is_complex():
+            raise ComplexOnDevice(
+                f"plan_conv on {filters.device}: a complex filter bank on a device that holds no complex data "
+                f"({accel.boundary(filters.device).why}). A complex convolution has no split form here: convolve "
+                f"the real and imaginary parts as real convolutions (plan_conv(h.real), plan_conv(h.imag)) and "
+                f"combine them, or run it on the host (device='cpu')")
 
     def extra_repr(self) -> str:
         return (f"channels={self.channels}, length={self.length}, kernel={self.kernel}, mode={self.mode!r}, "
@@ -165,6 +196,8 @@ class ConvPlan(torch.nn.Module):
     def filter_spectrum(self, filters: torch.Tensor) -> torch.Tensor:
         """The bank's transform at length ``n`` (scaled by 1/N: the inverse then runs unscaled)."""
         self._check_bank(filters)
+        if self.split:  # one graph of its own: the pad, the 1/N and the forward transform, real (2, …) out
+            return self._graph("spectrum", self._spectrum_graph(), (filters,))
         # 1/N applied to the filters, before the transform: on torch-xla 2.9 a complex64 tensor divided
         # by a Python scalar came back float32, its imaginary part dropped (measured here)
         if self.route is not None and self._on_route(filters):
@@ -197,21 +230,75 @@ class ConvPlan(torch.nn.Module):
         return torch.nn.functional.pad(x, pad) if any(pad) else x
 
     def fusable(self, x: torch.Tensor, filters: torch.Tensor | None = None) -> bool:
-        """Whether a call on ``x`` runs as one compiled graph (:meth:`fused`): on ``xla``, real signals
-        and bank, the kept bank, and no gradient to record."""
+        """Whether a call on ``x`` runs as one graph (:meth:`fused`): on a NeuronCore (``neuron``, or
+        ``xla`` on torch-neuronx 2.9) every call on real float32 signals; on other ``xla`` devices real
+        signals and bank, the kept bank, and no gradient to record (the others take the planned route)."""
+        if self.graph_mode is None or x.is_complex() or x.dtype != torch.float32:
+            return False
+        if self.split:
+            return True
         grad = torch.is_grad_enabled() and (x.requires_grad or self.filters.requires_grad)
-        return (x.device.type == "xla" and filters is None and not grad and not self.complex and not x.is_complex()
-                and x.dtype == torch.float32)
+        return filters is None and not grad and not self.complex
 
-    def fused(self, x: torch.Tensor) -> torch.Tensor:
-        """The whole convolution of ``x`` as one graph: pad, the r2c plan's device module, the product
-        with the bank's spectrum in real arithmetic, the c2r plan's module, crop; compiled once per
-        input shape and device. The same plans as the planned route (their trees, not their runners)."""
-        key = (tuple(x.shape), str(x.device))
-        graph = self._fused.get(key)
-        if graph is None:
-            graph = self._fused[key] = torch.compile(self._composed(x), backend="openxla", fullgraph=True, dynamic=False)
-        return graph(x)
+    def fused(self, x: torch.Tensor, filters: torch.Tensor | None = None) -> torch.Tensor:
+        """The whole convolution of ``x`` as one graph: pad, the r2c plan's device module (or the GEMM
+        route's module), the product with the bank's spectrum in real arithmetic, the c2r plan's module,
+        crop; made once per input shape and device (:meth:`_graph`). The same plans as the planned
+        route (their trees, not their runners)."""
+        spectrum = self._real_spectrum() if filters is None else self.filter_spectrum(filters)
+        return self._graph("conv", self._composed(x), (x, spectrum))
+
+    def _check_input(self, x: torch.Tensor) -> None:
+        if x.ndim < self.rank + 1 or tuple(x.shape[-self.rank:]) != self.length or x.shape[-self.rank - 1] != self.channels:
+            raise ValueError(f"x must have shape (..., {self.channels}, {', '.join(map(str, self.length))}) (channels, "
+                             f"then the signal); got {tuple(x.shape)}")
+        if self.split and (x.is_complex() or x.dtype != torch.float32):
+            raise ComplexOnDevice(f"a convolution on {x.device} takes real float32 signals (a NeuronCore holds no "
+                                  f"complex or float64 data); got {x.dtype}. Convolve the real and imaginary parts "
+                                  f"separately (they are real convolutions with a real bank), or on the host")
+
+    def _graph(self, what: str, fn, inputs: tuple) -> torch.Tensor:
+        """``fn(*inputs)`` (one tensor out) as one graph on the device, made once per ``what``, input
+        shapes, device and gradient: with no gradient to record the device backend's compiled runner
+        (``compile_graph``: torch.compile with openxla or neuron; on torch-neuronx 2.9 a lazy graph cut
+        at syncs of its inputs and output); with one, ``torch.compile`` of ``fn`` that autograd goes
+        through (AOTAutograd: a forward and a backward graph), or on the lazy route the lazy ops
+        themselves (the forward and the backward each one graph at the user's sync)."""
+        grad = torch.is_grad_enabled() and any(t.requires_grad for t in inputs)
+        key = (what, tuple(tuple(t.shape) for t in inputs), str(inputs[0].device), grad)
+        runner = self._fused.get(key)
+        if runner is None:
+            if not grad:
+                compiled = self._accel.compile_graph(_Whole(fn), inputs, mode=self.graph_mode)
+                runner = _First(compiled)
+            elif self.graph_mode == DYNAMO:
+                code = _own_code(_run_module, next(_GRAPHS))  # Dynamo's recompile limit is per code object
+                runner = functools.partial(torch.compile(code, backend=self._accel.compile_backend(), fullgraph=True,
+                                                         dynamic=False), fn)
+            else:
+                runner = fn
+            self._fused[key] = runner
+        return runner(*inputs)
+
+    def _real_spectrum(self) -> torch.Tensor:
+        """The kept spectrum as a real ``(2, …)`` stack of (re, im): as kept on a split device or on
+        the GEMM routes; the library route's complex spectrum elsewhere (XLA:CPU) split once."""
+        spectrum = self.spectrum
+        if not spectrum.is_complex():
+            return spectrum
+        if self._stacked is None or self._stacked[0] is not spectrum:
+            self._stacked = (spectrum, torch.stack(_split(spectrum)))
+        return self._stacked[1]
+
+    def _spectrum_graph(self):
+        """The function of the bank's spectrum on a split device: ``h ↦`` the real ``(2, …)`` stack of
+        the forward transform of ``h / N`` (the route's module, or the library route's r2c plan's)."""
+        scale, kernel, n, pad = 1 / math.prod(self.n), self.kernel, self.n, self._pad
+        if self.route is not None:
+            route = self.route
+            return lambda h: torch.stack(route.transform(*_parts(h * scale, kernel)))
+        fwd = cached_plan("r2c", self.n, self.channels, torch.complex64, "backward", False, self.filters.device).module
+        return lambda h: torch.stack(fwd(pad(h * scale, n).reshape(h.shape[0], -1)))
 
     def _composed(self, x: torch.Tensor):
         if self.route is not None:
@@ -220,19 +307,20 @@ class ConvPlan(torch.nn.Module):
         batch = max(1, math.prod(lead)) * self.channels
         fwd = cached_plan("r2c", self.n, batch, torch.complex64, "backward", False, x.device).module
         inv = cached_plan("c2r", self.n, batch, torch.complex64, "forward", True, x.device).module
-        # the spectrum split once, on the device: the graph is real-typed (its parts broadcast over the lead dims)
+        # the spectrum's parts as the graph's input: real-typed (they broadcast over the lead dims)
         half = math.prod(self.n[:-1]) * (self.n[-1] // 2 + 1)
-        sr, si = (t.reshape(self.channels, half) for t in _split(self.spectrum))
-        n, out_length, rank, pad = self.n, self.out_length, self.rank, self._pad
+        n, out_length, rank, pad, channels = self.n, self.out_length, self.rank, self._pad, self.channels
 
-        def conv(signal):
+        def conv(signal, spectrum):
+            sr, si = spectrum[0].reshape(channels, half), spectrum[1].reshape(channels, half)
             re, im = fwd(pad(signal, n).reshape(batch, -1))
-            re, im = re.reshape(-1, sr.shape[0], half), im.reshape(-1, sr.shape[0], half)
+            re, im = re.reshape(-1, channels, half), im.reshape(-1, channels, half)
             (y,) = inv((re * sr - im * si).reshape(batch, half), (re * si + im * sr).reshape(batch, half))
-            y = y.reshape(*lead, sr.shape[0], *n)
-            for d, keep in zip(range(-rank, 0), out_length):
-                y = y.narrow(d, 0, keep)
-            return y
+            # the crop as a negative pad: its gradient is a pad (constant_pad_nd both ways, on the Neuron
+            # op lists), where narrow's is aten::slice_backward, off them (the stand-in refused it in eager)
+            crop = [v for n_d, keep in zip(reversed(n), reversed(out_length)) for v in (0, keep - n_d)]
+            y = y.reshape(*lead, channels, *n)
+            return torch.nn.functional.pad(y, crop) if any(crop) else y
 
         return conv
 
@@ -280,10 +368,10 @@ class ConvPlan(torch.nn.Module):
                 and xh.dtype == spectrum.dtype)
 
     def _composed_route(self, x: torch.Tensor):
-        route, (sr, si), length = self.route, self.spectrum, self.length
+        route, length = self.route, self.length
 
-        def conv(signal):
-            (y,) = route(signal.reshape(-1, math.prod(length)), sr, si)
+        def conv(signal, spectrum):
+            (y,) = route(signal.reshape(-1, math.prod(length)), spectrum[0], spectrum[1])
             return y.reshape(*signal.shape[:-1], -1)
 
         return conv
@@ -303,6 +391,7 @@ class ConvPlan(torch.nn.Module):
         # calls must not run on the original's buffers
         state = super().__getstate__()
         state["_scratch"] = {}
+        state["_fused"], state["_stacked"] = {}, None  # compiled graphs: made again on the first calls
         return state
 
     def _seen_call(self, x: torch.Tensor):
@@ -344,11 +433,9 @@ class ConvPlan(torch.nn.Module):
             call = self._seen_call(x)
             if call is not None:
                 return call(x)
-        if x.ndim < self.rank + 1 or tuple(x.shape[-self.rank:]) != self.length or x.shape[-self.rank - 1] != self.channels:
-            raise ValueError(f"x must have shape (..., {self.channels}, {', '.join(map(str, self.length))}) (channels, "
-                             f"then the signal); got {tuple(x.shape)}")
+        self._check_input(x)
         if self.fusable(x, filters):
-            return self.fused(x)
+            return self.fused(x, filters)
         if self.complex and not x.is_complex():
             x = x.to(self.filters.dtype)  # real signals with a complex bank: a complex convolution
         if self.route is not None and self._on_route(x) and (filters is None or self._on_route(filters)):
@@ -379,6 +466,27 @@ class ConvPlan(torch.nn.Module):
         for d, keep in zip(range(-self.rank, 0), self.out_length):
             y = y.narrow(d, 0, keep)
         return y
+
+
+class _First:
+    """The one output of a compiled runner (which returns a tuple)."""
+
+    def __init__(self, runner):
+        self.runner = runner
+
+    def __call__(self, *inputs: torch.Tensor) -> torch.Tensor:
+        return self.runner(*inputs)[0]
+
+
+class _Whole(torch.nn.Module):
+    """A function as a module returning a 1-tuple: what the device backend's compiled runners run."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *inputs: torch.Tensor):
+        return (self.fn(*inputs),)
 
 
 def _complex_of(dtype: torch.dtype) -> torch.dtype:

@@ -1,0 +1,221 @@
+"""Issue 30's spectral plans on the stood-in TorchNeuron ``neuron`` device (tests/neuron_device_standin.py).
+
+Every route of the three families, audited as tests/test_neuron_device_standin.py audits the
+ordinary plans, in one child process (the PrivateUse1 rename cannot be undone):
+
+* ``trnplan.conv.plan_conv`` with ``method="library"``, ``"gemm"`` and ``"direct"`` (1-D circular,
+  linear and causal; 2-D linear on the library route), real banks: a call without a gradient is one
+  compiled graph (``torch.compile(backend="neuron")``; a second call of the shape compiles nothing
+  and runs no op outside it), the bank's spectrum one graph at plan time, a call with a gradient a
+  forward and a backward graph (AOTAutograd, as TorchNeuron runs it); within the convolution's own
+  bound of the float64 convolution on the CPU. A complex bank or a complex signal is refused
+  (``ComplexOnDevice``): a NeuronCore holds no complex data, and a complex convolution has no split form;
+* truncated r2c and c2r (``(truncated method=gemm)`` and the library cut ``method=full``), 1-D and
+  2-D, through ``execute_split``, forward and with a gradient;
+* DCT/DST kinds through the GEMM and the FFT-based lowering (``(r2r method=gemm|fft)``), forward
+  and with a gradient.
+
+For each: the values against numpy/scipy in float64 with the engine's bar, every op that ran on the
+device real-typed (no complex, float64 or int64: the stand-in refuses them anyway), every op inside
+a compiled graph on trnplan's Neuron ATen allowlist, no CPU fallback. What it cannot show:
+neuronx-cc's lowering and Trainium numerics (docs/trainium.md, "What has run where").
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from trnplan.core.accuracy import DEFAULT_TOL
+from trnplan.tools.audit import allowlist
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+CHILD = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, sys.argv[1])
+    import neuron_device_standin as s
+    s.install(); s.register_compile_backend()
+    import numpy as np, scipy.fft, torch, trnplan
+    from trnplan.conv import plan_conv
+
+    g = np.random.default_rng(0)
+    out = {}
+
+    def dev(a):
+        return s.to_neuron(torch.from_numpy(np.ascontiguousarray(a, dtype=np.float32)))
+
+    def host(t):
+        return s.to_cpu(t).double().numpy()
+
+    def rel(a, b):
+        return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+    def dtypes():
+        return sorted({str(d) for _, ds, _ in s.OPS for d in ds})
+
+    def graph_ops():
+        return sorted({o for o, _, ing in s.OPS if ing})
+
+    def eager_ops():  # ops run on the device outside a compiled graph, but for transfers and allocation
+        return sorted({o for o, _, ing in s.OPS if not ing} - s._TRANSFERS)
+
+    def conv_case(name, kernel, length, mode, method):
+        s.OPS.clear(); s.FALLBACK.clear(); start = len(s.GRAPHS)
+        h = g.standard_normal((3, *kernel))
+        conv = plan_conv(dev(h), length, mode, method=method)
+        ref = plan_conv(torch.from_numpy(h), length, mode)  # float64 on the CPU
+        shape = (2, 3, *((length,) if isinstance(length, int) else length))
+        x = g.standard_normal(shape)
+        rec = {"method": conv.method, "bound": conv.bound, "plan_graphs": len(s.GRAPHS) - start}
+        xd = dev(x)
+        y = conv(xd)
+        rec["err"] = rel(host(y), ref(torch.from_numpy(x)).numpy())
+        rec["device"] = str(y.device)
+        s.OPS.clear(); start = len(s.GRAPHS)
+        y = conv(xd)  # the same shape again: the graph made by the first call, nothing else
+        rec["again"] = {"graphs": len(s.GRAPHS) - start, "eager": eager_ops(), "in_graph": bool(graph_ops())}
+        if mode == "causal":  # the gradient (the adjoint route: the same graph's backward) once per route
+            xg = dev(x).requires_grad_(True); start = len(s.GRAPHS)
+            conv(xg).square().sum().backward()
+            xr = torch.from_numpy(x).requires_grad_(True)
+            ref(xr).square().sum().backward()
+            rec["grad"] = {"err": rel(host(xg.grad), xr.grad.numpy()), "graphs": len(s.GRAPHS) - start,
+                           "device": str(xg.grad.device)}
+        rec.update(dtypes=dtypes(), graph_ops=graph_ops(), fallback=sorted(set(s.FALLBACK)))
+        out[name] = rec
+
+    for method in ("library", "gemm", "direct"):
+        for mode, length, k in (("circular", 96, 17), ("linear", 80, 24), ("causal", 128, 40)):
+            conv_case(f"conv {method} {mode}", (k,), length, mode, method)
+    conv_case("conv library causal 2-d", (3, 4), (12, 10), "causal", "library")
+
+    def split_case(name, make, x, ref, grad_ref=None):
+        s.OPS.clear(); s.FALLBACK.clear(); start = len(s.GRAPHS)
+        plan = make()
+        xd = dev(x) if not np.iscomplexobj(x) else (dev(x.real), dev(x.imag))
+        y = plan.execute_split(xd)
+        got = host(y) if not isinstance(y, tuple) else host(y[0]) + 1j * host(y[1])
+        rec = {"tree": str(plan.tree), "err": rel(got, ref), "graphs": len(s.GRAPHS) - start,
+               "mode": plan.provenance.compile_mode}
+        if grad_ref is not None:  # the gradient of sum(w * y) is the adjoint applied to w
+            w, want = grad_ref
+            xs = tuple(t.requires_grad_(True) for t in (xd if isinstance(xd, tuple) else (xd,)))
+            ys = plan.execute_split(xs if len(xs) > 1 else xs[0])
+            ys = ys if isinstance(ys, tuple) else (ys,)
+            ws = (w.real, w.imag) if np.iscomplexobj(w) else (w,)
+            sum((yy * dev(ww)).sum() for yy, ww in zip(ys, ws)).backward()
+            gg = host(xs[0].grad) if len(xs) == 1 else host(xs[0].grad) + 1j * host(xs[1].grad)
+            rec["grad_err"] = rel(gg, want)
+        rec.update(dtypes=dtypes(), graph_ops=graph_ops(), fallback=sorted(set(s.FALLBACK)))
+        out[name] = rec
+
+    plan = lambda *a, **k: trnplan.plan_many(*a, device="neuron", cache=None, **k)
+    for method in ("gemm", "full"):
+        st = f"(truncated method={method})"
+        for shape, modes in (((256,), (16,)), ((16, 12), (3, 4))):
+            axes = tuple(range(1, len(shape) + 1))
+            rows = [np.r_[0:m, n - m:n] for m, n in zip(modes[:-1], shape[:-1])]
+            index = (Ellipsis, *np.ix_(*rows, np.arange(modes[-1])))
+            x = g.standard_normal((4, *shape))
+            spec = np.fft.rfftn(x, axes=axes)[index]
+            w = g.standard_normal(spec.shape) + 1j * g.standard_normal(spec.shape)
+            full = np.zeros((4, *shape[:-1], shape[-1] // 2 + 1), complex); full[index] = np.conj(w)
+            # d/dx sum(Re(y) wr + Im(y) wi) = Re(rfftn^H w): the irfftn of the zero-filled w, weighted
+            wgrad = np.fft.irfftn(full, s=shape, axes=axes) * np.prod(shape)
+            split_case(f"r2c {method} {shape}", lambda: plan(shape, 4, kind="r2c", modes=modes, strategy=st), x, spec)
+            full2 = np.zeros_like(full); full2[index] = spec
+            split_case(f"c2r {method} {shape}", lambda: plan(shape, 4, kind="c2r", modes=modes, strategy=st),
+                       spec, np.fft.irfftn(full2, s=shape, axes=axes))
+    for method in ("gemm", "fft"):
+        for kind, n, norm in (("dct2", 64, "ortho"), ("dst1", 30, "ortho"), ("dct4", 48, "ortho"), ("dst3", 40, "ortho")):
+            x = g.standard_normal((4, n)); w = g.standard_normal((4, n))
+            t = int(kind[3]); fn = getattr(scipy.fft, kind[:3])
+            # orthonormal DCT/DST: the adjoint is the inverse of the same type
+            split_case(f"{kind} {method}", lambda: plan(n, 4, kind=kind, norm=norm, strategy=f"(r2r method={method})"),
+                       x, fn(x, type=t, norm=norm), (w, getattr(scipy.fft, "i" + kind[:3])(w, type=t, norm=norm)))
+
+    refusals = {}
+    h = s.NeuronTensor(torch.randn(3, 8, dtype=torch.complex64))  # a complex bank that reached the device
+    for name, fn in (("complex bank", lambda: plan_conv(h, 64, "causal")),
+                     ("complex signal", lambda: plan_conv(dev(g.standard_normal((3, 8))), 64, "causal")(
+                         s.NeuronTensor(torch.randn(2, 3, 64, dtype=torch.complex64))))):
+        s.OPS.clear()
+        try:
+            fn(); refusals[name] = None
+        except Exception as exc:
+            refusals[name] = {"cls": type(exc).__name__, "msg": str(exc), "dtypes": dtypes()}
+    out["refusals"] = refusals
+    print(json.dumps(out))
+""")
+
+ONE_WORKER = pytest.mark.xdist_group("spectral_standin_child")
+REAL_DTYPES = {"torch.float32", "torch.bfloat16", "torch.int32", "torch.bool"}
+CONV = [f"conv {m} {mode}" for m in ("library", "gemm", "direct") for mode in ("circular", "linear", "causal")] + [
+    "conv library causal 2-d"]
+SPLIT = [f"{k} {m} {s}" for m in ("gemm", "full") for s in ("(256,)", "(16, 12)") for k in ("r2c", "c2r")] + [
+    f"{k} {m}" for m in ("gemm", "fft") for k in ("dct2", "dst1", "dct4", "dst3")]
+
+
+@pytest.fixture(scope="module")
+def child(tmp_path_factory):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in [str(ROOT), os.environ.get("PYTHONPATH")] if p),
+           "TRNPLAN_CACHE_DIR": str(tmp_path_factory.mktemp("trnplan-cache"))}
+    run = subprocess.run([sys.executable, "-c", CHILD, str(ROOT / "tests")], capture_output=True, text=True,
+                         env=env, timeout=600, check=False)
+    assert run.returncode == 0, run.stderr[-4000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def _real_and_listed(got):
+    assert set(got["dtypes"]) <= REAL_DTYPES, got["dtypes"]  # every op on the device, in a graph or not
+    assert got["graph_ops"] and set(got["graph_ops"]) <= set(allowlist()), sorted(set(got["graph_ops"]) - set(allowlist()))
+    assert not any("fft" in op for op in got["graph_ops"]) and got["fallback"] == [], got
+
+
+@ONE_WORKER
+@pytest.mark.slow
+@pytest.mark.parametrize("name", CONV)
+def test_conv_route_on_neuron_is_one_real_graph_per_call(child, name):
+    got = child[name]
+    want = name.split()[1]
+    assert got["method"] == want and got["device"] == "neuron:0", got
+    assert got["err"] <= got["bound"], got  # the convolution's own bound (the mode's bar, or √2 times it)
+    # at plan time the spectrum's graph (the library route also compiles its r2c plan, and the
+    # process's first plan the precision probe): compiled graphs, under the same rules
+    assert got["plan_graphs"] >= 1, got
+    assert got["again"] == {"graphs": 0, "eager": [], "in_graph": True}, got  # one graph, already compiled
+    if "causal" in name:  # sum(y²)'s gradient is the adjoint convolution of 2y: two convolutions in a row
+        assert got["grad"]["err"] <= 2 * got["bound"] and got["grad"]["device"] == "neuron:0", got
+        assert got["grad"]["graphs"] == 2, got  # AOTAutograd's forward and backward graphs
+    _real_and_listed(got)
+
+
+@ONE_WORKER
+@pytest.mark.slow
+@pytest.mark.parametrize("name", SPLIT)
+def test_truncated_and_r2r_routes_on_neuron_stay_real_and_listed(child, name):
+    got = child[name]
+    method = name.split()[1]
+    assert f"method={method}" in got["tree"], got["tree"]
+    assert got["mode"] == "dynamo" and got["graphs"] >= 1, got
+    assert got["err"] <= DEFAULT_TOL["fp32"], got
+    if "grad_err" in got:
+        assert got["grad_err"] <= DEFAULT_TOL["fp32"], got
+    _real_and_listed(got)
+
+
+@ONE_WORKER
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["complex bank", "complex signal"])
+def test_complex_convolution_on_neuron_is_refused(child, name):
+    got = child["refusals"][name]
+    assert got is not None and got["cls"] == "ComplexOnDevice", got
+    assert "holds no complex" in got["msg"] and "real" in got["msg"], got["msg"]
+    assert set(got["dtypes"]) <= REAL_DTYPES, got["dtypes"]
