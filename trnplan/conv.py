@@ -49,7 +49,18 @@ On ``xla`` a call on real signals with the kept bank and no gradient runs as **o
 ``torch.compile(backend="openxla", fullgraph=True, dynamic=False)`` once per input shape; the
 planned route ran five graphs per call there (each plan's compiled graph, and three lazy graphs for
 the pad, the product and the crop: measured on XLA:CPU, torch-xla 2.9). Calls that need a
-gradient, pass a new bank or have complex signals take the planned route.
+gradient, pass a new bank or have complex signals take the planned route there.
+
+**On a NeuronCore** (``neuron``, TorchNeuron; or ``xla`` on torch-neuronx 2.9, trn1/inf2), which holds
+no complex data (runtimes.md rule 1), every route runs in split form: the bank's spectrum is one
+graph made at plan time and kept as a real ``(2, …)`` stack of (re, im), and every call on real
+float32 signals — with the kept bank or a new one, with or without a gradient — is one graph by the
+device's own route (:attr:`ConvPlan.graph_mode`): ``torch.compile(backend="neuron", fullgraph=True,
+dynamic=False)`` on TorchNeuron (with a gradient its AOTAutograd forward and backward graphs), one
+lazy XLA graph cut at syncs on torch-neuronx 2.9 (it has no torch.compile: runtimes.md §3; no openxla
+graph is made there). A complex bank or signal is refused there (:class:`~trnplan.ComplexOnDevice`):
+a complex convolution has no split form here; convolve the parts as real convolutions. Each new
+input shape is a graph of its own (no batch buckets for convolutions).
 
 Not built here: implicit zero-padding in the library route (the signal is padded by one ``pad``
 op; on the CPU torch.fft pads the same way inside ``rfft(x, n=N)``; the GEMM routes skip it), the
@@ -309,18 +320,17 @@ class ConvPlan(torch.nn.Module):
         inv = cached_plan("c2r", self.n, batch, torch.complex64, "forward", True, x.device).module
         # the spectrum's parts as the graph's input: real-typed (they broadcast over the lead dims)
         half = math.prod(self.n[:-1]) * (self.n[-1] // 2 + 1)
-        n, out_length, rank, pad, channels = self.n, self.out_length, self.rank, self._pad, self.channels
+        n, out_length, pad, channels = self.n, self.out_length, self._pad, self.channels
 
         def conv(signal, spectrum):
             sr, si = spectrum[0].reshape(channels, half), spectrum[1].reshape(channels, half)
             re, im = fwd(pad(signal, n).reshape(batch, -1))
             re, im = re.reshape(-1, channels, half), im.reshape(-1, channels, half)
             (y,) = inv((re * sr - im * si).reshape(batch, half), (re * si + im * sr).reshape(batch, half))
-            # the crop as a negative pad: its gradient is a pad (constant_pad_nd both ways, on the Neuron
-            # op lists), where narrow's is aten::slice_backward, off them (the stand-in refused it in eager)
-            crop = [v for n_d, keep in zip(reversed(n), reversed(out_length)) for v in (0, keep - n_d)]
             y = y.reshape(*lead, channels, *n)
-            return torch.nn.functional.pad(y, crop) if any(crop) else y
+            for d, keep in enumerate(out_length, start=y.ndim - len(n)):  # the crop: a slice (HLO Slice)
+                y = y.narrow(d, 0, keep)
+            return y
 
         return conv
 
