@@ -208,9 +208,14 @@ class TruncateFull(torch.nn.Module):
         tensor (:meth:`_fill`).
 
         Why: the fill wrote the whole spectrum into a fresh buffer on every call (512 × 1024
-        keeping 16: 2.1 MB zeroed for 32 kB of kept bins), a buffer glibc's malloc maps afresh
-        (page faults) whenever it no longer fits the heap's top; the kept one costs one copy of
-        the kept bins. As trnplan.conv's padded input (:meth:`trnplan.conv.ConvPlan._padded`).
+        keeping 16: 2.1 MB zeroed for 32 kB of kept bins), a third ~2 MB buffer beside the forward's
+        spectrum and the output, and glibc's malloc maps such buffers afresh (page faults) whenever
+        the heap's top was trimmed (mallopt(3): its trim threshold is twice a dynamic mmap threshold
+        that follows the largest block freed). Measured (busy machine, 2026-11-27): in a process
+        where the heap was trimmed every call the 1-D round trip took 994 faults a call and
+        ~2× its time, torch.fft's hand-written one too; with the kept spectrum, none. The kept one
+        costs one copy of the kept bins. As trnplan.conv's padded input
+        (:meth:`trnplan.conv.ConvPlan._padded`).
         """
         if not _plain_cpu_call(z):
             return self._fill(z)
