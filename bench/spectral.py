@@ -27,7 +27,9 @@ filters, a depthwise ``torch.nn.functional.conv1d``.
 
 Every result is checked once against float64 (numpy.fft / scipy.fft) with the fp32 bar. Times are
 medians of round-robin cells in one process (trnplan.tools.benchsuite.time_cells): ratios, not absolutes,
-carry over; on a busy machine they move (the docs say which run this was).
+carry over; on a busy machine they move (the docs say which run this was). The convolution rows'
+"trnplan / torch.fft" is paired per round (the median over rounds of the two cells' ratio in that
+round: trnplan.tools.benchsuite.per_round_ratio), over at least ``CONV_ROUNDS`` rounds.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from trnplan.conv import plan_conv, smooth_length
 from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.errors import PlanningError
 from trnplan.interfaces import scipy_fft as trnplan_scipy
-from trnplan.tools.benchsuite import _cpu_model, time_cells
+from trnplan.tools.benchsuite import _cpu_model, per_round_ratio, time_cells
 
 BAR = DEFAULT_TOL["fp32"]
 #: the parts --only chooses from
@@ -199,6 +201,10 @@ CONV = [("L=256, K=256", 256, 256, 8, 64, "causal"), ("L=4096, K=4096", 4096, 40
         ("L=65536, K=65536", 65536, 65536, 2, 8, "causal"), ("L=4096, K=64", 4096, 64, 8, 32, "linear")]
 
 
+#: the least round-robin rounds of a convolution row (its ratio is paired per round: per_round_ratio)
+CONV_ROUNDS = 11
+
+
 def torch_fft_conv(x, h, n, keep):
     """What one writes with torch.fft: rfft both at length n, multiply, irfft, crop."""
     return torch.fft.irfft(torch.fft.rfft(x, n=n) * torch.fft.rfft(h, n=n), n=n)[..., :keep]
@@ -222,14 +228,25 @@ def conv_row(label, length, k, batch, channels, mode, cell_seconds):
         routes["gemm split"] = gemm.tree.param("split")
     except PlanningError as exc:
         gemm, routes["gemm"] = None, str(exc)[:160]
-    if k <= 1024:  # a direct depthwise conv1d (flipped filter: conv1d is a correlation)
-        w = h.flip(-1)[:, None, :]
-        fns["F.conv1d"] = lambda: torch.nn.functional.conv1d(x, w, padding=k - 1, groups=channels)[..., :keep]
-    cells = time_cells(fns, cell_seconds, 5, rounds=5)
-    if gemm is not None:  # in a round-robin of its own: its ~10× larger buffers skewed the others' cells
+    # trnplan and torch.fft alone in their round-robin, paired per round (per_round_ratio), and every
+    # slower column in a round-robin of its own with torch.fft: on this 2-vCPU machine the first few
+    # ms of calls after ~20 ms of other work (or of sleep) run 1.5-3× slow (an rfft of 8×32×4320
+    # points: 2.8, 1.6, 0.9, then 0.8 ms after a 24 ms F.conv1d; 2026-11-27), more than the round's one untimed
+    # call absorbs, so the cell after F.conv1d's 24 ms call paid it: trnplan / torch.fft measured
+    # 1.36-1.45 with trnplan after F.conv1d and 0.90-0.91 with torch.fft there, in the same process
+    # (L=4096, K=64 linear; no page faults in either order)
+    cells = time_cells(fns, cell_seconds, 5, rounds=CONV_ROUNDS, keep_samples=True)
+    samples = {name: cell.pop("samples_us") for name, cell in cells.items()}
+    routes["trnplan / torch.fft"] = per_round_ratio(samples["trnplan"], {"torch.fft": samples["torch.fft"]})
+    if gemm is not None:  # its ~10× larger buffers skewed the others' cells too
         pair = time_cells({"gemm": lambda: gemm(x), "torch.fft": fns["torch.fft"]}, cell_seconds, 5, rounds=5)
         routes["gemm / torch.fft"] = pair["gemm"]["us"] / pair["torch.fft"]["us"]
         cells["trnplan method=gemm"] = pair["gemm"]
+    if k <= 1024:  # a direct depthwise conv1d (flipped filter: conv1d is a correlation)
+        w = h.flip(-1)[:, None, :]
+        pair = time_cells({"F.conv1d": lambda: torch.nn.functional.conv1d(x, w, padding=k - 1, groups=channels)[..., :keep],
+                           "torch.fft": fns["torch.fft"]}, cell_seconds, 5, rounds=5)
+        cells["F.conv1d"] = pair["F.conv1d"]
     return {"row": f"{label} {mode}", "batch": f"{batch}×{channels}", "error": err, "n": conv.n[0],
             "us": {k2: v["us"] for k2, v in cells.items()}, **routes}
 
@@ -273,7 +290,7 @@ def markdown(trunc, r2r, meta, convs=()) -> str:
         lines.append(f"| {r['row']} | {r['batch']} | {u['scipy.fft']:.0f} µs | {fftw} | {u['trnplan']:.0f} µs | "
                      f"{u['trnplan'] / best:.2f} | {via_cells} | `{r['tree']}` | {r['error']:.1e} |")
     lines += ["", ("| long convolution (float32, filter bank) | batch×channels | torch.fft (rfft·rfft→irfft) | "
-                   "F.conv1d | trnplan.conv (route) | trnplan / torch.fft | method=gemm | gemm / torch.fft | N | error |"),
+                   "F.conv1d | trnplan.conv (route) | trnplan / torch.fft (per round) | method=gemm | gemm / torch.fft | N | error |"),
               "|---|---|---|---|---|---|---|---|---|---|"]
     for r in convs:
         u = r["us"]
@@ -281,7 +298,7 @@ def markdown(trunc, r2r, meta, convs=()) -> str:
         gemm = u.get("trnplan method=gemm")
         gemm_cells = f"{gemm:.0f} µs | {r['gemm / torch.fft']:.2f}" if gemm else "— (over the bound) | —"
         lines.append(f"| {r['row']} | {r['batch']} | {u['torch.fft']:.0f} µs | {direct} | {u['trnplan']:.0f} µs "
-                     f"({r.get('method', 'library')}) | {u['trnplan'] / u['torch.fft']:.2f} | {gemm_cells} | {r['n']} | "
+                     f"({r.get('method', 'library')}) | {r.get('trnplan / torch.fft', u['trnplan'] / u['torch.fft']):.2f} | {gemm_cells} | {r['n']} | "
                      f"{r['error']:.1e} |")
     return "\n".join(lines)
 
