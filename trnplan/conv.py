@@ -308,7 +308,7 @@ class ConvPlan(torch.nn.Module):
         if self.route is not None:
             route = self.route
             return lambda h: torch.stack(route.transform(*_parts(h * scale, kernel)))
-        fwd = cached_plan("r2c", self.n, self.channels, torch.complex64, "backward", False, self.filters.device).module
+        fwd = _module("r2c", self.n, self.channels, False, self.filters.device)
         return lambda h: torch.stack(fwd(pad(h * scale, n).reshape(h.shape[0], -1)))
 
     def _composed(self, x: torch.Tensor):
@@ -316,8 +316,7 @@ class ConvPlan(torch.nn.Module):
             return self._composed_route(x)
         lead = tuple(x.shape[: x.ndim - self.rank - 1])
         batch = max(1, math.prod(lead)) * self.channels
-        fwd = cached_plan("r2c", self.n, batch, torch.complex64, "backward", False, x.device).module
-        inv = cached_plan("c2r", self.n, batch, torch.complex64, "forward", True, x.device).module
+        fwd, inv = _module("r2c", self.n, batch, False, x.device), _module("c2r", self.n, batch, True, x.device)
         # the spectrum's parts as the graph's input: real-typed (they broadcast over the lead dims)
         half = math.prod(self.n[:-1]) * (self.n[-1] // 2 + 1)
         n, out_length, pad, channels = self.n, self.out_length, self._pad, self.channels
@@ -497,6 +496,14 @@ class _Whole(torch.nn.Module):
 
     def forward(self, *inputs: torch.Tensor):
         return (self.fn(*inputs),)
+
+
+def _module(kind: str, n: tuple, batch: int, inverse: bool, device) -> torch.nn.Module:
+    """The split-form module of the library route's r2c or c2r plan, for a graph that composes it:
+    planned with ``compile="eager"``, so that no graph of the plan's own is compiled (on a NeuronCore
+    a neuronx-cc run each, never called: the convolution's graph runs the module)."""
+    norm = "forward" if inverse else "backward"
+    return cached_plan(kind, n, batch, torch.complex64, norm, inverse, device, compile="eager").module
 
 
 def _complex_of(dtype: torch.dtype) -> torch.dtype:
