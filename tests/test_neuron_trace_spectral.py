@@ -41,7 +41,7 @@ def _reference(x, shape, kind, modes):
 
 
 @pytest.mark.parametrize("shape,kind,modes,strategy", CASES, ids=lambda v: str(v))
-def test_spectral_plan_on_the_trace_route(standin, shape, kind, modes, strategy):
+def test_spectral_plan_on_the_trace_route(standin, shape, kind, modes, strategy):  # noqa: F811 - the fixture
     traced = len(standin.CALLS)
     plan = trnplan.plan_many(shape, batch=4, kind=kind, modes=modes, strategy=strategy, device="neuron", cache=None)
     assert plan.provenance.artifact == "compiled now" and len(standin.CALLS) > traced, plan.provenance
