@@ -5,7 +5,7 @@ graph, the plans' own graphs, each call's graph and the gradient's, not only a p
 
 * ``plan_conv`` with ``method="library"``, ``"gemm"`` and ``"direct"``: lazy XLA (torch-neuronx 2.9 has no
   torch.compile; no openxla graph is made), one graph per call (a repeated call compiles nothing and
-  replays one), nothing on the host, within the convolution's own bound of the float64 convolution
+  replays one) and per training step (forward, backward, sync), nothing on the host, within the convolution's own bound of the float64 convolution
   on the CPU, and a gradient within two convolutions' bound; a complex bank is refused.
 * truncated r2c/c2r (``method=gemm`` and the cut ``method=full``) and DCT/DST (``method=gemm`` and
   ``fft``) through ``execute_split``: one graph per call, the fp32 bar.
@@ -53,8 +53,11 @@ def test_conv_routes_on_trn1_are_one_lazy_graph_per_call(trn1, method, mode, len
         if i:  # the first call also compiles the call's graph (and the library route its plans' graphs)
             assert (count.dynamo, count.uncached, count.cached) == (0, 0, 1), vars(count)
         assert rel_l2(got, ref(torch.from_numpy(x)).numpy()) <= conv.bound
-    xg = xd.detach().requires_grad_(True)
-    conv(xg).square().sum().backward()
+    for i in range(2):  # a training step (forward, backward, the user's sync): one lazy graph, replayed after
+        xg = xd.detach().requires_grad_(True)
+        with xla_audit.CompileCounter() as count:
+            conv(xg).square().sum().backward()
+        assert (count.dynamo, count.uncached, count.cached) == (0, 1 - i, i), vars(count)
     xr = torch.from_numpy(x).requires_grad_(True)
     ref(xr).square().sum().backward()
     # sum(y²)'s gradient is the adjoint convolution of 2y: two convolutions in a row, each within the bound
