@@ -143,6 +143,26 @@ CHILD = textwrap.dedent("""
             split_case(f"{kind} {method}", lambda: plan(n, 4, kind=kind, norm=norm, strategy=f"(r2r method={method})"),
                        x, fn(x, type=t, norm=norm), (w, getattr(scipy.fft, "i" + kind[:3])(w, type=t, norm=norm)))
 
+    # trnplan.nn.SpectralConv with split weights (dtype=torch.float32) against the complex layer on the CPU
+    import trnplan.nn
+    torch.manual_seed(0)
+    for modes, grid in (((6,), (32,)), ((4, 5), (16, 12))):
+        layer = trnplan.nn.SpectralConv(3, 2, modes, dtype=torch.float32)
+        ref = trnplan.nn.SpectralConv(3, 2, modes)
+        w = layer.weight.detach().double()
+        ref = ref.to(torch.complex128)
+        ref.weight = torch.nn.Parameter(torch.complex(w[..., 0], w[..., 1]))
+        x = torch.randn(4, 3, *grid)
+        want = ref(x.double()); want.square().sum().backward()
+        layer = layer.to(s.DEVICE)
+        s.OPS.clear(); s.FALLBACK.clear()
+        got = layer(s.to_neuron(x)); got.square().sum().backward()
+        gw = s.to_cpu(layer.weight.grad).double()
+        out[f"layer {modes}"] = {"err": rel(host(got), want.detach().numpy()),
+                                 "grad_err": rel(torch.complex(gw[..., 0], gw[..., 1]).numpy(), ref.weight.grad.numpy()),
+                                 "device": str(got.device), "dtypes": dtypes(), "graph_ops": graph_ops(),
+                                 "fallback": sorted(set(s.FALLBACK))}
+
     refusals = {}
     h = s.NeuronTensor(torch.randn(3, 8, dtype=torch.complex64))  # a complex bank that reached the device
     for name, fn in (("complex bank", lambda: plan_conv(h, 64, "causal")),
@@ -212,6 +232,49 @@ def test_truncated_and_r2r_routes_on_neuron_stay_real_and_listed(child, name):
     if "grad_err" in got:
         assert got["grad_err"] <= DEFAULT_TOL["fp32"], got
     _real_and_listed(got)
+
+
+@ONE_WORKER
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["layer (6,)", "layer (4, 5)"])
+def test_spectral_conv_layer_with_split_weights_on_neuron(child, name):
+    """trnplan.nn.SpectralConv(dtype=torch.float32): the output and the weights' gradient on ``neuron`` against
+    the complex layer in float64 on the CPU, two fp32 plans and the mixing in a row; nothing complex on the device."""
+    got = child[name]
+    assert got["device"] == "neuron:0"
+    assert got["err"] <= 2 * DEFAULT_TOL["fp32"] and got["grad_err"] <= 4 * DEFAULT_TOL["fp32"], got
+    _real_and_listed(got)
+
+
+@pytest.mark.parametrize("modes,grid", [((6,), (32,)), ((4, 5), (16, 12)), ((2, 3, 2), (8, 8, 6))])
+def test_spectral_conv_split_weights_match_the_complex_layer_on_the_cpu(modes, grid):
+    import torch
+
+    import trnplan.nn
+
+    torch.manual_seed(1)
+    layer = trnplan.nn.SpectralConv(3, 2, modes, dtype=torch.float64)
+    ref = trnplan.nn.SpectralConv(3, 2, modes, backend="torch", dtype=torch.complex128)
+    ref.weight = torch.nn.Parameter(torch.view_as_complex(layer.weight.detach().clone()))
+    x = torch.randn(4, 3, *grid, dtype=torch.float64)
+    got, want = layer(x), ref(x)
+    got.square().sum().backward()
+    want.square().sum().backward()
+    assert layer.weight.shape == (3, 2, *(2 * m for m in modes[:-1]), modes[-1], 2)
+    assert float((got - want).detach().norm() / want.detach().norm()) <= DEFAULT_TOL["fp64"]
+    gw = torch.view_as_complex(layer.weight.grad)
+    assert float((gw - ref.weight.grad).norm() / ref.weight.grad.norm()) <= DEFAULT_TOL["fp64"]
+
+
+def test_spectral_conv_split_weights_need_a_real_dtype_and_the_trnplan_backend():
+    import torch
+
+    import trnplan.nn
+
+    with pytest.raises(ValueError, match="float32/float64 for split weights with backend='trnplan'"):
+        trnplan.nn.SpectralConv(2, 2, 4, dtype=torch.float32, backend="torch")
+    with pytest.raises(ValueError, match="dtype must be complex64/complex128"):
+        trnplan.nn.SpectralConv(2, 2, 4, dtype=torch.int32)
 
 
 @ONE_WORKER

@@ -11,15 +11,29 @@ with the full transform followed by a cut.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
 
 from trnplan import fft as tfft
+from trnplan.backends import get_backend
+from trnplan.backends.accel import AccelBackend
+from trnplan.core.errors import ComplexOnDevice
+from trnplan.plan.api import cached_plan
 
 __all__ = ["SpectralConv"]
 
 _EINSUM = {1: "bix,iox->box", 2: "bixy,ioxy->boxy", 3: "bixyz,ioxyz->boxyz"}
+
+
+def _refuse_complex(device: torch.device) -> None:
+    """Complex weights on a device that holds no complex data: refused, naming the split weights."""
+    backend = get_backend(device.type)
+    if isinstance(backend, AccelBackend) and not backend.boundary(device).complex:
+        raise ComplexOnDevice(f"SpectralConv with complex weights on {device}: {backend.boundary(device).why}. Make "
+                              f"the layer with split weights, SpectralConv(..., dtype=torch.float32): a real "
+                              f"(in, out, *kept, 2) parameter of (re, im), the transforms through execute_split")
 
 
 class SpectralConv(torch.nn.Module):
@@ -40,12 +54,19 @@ class SpectralConv(torch.nn.Module):
         "trnplan": truncated plans. "torch": what one writes with torch.fft (rfftn, slice,
         zero-fill, irfftn), the same weights and result: the baseline of bench/spectral.py.
     dtype : torch.dtype, default torch.complex64
-        The weights' complex dtype.
+        The weights' dtype. Complex (complex64, complex128): one complex parameter
+        ``(in, out, *kept)``. Real (float32, float64): **split weights**, one real parameter
+        ``(in, out, *kept, 2)`` holding (re, im), the transforms run through the truncated plans'
+        ``execute_split`` and the mixing in real arithmetic: no complex tensor anywhere, the form a
+        device without complex data needs (a NeuronCore: ``neuron``, or ``xla`` on torch-neuronx 2.9).
 
     Raises
     ------
     ValueError
-        ``dims`` is not 1–3, ``modes`` does not match it, or an unknown ``backend``.
+        ``dims`` is not 1–3, ``modes`` does not match it, an unknown ``backend``, or split weights
+        with ``backend="torch"``.
+    trnplan.ComplexOnDevice
+        At a call, complex weights on a device that holds no complex data (use ``dtype=torch.float32``).
 
     Examples
     --------
@@ -72,7 +93,15 @@ class SpectralConv(torch.nn.Module):
             in_channels, out_channels, modes, dims, backend)
         kept = (*(2 * m for m in modes[:-1]), modes[-1])
         scale = 1.0 / (in_channels * out_channels)  # the FNO's initialisation
-        self.weight = torch.nn.Parameter(scale * torch.randn(in_channels, out_channels, *kept, dtype=dtype))
+        if dtype.is_complex:
+            self.weight = torch.nn.Parameter(scale * torch.randn(in_channels, out_channels, *kept, dtype=dtype))
+        elif dtype in (torch.float32, torch.float64) and backend == "trnplan":
+            # the same distribution as the complex weights' (each part of a complex randn has variance 1/2)
+            self.weight = torch.nn.Parameter(scale / math.sqrt(2) * torch.randn(in_channels, out_channels, *kept, 2,
+                                                                                dtype=dtype))
+        else:
+            raise ValueError(f"dtype must be complex64/complex128, or float32/float64 for split weights with "
+                             f"backend='trnplan'; got {dtype} with backend={backend!r}")
 
     def extra_repr(self) -> str:
         return f"{self.in_channels}, {self.out_channels}, modes={self.modes}, backend={self.backend!r}"
@@ -82,8 +111,30 @@ class SpectralConv(torch.nn.Module):
         dim = tuple(range(-self.dims, 0))
         if self.backend == "torch":
             return self._torch(x, grid, dim)
+        if not self.weight.is_complex():
+            return self._split(x, grid)
+        if x.device.type not in ("cpu", "cuda"):
+            _refuse_complex(x.device)
         xh = tfft.rfftn_truncated(x, self.modes, dim=dim)
         return tfft.irfftn_truncated(self._mix(xh), s=grid, modes=self.modes, dim=dim)
+
+    def _split(self, x: torch.Tensor, grid: tuple) -> torch.Tensor:
+        """The layer with split weights: the truncated r2c plan's ``execute_split``, the mixing on
+        (re, im) in real arithmetic, the truncated c2r plan's ``execute_split`` (each plan
+        differentiable through its adjoint plan)."""
+        lead = tuple(x.shape[: x.ndim - self.dims])
+        batch, out = math.prod(lead), (*lead[:-1], self.out_channels)
+        cdtype = torch.complex128 if self.weight.dtype == torch.float64 else torch.complex64
+        fwd = cached_plan("r2c", grid, batch, cdtype, "backward", False, x.device, modes=self.modes)
+        inv = cached_plan("c2r", grid, math.prod(out), cdtype, "backward", True, x.device, modes=self.modes)
+        xr, xi = (t.reshape(*lead, *t.shape[1:]) for t in fwd.execute_split(x.reshape(batch, *grid)))
+        # unbind, not two selects: their eager backward (select_backward) is off the Neuron op lists, unbind's is a stack
+        eq, (wr, wi) = _EINSUM[self.dims], self.weight.unbind(-1)
+        yr = torch.einsum(eq, xr, wr) - torch.einsum(eq, xi, wi)
+        yi = torch.einsum(eq, xr, wi) + torch.einsum(eq, xi, wr)
+        kept = yr.shape[yr.ndim - self.dims:]
+        y = inv.execute_split((yr.reshape(-1, *kept), yi.reshape(-1, *kept)))
+        return y.reshape(*out, *grid)
 
     def _mix(self, xh: torch.Tensor) -> torch.Tensor:
         """The per-frequency channel mixing ``Σ_i X[b, i, k] W[i, o, k]``.

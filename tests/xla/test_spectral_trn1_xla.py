@@ -130,3 +130,28 @@ def test_an_ordinary_plan_on_trn1_is_one_graph_per_call(trn1):
     got, count = _once(plan, tuple(torch.from_numpy(p).float().to(DEV) for p in (x.real, x.imag)))
     assert rel_l2(got, np.fft.fft(x)) <= DEFAULT_TOL["fp32"]
     assert (count.uncached, count.cached) == (0, 1), vars(count)
+
+
+def test_spectral_conv_layer_on_trn1_needs_split_weights(trn1):
+    """trnplan.nn.SpectralConv: complex weights on a trn1's xla are refused at the call, naming the split
+    weights; with dtype=torch.float32 the layer's output and weights' gradient match the complex layer in
+    float64 on the CPU (two fp32 plans and the mixing in a row), every graph audited by the fixture."""
+    import trnplan.nn
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 16, 12)
+    with pytest.raises(ComplexOnDevice, match=r"SpectralConv\(\.\.\., dtype=torch\.float32\)"):
+        trnplan.nn.SpectralConv(3, 2, (4, 5)).to(DEV)(x.to(DEV))
+    layer = trnplan.nn.SpectralConv(3, 2, (4, 5), dtype=torch.float32)
+    ref = trnplan.nn.SpectralConv(3, 2, (4, 5), backend="torch", dtype=torch.complex128)
+    ref.weight = torch.nn.Parameter(torch.view_as_complex(layer.weight.detach().double().clone()))
+    want = ref(x.double())
+    want.square().sum().backward()
+    layer = layer.to(DEV)
+    before = xla_audit._fallback_counts()
+    got = layer(x.to(DEV))
+    got.square().sum().backward()
+    assert rel_l2(got.detach().cpu(), want.detach().numpy()) <= 2 * DEFAULT_TOL["fp32"]
+    grad = torch.view_as_complex(layer.weight.grad.cpu().double().contiguous())
+    assert rel_l2(grad, ref.weight.grad.numpy()) <= 4 * DEFAULT_TOL["fp32"]
+    assert _new_fallback(before) == []
