@@ -38,7 +38,7 @@ from trnplan.tools.audit import allowlist
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 CHILD = textwrap.dedent("""
-    import json, sys
+    import json, math, sys
     sys.path.insert(0, sys.argv[1])
     import neuron_device_standin as s
     s.install(); s.register_compile_backend()
@@ -97,6 +97,18 @@ CHILD = textwrap.dedent("""
         for mode, length, k in (("circular", 96, 17), ("linear", 80, 24), ("causal", 128, 40)):
             conv_case(f"conv {method} {mode}", (k,), length, mode, method)
     conv_case("conv library causal 2-d", (3, 4), (12, 10), "causal", "library")
+
+    # batches 1..8 (and a (2, 2) lead) of one convolution: one graph per bucket, the pad and crop on the host
+    from trnplan.backends.accel import bucket_batch
+    h = g.standard_normal((3, 40))
+    conv, ref = plan_conv(dev(h), 128, "causal", method="gemm"), plan_conv(torch.from_numpy(h), 128, "causal")
+    start, errs, leads = len(s.GRAPHS), [], [(b,) for b in range(1, 9)] + [(2, 2)]
+    for lead in leads:
+        x = g.standard_normal((*lead, 3, 128))
+        y = conv(dev(x))
+        errs.append(rel(host(y), ref(torch.from_numpy(x)).numpy()) if y.shape == x.shape else 1.0)
+    out["buckets"] = {"graphs": len(s.GRAPHS) - start, "buckets": len({bucket_batch(math.prod(l)) for l in leads}),
+                      "err": max(errs), "bound": conv.bound}
 
     def split_case(name, make, x, ref, grad_ref=None):
         s.OPS.clear(); s.FALLBACK.clear(); start = len(s.GRAPHS)
@@ -218,6 +230,16 @@ def test_conv_route_on_neuron_is_one_real_graph_per_call(child, name):
         assert got["grad"]["err"] <= 2 * got["bound"] and got["grad"]["device"] == "neuron:0", got
         assert got["grad"]["graphs"] == 2, got  # AOTAutograd's forward and backward graphs
     _real_and_listed(got)
+
+
+@ONE_WORKER
+@pytest.mark.slow
+def test_conv_on_neuron_compiles_one_graph_per_batch_bucket(child):
+    """Batches 1..8 and a (2, 2) lead of one convolution: at most one graph per bucket (the pad and the crop
+    on the host, as the transform plans' buckets), each result within the convolution's bound."""
+    got = child["buckets"]
+    assert got["graphs"] <= got["buckets"] < 9, got
+    assert got["err"] <= got["bound"], got
 
 
 @ONE_WORKER

@@ -59,8 +59,9 @@ device's own route (:attr:`ConvPlan.graph_mode`): ``torch.compile(backend="neuro
 dynamic=False)`` on TorchNeuron (with a gradient its AOTAutograd forward and backward graphs), one
 lazy XLA graph cut at syncs on torch-neuronx 2.9 (it has no torch.compile: runtimes.md §3; no openxla
 graph is made there). A complex bank or signal is refused there (:class:`~trnplan.ComplexOnDevice`):
-a complex convolution has no split form here; convolve the parts as real convolutions. Each new
-input shape is a graph of its own (no batch buckets for convolutions).
+a complex convolution has no split form here; convolve the parts as real convolutions. Without a
+gradient the signals' lead dims run as the transform plans' batch buckets (the pad and crop on the
+host: batches 1…8 are 5 graphs); a call with a gradient is a graph per input shape.
 
 Not built here: implicit zero-padding in the library route (the signal is padded by one ``pad``
 op; on the CPU torch.fft pads the same way inside ``rfft(x, n=N)``; the GEMM routes skip it), the
@@ -84,7 +85,7 @@ import threading
 import torch
 
 from trnplan.backends import get_backend
-from trnplan.backends.accel import DYNAMO, LAZY, AccelBackend
+from trnplan.backends.accel import DYNAMO, LAZY, AccelBackend, bucket_batch
 from trnplan.backends.artifacts import _own_code, _run_module
 from trnplan.cache import default_cache
 from trnplan.cache.fingerprint import fingerprint, fingerprint_digest
@@ -255,9 +256,23 @@ class ConvPlan(torch.nn.Module):
         """The whole convolution of ``x`` as one graph: pad, the r2c plan's device module (or the GEMM
         route's module), the product with the bank's spectrum in real arithmetic, the c2r plan's module,
         crop; made once per input shape and device (:meth:`_graph`). The same plans as the planned
-        route (their trees, not their runners)."""
+        route (their trees, not their runners).
+
+        On a NeuronCore, with no gradient to record, the signals' lead dims run as a batch bucket
+        (:func:`~trnplan.backends.accel.bucket_batch`, as the transform plans' buckets): another
+        lead shape is reshaped, zero-padded to the bucket and cropped back **on the host** (a transfer
+        each way), so that batches 1…16 compile at most 7 graphs, not 16 (each a neuronx-cc run)."""
         spectrum = self._real_spectrum() if filters is None else self.filter_spectrum(filters)
-        return self._graph("conv", self._composed(x), (x, spectrum))
+        lead = tuple(x.shape[: x.ndim - self.rank - 1])
+        m = math.prod(lead)
+        grad = torch.is_grad_enabled() and (x.requires_grad or spectrum.requires_grad)
+        if not self.split or grad or lead == (bucket_batch(m),):
+            return self._graph("conv", self._composed(x), (x, spectrum))
+        host = x.detach().cpu().reshape(m, *x.shape[x.ndim - self.rank - 1:])
+        rows = bucket_batch(m) - m
+        xs = torch.cat([host, host.new_zeros((rows, *host.shape[1:]))]).to(x.device)
+        y = self._graph("conv", self._composed(xs), (xs, spectrum))
+        return y.cpu()[:m].reshape(*lead, *y.shape[1:]).to(x.device)
 
     def _check_input(self, x: torch.Tensor) -> None:
         if x.ndim < self.rank + 1 or tuple(x.shape[-self.rank:]) != self.length or x.shape[-self.rank - 1] != self.channels:

@@ -155,3 +155,21 @@ def test_spectral_conv_layer_on_trn1_needs_split_weights(trn1):
     grad = torch.view_as_complex(layer.weight.grad.cpu().double().contiguous())
     assert rel_l2(grad, ref.weight.grad.numpy()) <= 4 * DEFAULT_TOL["fp32"]
     assert _new_fallback(before) == []
+
+
+def test_conv_on_trn1_compiles_one_graph_per_batch_bucket(trn1):
+    """Batches 1..8 of one convolution on a trn1: at most one XLA compile per batch bucket (the pad
+    and the crop on the host), each result within the convolution's bound."""
+    from trnplan.backends.accel import bucket_batch
+
+    g = np.random.default_rng(6)
+    h = g.standard_normal((3, 40))
+    conv = plan_conv(torch.from_numpy(h).float().to(DEV), 128, "causal", method="direct")
+    ref = plan_conv(torch.from_numpy(h), 128, "causal")
+    with xla_audit.CompileCounter() as count:
+        for b in range(1, 9):
+            x = g.standard_normal((b, 3, 128))
+            got = conv(torch.from_numpy(x).float().to(DEV)).cpu()
+            assert rel_l2(got, ref(torch.from_numpy(x)).numpy()) <= conv.bound
+    buckets = {bucket_batch(b) for b in range(1, 9)}
+    assert count.uncached <= len(buckets) and count.dynamo == 0, (vars(count), sorted(buckets))
