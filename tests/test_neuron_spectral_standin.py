@@ -75,7 +75,8 @@ CHILD = textwrap.dedent("""
         ref = plan_conv(torch.from_numpy(h), length, mode)  # float64 on the CPU
         shape = (2, 3, *((length,) if isinstance(length, int) else length))
         x = g.standard_normal(shape)
-        rec = {"method": conv.method, "bound": conv.bound, "plan_graphs": len(s.GRAPHS) - start}
+        rec = {"method": conv.method, "bound": conv.bound, "plan_graphs": len(s.GRAPHS) - start,
+               "runs": next(l for l in conv.explain().splitlines() if l.startswith("runs:"))}
         xd = dev(x)
         y = conv(xd)
         rec["err"] = rel(host(y), ref(torch.from_numpy(x)).numpy())
@@ -220,6 +221,7 @@ def test_conv_route_on_neuron_is_one_real_graph_per_call(child, name):
     got = child[name]
     want = name.split()[1]
     assert got["method"] == want and got["device"] == "neuron:0", got
+    assert "every call one graph on neuron:0 by torch.compile(backend='neuron'" in got["runs"], got["runs"]
     assert got["err"] <= got["bound"], got  # the convolution's own bound (the mode's bar, or √2 times it)
     # at plan time the spectrum's graph only (the process's first convolution also the conv planner's
     # precision probe): the library route's plans are composed into the graphs, none compiled on its

@@ -184,7 +184,7 @@ class ConvPlan(torch.nn.Module):
         with its predicted time and error, and every route's price (or why it does not apply)."""
         lines = [f"problem: {self.problem.describe()}", f"chosen:  {self.tree}",
                  (f"         predicted {format_time(self.tree.time_us)}, error {self.tree.error:.1e} "
-                  f"(bound {self.bound:.1e})"), "routes:"]
+                  f"(bound {self.bound:.1e})"), f"runs:    {self._runs()}", "routes:"]
         planner = Planner(get_backend(self.problem.device), tol=self.bound)
         for method in METHODS:
             try:
@@ -193,6 +193,20 @@ class ConvPlan(torch.nn.Module):
             except PlanningError as exc:
                 lines.append(f"  {method:8s} {'—':>10s}  {_reason(exc)}")
         return "\n".join(lines)
+
+    def _runs(self) -> str:
+        """How a call runs on the bank's device (explain's ``runs:`` line)."""
+        device = self.filters.device
+        how = ("lazy XLA, cut at syncs (torch-neuronx 2.9 has no torch.compile)" if self.graph_mode == LAZY
+               else f"torch.compile(backend={self._accel.compile_backend()!r}, fullgraph=True, dynamic=False)"
+               if self.graph_mode == DYNAMO else None)
+        if self.split:
+            return (f"every call one graph on {device} by {how}, on split (re, im) real tensors; without a gradient "
+                    f"its lead dims in batch buckets (pad and crop on the host); complex signals refused")
+        if how is not None:
+            return (f"a call on real float32 signals with the kept bank and no gradient: one graph on {device} by "
+                    f"{how}; other calls the planned route (the plans' own graphs and the product between them)")
+        return f"the planned route on {device}: the plans (or the GEMM route's module) and the product, eager"
 
     def _dims(self):
         return tuple(range(-self.rank, 0))

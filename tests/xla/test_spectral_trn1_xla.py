@@ -43,6 +43,7 @@ def test_conv_routes_on_trn1_are_one_lazy_graph_per_call(trn1, method, mode, len
     ref = plan_conv(torch.from_numpy(h), length, mode)  # float64 on the CPU
     conv = plan_conv(torch.from_numpy(h).float().to(DEV), length, mode, method=method)
     assert conv.method == method and conv.graph_mode == "lazy" and conv.split
+    assert "runs:    every call one graph on xla:0 by lazy XLA, cut at syncs" in conv.explain()
     xd = torch.from_numpy(x).float().to(DEV)
     torch_xla.sync()
     before = xla_audit._fallback_counts()
