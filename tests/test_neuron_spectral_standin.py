@@ -155,6 +155,12 @@ CHILD = textwrap.dedent("""
             # orthonormal DCT/DST: the adjoint is the inverse of the same type
             split_case(f"{kind} {method}", lambda: plan(n, 4, kind=kind, norm=norm, strategy=f"(r2r method={method})"),
                        x, fn(x, type=t, norm=norm), (w, getattr(scipy.fft, "i" + kind[:3])(w, type=t, norm=norm)))
+        # 2-D: row-column over 1-D plans of that lowering
+        x = g.standard_normal((4, 8, 12)); w = g.standard_normal((4, 8, 12))
+        st = f"(r2r method=rowcol (r2r method={method}) (r2r method={method}))"
+        split_case(f"dst2-2d {method}", lambda: plan((8, 12), 4, kind="dst2", norm="ortho", strategy=st),
+                   x, scipy.fft.dstn(x, type=2, norm="ortho", axes=(1, 2)),
+                   (w, scipy.fft.idstn(w, type=2, norm="ortho", axes=(1, 2))))
 
     # trnplan.nn.SpectralConv with split weights (dtype=torch.float32) against the complex layer on the CPU
     import trnplan.nn
@@ -195,7 +201,7 @@ REAL_DTYPES = {"torch.float32", "torch.bfloat16", "torch.int32", "torch.bool"}
 CONV = [f"conv {m} {mode}" for m in ("library", "gemm", "direct") for mode in ("circular", "linear", "causal")] + [
     "conv library causal 2-d"]
 SPLIT = [f"{k} {m} {s}" for m in ("gemm", "full") for s in ("(256,)", "(16, 12)") for k in ("r2c", "c2r")] + [
-    f"{k} {m}" for m in ("gemm", "fft") for k in ("dct2", "dst1", "dct4", "dst3")]
+    f"{k} {m}" for m in ("gemm", "fft") for k in ("dct2", "dst1", "dct4", "dst3", "dst2-2d")]
 
 
 @pytest.fixture(scope="module")
