@@ -186,10 +186,14 @@ CHILD = textwrap.dedent("""
     h = s.NeuronTensor(torch.randn(3, 8, dtype=torch.complex64))  # a complex bank that reached the device
     for name, fn in (("complex bank", lambda: plan_conv(h, 64, "causal")),
                      ("complex signal", lambda: plan_conv(dev(g.standard_normal((3, 8))), 64, "causal")(
-                         s.NeuronTensor(torch.randn(2, 3, 64, dtype=torch.complex64))))):
+                         s.NeuronTensor(torch.randn(2, 3, 64, dtype=torch.complex64)))),
+                     ("float64 bank", lambda: plan_conv(s.NeuronTensor(torch.randn(3, 8, dtype=torch.float64)), 64,
+                                                        "causal")),
+                     ("float64 signal", lambda: plan_conv(dev(g.standard_normal((3, 8))), 64, "causal")(
+                         s.NeuronTensor(torch.randn(2, 3, 64, dtype=torch.float64))))):
         s.OPS.clear()
         try:
-            fn(); refusals[name] = None
+            fn(); refusals[name] = None  # (a float64 signal's plan_conv itself runs float32 ops: dtypes below)
         except Exception as exc:
             refusals[name] = {"cls": type(exc).__name__, "msg": str(exc), "dtypes": dtypes()}
     out["refusals"] = refusals
@@ -315,3 +319,14 @@ def test_complex_convolution_on_neuron_is_refused(child, name):
     assert got is not None and got["cls"] == "ComplexOnDevice", got
     assert "holds no complex" in got["msg"] and "real" in got["msg"], got["msg"]
     assert set(got["dtypes"]) <= REAL_DTYPES, got["dtypes"]
+
+
+@ONE_WORKER
+@pytest.mark.slow
+@pytest.mark.parametrize("name,cls,words", [("float64 bank", "PlanningError", "h.float().to(device)"),
+                                            ("float64 signal", "TypeError", "pass x.float()")])
+def test_float64_convolution_on_neuron_is_refused_with_the_fix(child, name, cls, words):
+    got = child["refusals"][name]
+    assert got is not None and got["cls"] == cls, got
+    assert "no FP64" in got["msg"] and words in got["msg"], got["msg"]
+    assert set(got["dtypes"]) <= REAL_DTYPES, got["dtypes"]  # refused before any float64 op on the device

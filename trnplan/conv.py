@@ -168,6 +168,10 @@ class ConvPlan(torch.nn.Module):
         #: a NeuronCore holds no complex data (runtimes.md rule 1): every call runs on split real tensors
         #: as one graph, the spectrum kept as a real (2, …) stack of (re, im)
         self.split = accel is not None and not accel.boundary(filters.device).complex
+        if self.split and not filters.is_complex() and filters.dtype != torch.float32:
+            raise PlanningError(f"plan_conv on {filters.device}: a {filters.dtype} filter bank; a NeuronCore has no "
+                                f"FP64 (runtimes.md rule 1): make the bank float32 on the host before moving it "
+                                f"(h.float().to(device)), or plan the convolution on the host (device='cpu')")
         if self.split and filters.is_complex():
             raise ComplexOnDevice(
                 f"plan_conv on {filters.device}: a complex filter bank on a device that holds no complex data "
@@ -292,10 +296,13 @@ class ConvPlan(torch.nn.Module):
         if x.ndim < self.rank + 1 or tuple(x.shape[-self.rank:]) != self.length or x.shape[-self.rank - 1] != self.channels:
             raise ValueError(f"x must have shape (..., {self.channels}, {', '.join(map(str, self.length))}) (channels, "
                              f"then the signal); got {tuple(x.shape)}")
-        if self.split and (x.is_complex() or x.dtype != torch.float32):
+        if self.split and x.is_complex():
             raise ComplexOnDevice(f"a convolution on {x.device} takes real float32 signals (a NeuronCore holds no "
-                                  f"complex or float64 data); got {x.dtype}. Convolve the real and imaginary parts "
+                                  f"complex data); got {x.dtype}. Convolve the real and imaginary parts "
                                   f"separately (they are real convolutions with a real bank), or on the host")
+        if self.split and x.dtype != torch.float32:
+            raise TypeError(f"a convolution on {x.device} takes float32 signals (a NeuronCore has no FP64); got "
+                            f"{x.dtype}: pass x.float(), or convolve on the host")
 
     def _graph(self, what: str, fn, inputs: tuple) -> torch.Tensor:
         """``fn(*inputs)`` (one tensor out) as one graph on the device, made once per ``what``, input
