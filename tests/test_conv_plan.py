@@ -1,4 +1,4 @@
-"""The convolution plan kind (issue 30 item 2): the conv solver's three routes forced against a
+"""The convolution plan kind (issue 30 item 2): the conv solver's four routes forced against a
 float64 reference (numpy.fft in complex128) with the fp32 bar, the planner's picks on the CPU (the
 bench rows) and on an accelerator (meta: FlashFFTConv's shapes), explain(), the plan cache, gradients
 through the GEMM route, and the refusals."""
@@ -8,13 +8,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from support import rel_l2
+from support import rel_l2, torch_threads
 
 from trnplan import conv as conv_module
 from trnplan.cache import default_cache
 from trnplan.conv import conv_problem, plan_conv, plan_tree, smooth_length
 from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.errors import PlanningError
+from trnplan.planner.conv import MAX_SPATIAL_K
 
 BAR = DEFAULT_TOL["fp32"]
 
@@ -64,14 +65,69 @@ BENCH_ROWS = [(256, 256, 8, 64, "causal"), (4096, 4096, 8, 32, "causal"), (65536
               (4096, 64, 8, 32, "linear")]
 
 
+@pytest.mark.parametrize("threads", [1, 2])
 @pytest.mark.parametrize("length,kernel,batch,channels,mode", BENCH_ROWS)
-def test_cpu_pick_for_the_bench_rows_is_the_library_route(length, kernel, batch, channels, mode):
-    """On the CPU the library's O(N log N) transforms beat the GEMM routes' O(N·√N) at these sizes."""
+def test_cpu_pick_for_the_bench_rows(length, kernel, batch, channels, mode, threads):
+    """On the CPU the library's O(N log N) transforms beat the GEMM routes' O(N·√N) at these sizes;
+    for the short filter (K = 64 at L = 4096) torch's depthwise conv1d on the padded signal
+    (method=spatial): F.conv1d there ran 0.85–0.92× trnplan's library route in the bench's rounds."""
     n = (length,) if mode == "circular" else (smooth_length(length + kernel - 1),)
     problem = conv_problem(torch.zeros(channels, kernel), (length,), n, mode, batch)
-    tree, bound = plan_tree(problem, None, torch.device("cpu"))
-    assert tree.param("method") == "library" and bound == BAR, tree
-    assert len(tree.children) == 2 and tree.error <= BAR
+    with torch_threads(threads):  # planned, not read from the plan cache (whose key has no thread count)
+        tree, bound = conv_module._search(problem, None, BAR)
+    want = "spatial" if kernel == 64 else "library"
+    assert tree.param("method") == want and bound == BAR, tree
+    assert len(tree.children) == (2 if want == "library" else 0) and tree.error <= BAR
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("length,kernel,batch,channels,want", [
+    (4096, 3, 8, 32, "spatial"), (16384, 8, 1, 64, "spatial"), (4096, 16, 1, 64, "spatial"),
+    (16384, 3, 2, 4, "spatial"), (256, 16, 8, 32, "library"), (256, 3, 1, 64, "library"),
+    (1024, 8, 2, 4, "library"), (4096, 128, 8, 32, "library"), (4096, 300, 8, 32, "library")])
+def test_cpu_pick_between_conv1d_and_the_transforms(length, kernel, batch, channels, want, threads):
+    """method=spatial where it measured clearly faster than the library route (0.25–0.7× at L ≥ 4096,
+    K ≤ 16), the library where it was (L = 256: conv1d 1.5–2.3× on 1×64 signals, 1.67× at K = 16 on
+    8×32; K = 128: 1.55×; 2×4 signals of 1024: conv1d's fixed cost) or the filter is beyond the
+    spatial route's longest (explain says why)."""
+    problem = conv_problem(torch.zeros(channels, kernel), (length,), (smooth_length(length + kernel - 1),),
+                           "causal", batch)
+    with torch_threads(threads):
+        tree, _ = conv_module._search(problem, None, BAR)
+    assert tree.param("method") == want, tree
+    if kernel > MAX_SPATIAL_K:
+        conv = plan_conv(torch.zeros(channels, kernel), length, "causal", batch=batch)
+        assert f"method=spatial is for filters ≤ {MAX_SPATIAL_K} taps" in conv.explain()
+
+
+@pytest.mark.parametrize("mode", ["linear", "causal", "circular"])
+@pytest.mark.parametrize("length,kernel", [(100, 13), (64, 64), (40, 1), (333, 256)])
+def test_spatial_route_forced_matches_float64(mode, length, kernel):
+    """method=spatial (pad + depthwise conv1d, flipped bank) on lead dims, against numpy.fft's complex128
+    convolution; a new bank per call and the gradients in signal and bank against a float64 plan."""
+    rng = np.random.default_rng(5)
+    x, h = rng.standard_normal((3, 2, 4, length)), rng.standard_normal((4, kernel))
+    conv = plan_conv(torch.from_numpy(h).float(), length, mode, method="spatial", batch=6)
+    assert conv.method == "spatial" and conv.spectrum.shape == (2, 4, 1, kernel)
+    y = conv(torch.from_numpy(x).float())
+    err = rel_l2(y, fft_conv(x, h, mode))
+    assert y.dtype == torch.float32 and err <= BAR and err <= conv.tree.error, (err, conv.tree.error)
+    h2 = rng.standard_normal((4, kernel))
+    assert rel_l2(conv(torch.from_numpy(x).float(), filters=torch.from_numpy(h2).float()), fft_conv(x, h2, mode)) <= BAR
+    xc = x + 1j * rng.standard_normal(x.shape)  # complex signals: the library route's cached plans
+    assert rel_l2(conv(torch.from_numpy(xc).to(torch.complex64)), fft_conv(xc, h, mode)) <= BAR
+    w = torch.from_numpy(rng.standard_normal(y.shape))
+    xs, hs = torch.from_numpy(x).float().requires_grad_(), torch.from_numpy(h2).float().requires_grad_()
+    (conv(xs, filters=hs) * w.float()).sum().backward()
+    xr, hr = torch.from_numpy(x).requires_grad_(), torch.from_numpy(h2).requires_grad_()
+    (plan_conv(hr.detach(), length, mode, method="library")(xr, filters=hr) * w).sum().backward()
+    # a bank that needs its gradient runs the library route (ConvPlan._route_takes: conv1d's weight
+    # gradient sums B·L products in fp32, over the bar at K = 1 here); the signal's gradient on the route
+    assert rel_l2(xs.grad, xr.grad) <= BAR and rel_l2(hs.grad, hr.grad) <= BAR
+    xk, xk64 = torch.from_numpy(x).float().requires_grad_(), torch.from_numpy(x).requires_grad_()
+    (conv(xk) * w.float()).sum().backward()
+    (plan_conv(torch.from_numpy(h), length, mode, method="library")(xk64) * w).sum().backward()
+    assert rel_l2(xk.grad, xk64.grad) <= BAR
 
 
 @pytest.mark.parametrize("length", [2048, 4096, 8192])
@@ -90,7 +146,7 @@ def test_explain_names_the_route_and_its_price():
     conv = plan_conv(torch.randn(4, 13), 100, "linear")
     text = conv.explain()
     assert f"chosen:  {conv.tree}" in text and "predicted" in text
-    for method in ("library", "gemm", "direct"):
+    for method in ("library", "gemm", "direct", "spatial"):
         assert f"  {method} " in text
     assert "method=direct is for transforms ≤ 2048" in plan_conv(torch.randn(2, 64), 4096, "causal").explain()
 
@@ -141,3 +197,13 @@ def test_refusals_say_which():
         plan_conv(torch.randn(2, 5), 97, "circular", method="gemm")
     with pytest.raises(ValueError, match="batch .* must be a positive int"):
         plan_conv(torch.randn(2, 5), 16, batch=0)
+    with pytest.raises(PlanningError, match="method=spatial convolves real signals with a real bank"):
+        plan_conv(torch.randn(2, 5, dtype=torch.complex64), 16, method="spatial")
+    with pytest.raises(PlanningError, match="method=spatial plans float32"):
+        plan_conv(torch.randn(2, 5, dtype=torch.float64), 16, method="spatial")
+    with pytest.raises(PlanningError, match="method=spatial is for filters ≤ 256 taps"):
+        plan_conv(torch.randn(2, 300), 400, method="spatial")
+    with pytest.raises(PlanningError, match="method=spatial plans 1-D convolutions"):
+        plan_conv(torch.randn(2, 3, 3), (12, 10), method="spatial")
+    with pytest.raises(PlanningError, match="measured and priced on the CPU only; device meta"):
+        plan_conv(torch.randn(2, 5, device="meta"), 16, method="spatial")

@@ -19,14 +19,18 @@ computed once, when the plan is made, and kept; ``conv(x, filters=h)`` recompute
 **The convolution is one planned job** (issue 30 item 2): ``plan_conv`` states it as a planner
 problem (:attr:`trnplan.core.problem.Problem.conv`: mode, channels, the signal's and the filters'
 shapes; the transform length; real or complex; the batch it is priced for) and the ``conv`` solver
-(:mod:`trnplan.planner.conv`) prices three routes on the device's cost profile:
+(:mod:`trnplan.planner.conv`) prices four routes on the device's cost profile:
 
 * ``method="library"``: the forward and inverse transforms as two child plans (on the CPU
   torch.fft's rfft/irfft), the product with the kept spectrum between them; any rank;
 * ``method="gemm"``: the four-step / Monarch GEMM formulation of FlashFFTConv [1]_ (two GEMM
   passes with twiddles, the product in the permuted order, two GEMM passes back; the zero-padding
   and the crop pruned from the first and last GEMMs); rank 1;
-* ``method="direct"``: one DFT GEMM each way, for short transforms (N ≤ 2048); rank 1.
+* ``method="direct"``: one DFT GEMM each way, for short transforms (N ≤ 2048); rank 1;
+* ``method="spatial"``: no transform — the signal zero-padded (circular: wrapped) and torch's
+  depthwise ``conv1d`` with the flipped bank, what a user writes for a short filter; rank 1, real
+  float32, K ≤ 256, the CPU only. Calls that need the bank's gradient take the library route
+  (conv1d's float32 weight gradient sums B·L products: over the bar, measured).
 
 The planner's pick (``ConvPlan.method``; ``ConvPlan.explain()`` shows every route's price or why it
 does not apply) is kept in the plan cache, in this process and on disk (a ``conv:`` record per
@@ -34,8 +38,9 @@ problem, machine fingerprint and method), like every other plan. The bound is th
 (:data:`trnplan.core.accuracy.DEFAULT_TOL`) for the whole convolution; where no route meets it the
 convolution is planned to √2 times it — each of its two transforms within the bar, what the two
 separate plans were held to before (on meta, the causal 4096…8192 of FlashFFTConv's range; on the
-CPU no bench row needs it). On the CPU the library route is the pick at every size measured (the
-GEMM route ran 7–22× torch.fft there: O(N·√N) GEMM work against O(N log N), busy machine);
+CPU no bench row needs it). On the CPU the library route is the pick at every bench row (the
+GEMM route ran 7–22× torch.fft there: O(N·√N) GEMM work against O(N log N), busy machine), the
+spatial route for short filters on long signals (K ≤ 16 at L ≥ 4096: 0.25–0.7× the library route);
 on an accelerator (meta prices Trainium's profile) the GEMM route is the pick for FlashFFTConv's
 causal shapes (L = 2048…8192 at 8×64). The GEMM routes run on split ``(re, im)`` real tensors
 (no complex dtype on a device) and are differentiated by autograd through their torch ops; the
@@ -231,8 +236,10 @@ class ConvPlan(torch.nn.Module):
         # 1/N applied to the filters, before the transform: on torch-xla 2.9 a complex64 tensor divided
         # by a Python scalar came back float32, its imaginary part dropped (measured here)
         if self.route is not None and self._on_route(filters):
-            # in the route's own layout (the four-step order), as a real (2, C, …) stack of (re, im)
-            return torch.stack(self.route.transform(*_parts(filters / math.prod(self.n), self.kernel)))
+            # in the route's own layout (the four-step order; method=spatial: conv1d's weight, the
+            # filters themselves, unscaled), as a real (2, C, …) stack of (re, im)
+            scale = 1 if self.method == "spatial" else math.prod(self.n)
+            return torch.stack(self.route.transform(*_parts(filters / scale, self.kernel)))
         return self._library_spectrum(filters)
 
     def _check_bank(self, filters: torch.Tensor) -> None:
@@ -412,6 +419,18 @@ class ConvPlan(torch.nn.Module):
         return (xh.data_ptr() != x.data_ptr() and xh.shape[xh.ndim - spectrum.ndim:] == spectrum.shape
                 and xh.dtype == spectrum.dtype)
 
+    def _route_takes(self, x: torch.Tensor, filters: torch.Tensor | None) -> bool:
+        """Whether the planned GEMM or spatial route runs this call (else the library route's cached plans).
+
+        method=spatial leaves the calls that need the bank's gradient to the library route: conv1d's
+        weight gradient sums B·L products per tap in float32 (K = 1, 6×40 signals: 5.5e-7 relative
+        L2 against float64, over the fp32 bar, measured here), where the transforms' adjoint is
+        within it; the signal's gradient (K products per sample) and the forward stay on the route."""
+        if not self._on_route(x) or (filters is not None and not self._on_route(filters)):
+            return False
+        return not (self.method == "spatial" and filters is not None and filters.requires_grad
+                    and torch.is_grad_enabled())
+
     def _composed_route(self, x: torch.Tensor):
         route, length = self.route, self.length
 
@@ -483,7 +502,7 @@ class ConvPlan(torch.nn.Module):
             return self.fused(x, filters)
         if self.complex and not x.is_complex():
             x = x.to(self.filters.dtype)  # real signals with a complex bank: a complex convolution
-        if self.route is not None and self._on_route(x) and (filters is None or self._on_route(filters)):
+        if self.route is not None and self._route_takes(x, filters):
             return self._run_route(x, filters)
         if filters is not None:
             bank = filters.to(x.dtype) if x.is_complex() and not filters.is_complex() else filters
@@ -645,9 +664,10 @@ def plan_conv(filters: torch.Tensor, length, mode: str = "linear", *, method: st
     mode : {"linear", "causal", "circular"}, default "linear"
         Full linear convolution (``L + K − 1`` samples), its first ``L`` (causal), or circular
         at length ``L``.
-    method : {"library", "gemm", "direct"}, optional
+    method : {"library", "gemm", "direct", "spatial"}, optional
         Force a route (:mod:`trnplan.planner.conv`): two planned transforms with the product between
-        them, the four-step (Monarch) GEMMs of FlashFFTConv, or one DFT GEMM each way (short lengths).
+        them, the four-step (Monarch) GEMMs of FlashFFTConv, one DFT GEMM each way (short lengths),
+        or torch's depthwise conv1d on the padded signal (short filters, real float32, the CPU).
         Default: the planner's pick for the device, priced with its cost profile (``explain()``).
     batch : int, default 1
         The signals per channel a call is expected to carry (the product of ``x``'s lead dims): what

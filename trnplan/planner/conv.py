@@ -26,6 +26,13 @@ front end, :mod:`trnplan.conv`, makes it with the same module). Three ways compe
     samples (real signals: the Hermitian weights, as the pruned c2r of
     :mod:`trnplan.planner.truncated`). ``O(N·L)`` work: for a short transform, two launches.
     Rank 1, ``N ≤`` :data:`MAX_DIRECT_N`.
+``method=spatial`` (short filters, the CPU)
+    No transform: the signal zero-padded (circular: wrapped) and torch's depthwise ``conv1d``
+    with the flipped bank (conv1d is a correlation) — what a user writes for a short filter.
+    ``O(L·K)`` work at the rate oneDNN's depthwise kernel runs: on the CPU it beats the library's
+    two transforms for short filters on long signals (0.25–0.7× trnplan's library route at K ≤ 16,
+    L = 4096…16384, one thread; docs/benchmarks.md). Rank 1, real float32, ``K ≤``
+    :data:`MAX_SPATIAL_K`, priced on the CPU only (:data:`SPATIAL_CPU`).
 
 Every route's module maps ``(x parts, spectrum parts)`` to the output parts on split ``(re, im)``
 real tensors (no complex dtype on a device), and has ``transform`` (the forward half alone, for
@@ -52,12 +59,34 @@ from trnplan.core.errors import PlanningError
 from trnplan.kernels.complex import cmul
 from trnplan.kernels.gemm import Gemm
 from trnplan.kernels.twiddle import twiddle_table
+from trnplan.planner.leafcost import THREAD_EXPONENT
 from trnplan.planner.solver import Solver, best_variant, itemsize
 
-METHODS = ("library", "gemm", "direct")
+METHODS = ("library", "gemm", "direct", "spatial")
 #: method=direct's longest transform: its matrices are L × (N + 2) and (N + 2) × out (real), so
 #: 2048 keeps each ≤ 32 MiB in fp32 and its O(N·L) work within ~10× the FFT's at the CPU's rates
 MAX_DIRECT_N = 2048
+#: method=spatial's longest filter: its O(L·K) price is fitted on K = 3…128 (:data:`SPATIAL_CPU`)
+MAX_SPATIAL_K = 256
+#: method=spatial's CPU price, ``scale · (fixed + outputs · (per_output + per_tap · K))`` in µs, ns, ns:
+#: (fixed µs, ns per output sample, ns per output sample and tap, scale). Measured here
+#: (2026-11-27, torch 2.13's oneDNN, one thread, busy machine; the plan's call, paired per round
+#: against the library route's alone in a round-robin): F.pad + depthwise F.conv1d ran ~70 µs of
+#: fixed cost (1×64 signals of 256: 92–100 µs) and 1.45 + 0.017·K ns per output sample beyond it
+#: within ~20% on 1×64 and 8×32 float32 signals at L = 256…16384, K = 3…128. ``scale``: the pick
+#: compares this price with the library route's, which ran 0.5–1.9× its measured time on those
+#: shapes (2× at N = 288, where MKL is fast; 0.5–0.6× at N ≈ 16.4k, where trnplan's library call
+#: ran 33–43 ms at 8×32), so this route is taken only where it measured clearly faster: 0.25–0.5×
+#: the library route at L = 4096…16384 and K ≤ 16, 0.8–1.0× at L = 1024 and K ≤ 8 (8×32); left to
+#: the library at L = 256 (conv1d 1.5–2.5× there but for 8×32 and K ≤ 8, 0.75×) and at K ≥ 64
+#: for L ≤ 4096 (1.0–2.0×; 0.54–0.69 at L = 1024, K = 64, where the library's N = 1125 is slow).
+#: torch's ``conv1d(x, w, padding=K − 1)`` ran 1.3–27× slower than on the padded input (another
+#: kernel), and its float64 depthwise conv 3–24× its float32 time: neither is used.
+SPATIAL_CPU = (70.0, 1.45, 0.015, 1.4)
+#: method=spatial's fp32 error ``u·(1 + c·√K)``: measured 3.6e-8 (K = 3), 5.4e-8 (8), 7.5e-8 (16),
+#: 1.0e-7 (32), 1.4e-7 (64), 2.0e-7 (128) relative L2 against float64 (8×32 signals, L = 256…16384);
+#: c = 0.5 bounds each by ≥ 1.5×
+ERROR_SPATIAL = 0.5
 #: method=gemm's splits tried: the divisors N2 of N nearest √N on each side (the least work per
 #: point; FlashFFTConv uses the square split where it exists), at most this many
 SPLITS = 3
@@ -206,7 +235,7 @@ class DirectConv(torch.nn.Module):
 
 class Conv(Solver):
     name = "conv"
-    version = 1
+    version = 3  # 3: method=spatial (2: its draft, whose records some dev caches hold)
     composite = True
     convolves = True
     kinds = ("r2c", "c2c")
@@ -244,8 +273,11 @@ class Conv(Solver):
                   "kernel": "x".join(map(str, kernel))}
         if method == "library":
             return self._plan_library(problem, planner, spec, params)
-        work, errors = (_gemm_work(problem, planner, *split) if method == "gemm"
-                        else _direct_work(problem, planner))
+        if method == "spatial":
+            work, errors = _spatial_work(problem, planner)
+        else:
+            work, errors = (_gemm_work(problem, planner, *split) if method == "gemm"
+                            else _direct_work(problem, planner))
         if split is not None:
             params["split"] = f"{split[0]}x{split[1]}"
         return self.node(problem, planner, work, combine(*errors), params=params)
@@ -281,7 +313,37 @@ class Conv(Solver):
             return MonarchConv(n1, n2, width, out[0], real, ctx, channels)
         if node.param("method") == "direct":
             return DirectConv(node.n, width, out[0], real, ctx, channels)
+        if node.param("method") == "spatial":
+            return SpatialConv(length[0], int(str(node.param("kernel"))), node.param("mode"), channels)
         return LibraryConv(ctx.build(node.children[0]), ctx.build(node.children[1]), node, channels)
+
+
+class SpatialConv(torch.nn.Module):
+    """method=spatial: the signals zero-padded (circular: wrapped) and one depthwise ``conv1d`` with
+    the flipped bank, on ``(M, L)`` real signals; the "spectrum" is conv1d's weight ``(C, 1, K)``
+    (with a zero imaginary part: the routes take ``(re, im)``)."""
+
+    def __init__(self, length: int, kernel: int, mode: str, channels: int):
+        super().__init__()
+        self.length, self.kernel, self.mode, self.channels = length, kernel, mode, channels
+
+    def transform(self, *parts):
+        """The bank ``(C, K)`` as conv1d's weight, flipped (conv1d correlates), and a zero imaginary part."""
+        w = parts[0].reshape(self.channels, 1, self.kernel).flip(-1)
+        return w, torch.zeros_like(w)
+
+    def forward(self, *inputs):
+        x, w, _ = inputs
+        k = self.kernel - 1
+        x = x.reshape(-1, self.channels, self.length)
+        if self.mode == "linear":
+            x = torch.nn.functional.pad(x, (k, k))
+        elif self.mode == "causal":
+            x = torch.nn.functional.pad(x, (k, 0))
+        elif k:  # circular: the last K − 1 samples wrapped in front (K ≤ L)
+            x = torch.nn.functional.pad(x, (k, 0), mode="circular")
+        y = torch.nn.functional.conv1d(x, w, groups=self.channels)
+        return (y.reshape(-1, y.shape[-1]),)
 
 
 class LibraryConv(torch.nn.Module):
@@ -353,9 +415,42 @@ def why_not_method(problem, method) -> str | None:
         return f"method={method} plans 1-D convolutions; shape {problem.shape} has rank {problem.rank} (method=library)"
     if method == "gemm" and not monarch_splits(problem.n):
         return f"method=gemm needs a transform length with a factor pair N1·N2 (both > 1); {problem.n} is prime"
+    if method == "spatial":
+        return _why_not_spatial(problem)
     if method == "direct" and problem.n > MAX_DIRECT_N:
         return f"method=direct is for transforms ≤ {MAX_DIRECT_N} (its DFT matrices are N × L); N={problem.n}"
     return None
+
+
+def _why_not_spatial(problem) -> str | None:
+    """Why method=spatial cannot plan the (rank-1) convolution ``problem`` (None: it can)."""
+    kernel = problem.conv[3][0]
+    if problem.kind == "c2c":
+        return "method=spatial convolves real signals with a real bank (torch's conv1d); complex: method=library"
+    if problem.device != "cpu":
+        return (f"method=spatial (torch's depthwise conv1d) is measured and priced on the CPU only; "
+                f"device {problem.device}: method=library")
+    if problem.precision != "fp32":
+        return ("method=spatial plans float32 (torch's float64 depthwise conv1d ran 3–24× its float32 time "
+                "here); float64: method=library")
+    if kernel > MAX_SPATIAL_K:
+        return f"method=spatial is for filters ≤ {MAX_SPATIAL_K} taps (its work is L·K); K={kernel}"
+    return None
+
+
+def _spatial_work(problem, planner):
+    """method=spatial's price (:data:`SPATIAL_CPU`, in launch units: one padded conv1d as measured)
+    and its error (:data:`ERROR_SPATIAL`)."""
+    kernel = problem.conv[3][0]
+    fixed, per_output, per_tap, scale = SPATIAL_CPU
+    outputs = problem.batch * problem.out_shape[0]
+    # measured at one thread: at T threads the per-sample part at the rate the library leaves are
+    # assumed to gain (leafcost.THREAD_EXPONENT; the library route's price scales so too), unmeasured
+    # for conv1d at 2 threads on this 2-vCPU box (its 2-thread cells stall behind other processes)
+    threads = (1.0 / max(1, torch.get_num_threads())) ** THREAD_EXPONENT
+    us = scale * (fixed + outputs * (per_output + per_tap * kernel) * 1e-3 * threads)
+    error = UNIT_ROUNDOFF[problem.precision] * (1.0 + ERROR_SPATIAL * math.sqrt(kernel))
+    return Work(launches=us / planner.profile.launch_us), [error]
 
 
 def _gemm(problem, planner, rows: int, k: int, cols: int, size: int) -> Work:
