@@ -23,7 +23,8 @@ with trnplan's backend" is a scipy user's call with ``trnplan.interfaces.scipy_f
 
 Long convolution: ``trnplan.conv.plan_conv`` (the filter bank's spectrum made once) against the
 torch.fft convolution one writes (rfft of signal and filter, product, irfft, crop) and, for short
-filters, a depthwise ``torch.nn.functional.conv1d``.
+filters, a depthwise ``torch.nn.functional.conv1d`` on the zero-padded signal (its ``padding=``
+argument ran 1.3–27× slower here: another kernel).
 
 Every result is checked once against float64 (numpy.fft / scipy.fft) with the fp32 bar. Times are
 medians of round-robin cells in one process (trnplan.tools.benchsuite.time_cells): ratios, not absolutes,
@@ -228,25 +229,27 @@ def conv_row(label, length, k, batch, channels, mode, cell_seconds):
         routes["gemm split"] = gemm.tree.param("split")
     except PlanningError as exc:
         gemm, routes["gemm"] = None, str(exc)[:160]
-    # trnplan and torch.fft alone in their round-robin, paired per round (per_round_ratio), and every
-    # slower column in a round-robin of its own with torch.fft: on this 2-vCPU machine the first few
-    # ms of calls after ~20 ms of other work (or of sleep) run 1.5-3× slow (an rfft of 8×32×4320
-    # points: 2.8, 1.6, 0.9, then 0.8 ms after a 24 ms F.conv1d; 2026-11-27), more than the round's one untimed
-    # call absorbs, so the cell after F.conv1d's 24 ms call paid it: trnplan / torch.fft measured
-    # 1.36-1.45 with trnplan after F.conv1d and 0.90-0.91 with torch.fft there, in the same process
-    # (L=4096, K=64 linear; no page faults in either order)
+    if k <= 1024:  # a direct depthwise conv1d (flipped filter: conv1d is a correlation) on the padded signal:
+        # conv1d(x, w, padding=k - 1) ran 1.3-27× slower than that here (another kernel; 2026-11-27)
+        w = h.flip(-1)[:, None, :].contiguous()
+        pad = (k - 1, k - 1 if mode == "linear" else 0)
+        fns["F.conv1d"] = lambda: torch.nn.functional.conv1d(torch.nn.functional.pad(x, pad), w, groups=channels)
+    # paired per round (per_round_ratio), only cells of comparable time in one round-robin (method=gemm,
+    # ~10× slower, in one of its own with torch.fft): on this 2-vCPU machine the first few ms of calls
+    # after ~20 ms of other work (or of sleep) run 1.5-3× slow (an rfft of 8×32×4320 points: 2.8, 1.6,
+    # 0.9, then 0.8 ms after a 24 ms conv1d; 2026-11-27), more than the round's one untimed call
+    # absorbs, so the cell after a long one pays it: with conv1d's slow padding= form (24 ms) in the
+    # row, trnplan / torch.fft measured 1.36-1.45 with trnplan after it and 0.90-0.91 with torch.fft
+    # there, in one process (L=4096, K=64 linear; no page faults in either order)
     cells = time_cells(fns, cell_seconds, 5, rounds=CONV_ROUNDS, keep_samples=True)
     samples = {name: cell.pop("samples_us") for name, cell in cells.items()}
-    routes["trnplan / torch.fft"] = per_round_ratio(samples["trnplan"], {"torch.fft": samples["torch.fft"]})
-    if gemm is not None:  # its ~10× larger buffers skewed the others' cells too
+    for other in ("torch.fft", "F.conv1d"):
+        if other in samples:
+            routes[f"trnplan / {other}"] = per_round_ratio(samples["trnplan"], {other: samples[other]})
+    if gemm is not None:
         pair = time_cells({"gemm": lambda: gemm(x), "torch.fft": fns["torch.fft"]}, cell_seconds, 5, rounds=5)
         routes["gemm / torch.fft"] = pair["gemm"]["us"] / pair["torch.fft"]["us"]
         cells["trnplan method=gemm"] = pair["gemm"]
-    if k <= 1024:  # a direct depthwise conv1d (flipped filter: conv1d is a correlation)
-        w = h.flip(-1)[:, None, :]
-        pair = time_cells({"F.conv1d": lambda: torch.nn.functional.conv1d(x, w, padding=k - 1, groups=channels)[..., :keep],
-                           "torch.fft": fns["torch.fft"]}, cell_seconds, 5, rounds=5)
-        cells["F.conv1d"] = pair["F.conv1d"]
     return {"row": f"{label} {mode}", "batch": f"{batch}×{channels}", "error": err, "n": conv.n[0],
             "us": {k2: v["us"] for k2, v in cells.items()}, **routes}
 
@@ -290,15 +293,17 @@ def markdown(trunc, r2r, meta, convs=()) -> str:
         lines.append(f"| {r['row']} | {r['batch']} | {u['scipy.fft']:.0f} µs | {fftw} | {u['trnplan']:.0f} µs | "
                      f"{u['trnplan'] / best:.2f} | {via_cells} | `{r['tree']}` | {r['error']:.1e} |")
     lines += ["", ("| long convolution (float32, filter bank) | batch×channels | torch.fft (rfft·rfft→irfft) | "
-                   "F.conv1d | trnplan.conv (route) | trnplan / torch.fft (per round) | method=gemm | gemm / torch.fft | N | error |"),
-              "|---|---|---|---|---|---|---|---|---|---|"]
+                   "F.conv1d (padded input) | trnplan.conv (route) | trnplan / torch.fft (per round) | trnplan / F.conv1d (per round) | "
+                   "method=gemm | gemm / torch.fft | N | error |"),
+              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in convs:
         u = r["us"]
         direct = f"{u['F.conv1d']:.0f} µs" if "F.conv1d" in u else "—"
         gemm = u.get("trnplan method=gemm")
         gemm_cells = f"{gemm:.0f} µs | {r['gemm / torch.fft']:.2f}" if gemm else "— (over the bound) | —"
+        vs_direct = f"{r['trnplan / F.conv1d']:.2f}" if "trnplan / F.conv1d" in r else "—"
         lines.append(f"| {r['row']} | {r['batch']} | {u['torch.fft']:.0f} µs | {direct} | {u['trnplan']:.0f} µs "
-                     f"({r.get('method', 'library')}) | {r.get('trnplan / torch.fft', u['trnplan'] / u['torch.fft']):.2f} | {gemm_cells} | {r['n']} | "
+                     f"({r.get('method', 'library')}) | {r.get('trnplan / torch.fft', u['trnplan'] / u['torch.fft']):.2f} | {vs_direct} | {gemm_cells} | {r['n']} | "
                      f"{r['error']:.1e} |")
     return "\n".join(lines)
 
