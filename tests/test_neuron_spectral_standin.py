@@ -203,7 +203,9 @@ CHILD = textwrap.dedent("""
                      ("float64 bank", lambda: plan_conv(s.NeuronTensor(torch.randn(3, 8, dtype=torch.float64)), 64,
                                                         "causal")),
                      ("float64 signal", lambda: plan_conv(dev(g.standard_normal((3, 8))), 64, "causal")(
-                         s.NeuronTensor(torch.randn(2, 3, 64, dtype=torch.float64))))):
+                         s.NeuronTensor(torch.randn(2, 3, 64, dtype=torch.float64)))),
+                     ("spatial route", lambda: plan_conv(dev(g.standard_normal((3, 8))), 64, "causal",
+                                                         method="spatial"))):
         s.OPS.clear()
         try:
             fn(); refusals[name] = None  # (a float64 signal's plan_conv itself runs float32 ops: dtypes below)
@@ -331,6 +333,17 @@ def test_complex_convolution_on_neuron_is_refused(child, name):
     got = child["refusals"][name]
     assert got is not None and got["cls"] == "ComplexOnDevice", got
     assert "holds no complex" in got["msg"] and "real" in got["msg"], got["msg"]
+    assert set(got["dtypes"]) <= REAL_DTYPES, got["dtypes"]
+
+
+@ONE_WORKER
+@pytest.mark.slow
+def test_the_spatial_route_is_refused_on_neuron(child):
+    """method="spatial" (torch's depthwise conv1d, measured and priced on the CPU only): refused on a
+    NeuronCore naming the route that runs there, before any op."""
+    got = child["refusals"]["spatial route"]
+    assert got is not None and got["cls"] == "PlanningError", got
+    assert "priced on the CPU only" in got["msg"] and "method=library" in got["msg"], got["msg"]
     assert set(got["dtypes"]) <= REAL_DTYPES, got["dtypes"]
 
 
