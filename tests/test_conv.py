@@ -12,7 +12,7 @@ import pytest
 import torch
 from support import rel_l2
 
-from trnplan.conv import plan_conv, smooth_length
+from trnplan.conv import plan_conv, smooth_length, transform_length
 from trnplan.core.accuracy import DEFAULT_TOL
 
 
@@ -161,3 +161,19 @@ def test_smooth_lengths():
                 k //= p
         assert m >= n and k == 1 and all(smooth_length(j) == m for j in range(n, m + 1) if j == n)
     assert smooth_length(4097) == 4320 and smooth_length(1000) == 1000
+
+
+def test_transform_lengths_are_even_smooth_lengths():
+    """The linear and causal transform length: the least even 2·3·5-smooth length ≥ L + K − 1
+    (MKL's r2c of an odd one ran 2.2× the next even one's), and the convolution right there."""
+    for n in (1, 2, 3, 7, 97, 125, 1000, 1088, 4097, 16386):
+        m = transform_length(n)
+        evens = [j for j in range(max(n, 2), m + 1) if j % 2 == 0 and smooth_length(j) == j]
+        assert m % 2 == 0 and evens and evens[0] == m, (n, m)
+    assert (transform_length(1088), transform_length(16386), transform_length(4159)) == (1152, 17280, 4320)
+    rng = np.random.default_rng(6)
+    x, h = rng.standard_normal((2, 3, 100)), rng.standard_normal((3, 26))  # 125 (odd) → 128
+    for mode in ("linear", "causal"):
+        conv = plan_conv(torch.from_numpy(h).float(), 100, mode, method="library")
+        assert conv.n == (128,)
+        assert rel_l2(conv(torch.from_numpy(x).float()), direct(x, h, mode)) <= DEFAULT_TOL["fp32"]

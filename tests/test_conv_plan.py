@@ -12,7 +12,7 @@ from support import rel_l2, torch_threads
 
 from trnplan import conv as conv_module
 from trnplan.cache import default_cache
-from trnplan.conv import conv_problem, plan_conv, plan_tree, smooth_length
+from trnplan.conv import conv_problem, plan_conv, plan_tree, transform_length
 from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.errors import PlanningError
 from trnplan.planner.conv import MAX_SPATIAL_K
@@ -71,7 +71,7 @@ def test_cpu_pick_for_the_bench_rows(length, kernel, batch, channels, mode, thre
     """On the CPU the library's O(N log N) transforms beat the GEMM routes' O(N·√N) at these sizes;
     for the short filter (K = 64 at L = 4096) torch's depthwise conv1d on the padded signal
     (method=spatial): F.conv1d there ran 0.85–0.92× trnplan's library route in the bench's rounds."""
-    n = (length,) if mode == "circular" else (smooth_length(length + kernel - 1),)
+    n = (length,) if mode == "circular" else (transform_length(length + kernel - 1),)
     problem = conv_problem(torch.zeros(channels, kernel), (length,), n, mode, batch)
     with torch_threads(threads):  # planned, not read from the plan cache (whose key has no thread count)
         tree, bound = conv_module._search(problem, None, BAR)
@@ -90,7 +90,7 @@ def test_cpu_pick_between_conv1d_and_the_transforms(length, kernel, batch, chann
     K ≤ 16), the library where it was (L = 256: conv1d 1.5–2.3× on 1×64 signals, 1.67× at K = 16 on
     8×32; K = 128: 1.55×; 2×4 signals of 1024: conv1d's fixed cost) or the filter is beyond the
     spatial route's longest (explain says why)."""
-    problem = conv_problem(torch.zeros(channels, kernel), (length,), (smooth_length(length + kernel - 1),),
+    problem = conv_problem(torch.zeros(channels, kernel), (length,), (transform_length(length + kernel - 1),),
                            "causal", batch)
     with torch_threads(threads):
         tree, _ = conv_module._search(problem, None, BAR)
