@@ -5,6 +5,10 @@ through the GEMM route, and the refusals."""
 
 from __future__ import annotations
 
+import copy
+import pickle
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -207,3 +211,37 @@ def test_refusals_say_which():
         plan_conv(torch.randn(2, 3, 3), (12, 10), method="spatial")
     with pytest.raises(PlanningError, match="measured and priced on the CPU only; device meta"):
         plan_conv(torch.randn(2, 5, device="meta"), 16, method="spatial")
+
+
+def test_spatial_route_keeps_its_padded_buffer_per_thread():
+    """method=spatial's kept padded input (SpatialConv._padded): each call right, no result or input
+    overwritten by a later call, another batch shape, another thread, or the gradient's path; a copy
+    or a pickle of the plan makes its own buffer."""
+    rng = np.random.default_rng(7)
+    h = rng.standard_normal((3, 5))
+    for mode in ("linear", "causal", "circular"):
+        conv = plan_conv(torch.from_numpy(h).float(), 40, mode, method="spatial")
+        xs = [rng.standard_normal(shape) for shape in ((2, 3, 40), (2, 3, 40), (4, 3, 40))]
+        ts = [torch.from_numpy(x).float() for x in xs]
+        ys = [conv(t) for t in ts]
+        for x, t, y in zip(xs, ts, ys):
+            assert np.array_equal(t.numpy(), x.astype(np.float32))  # the input untouched
+            assert rel_l2(y, fft_conv(x, h, mode)) <= BAR, (mode, x.shape)
+        results = {}
+
+        def run(i, conv=conv, ts=ts, results=results):
+            results[i] = [conv(ts[i % 3]) for _ in range(10)]
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        for i, got in results.items():
+            assert all(rel_l2(y, fft_conv(xs[i % 3], h, mode)) <= BAR for y in got), (mode, i)
+        xg = ts[0].clone().requires_grad_()
+        conv(xg).sum().backward()  # the gradient's path pads anew: the kept buffer is not in its graph
+        assert rel_l2(conv(ts[1]), fft_conv(xs[1], h, mode)) <= BAR
+        for other in (copy.deepcopy(conv), pickle.loads(pickle.dumps(conv))):
+            assert other.route._kept == {}
+            assert rel_l2(other(ts[0]), fft_conv(xs[0], h, mode)) <= BAR
