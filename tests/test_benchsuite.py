@@ -207,3 +207,14 @@ def test_one_thread_columns_run_at_one_thread_and_count_as_libraries(monkeypatch
         torch.set_num_threads(before)
     cells = {"torch.fft": {"us": 10.0}, "torch.fft w1": {"us": 7.0}, "mkl_fft w1": {"us": 8.0}}
     assert benchsuite.derive(cells, threads=2)["best_library"] == "torch.fft w1"
+
+
+def test_mean_time_ratio_counts_the_stalled_rounds_the_median_leaves_out():
+    """A library that stalls in a third of its rounds (15 ms against 650 µs) has the better median
+    per-round ratio against a leaf that stays at 1000 µs, and the far worse total."""
+    ours = [1000.0] * 9
+    stalling = [650.0, 650.0, 15000.0] * 3
+    steady = [1100.0] * 9
+    assert benchsuite.per_round_ratio(ours, {"stalling": stalling, "steady": steady}) == pytest.approx(1000 / 650)
+    assert benchsuite.mean_time_ratio(ours, {"stalling": stalling, "steady": steady}) == pytest.approx(1000 / 1100)
+    assert benchsuite.mean_time_ratio([], {"a": [1.0]}) is None and benchsuite.mean_time_ratio([1.0], {}) is None
