@@ -127,6 +127,52 @@ def test_a_plan_with_ready_calls_saves_copies_and_converts():
     assert rel_l2(conv(xt), want) <= DEFAULT_TOL["fp32"]
 
 
+def adjoint(g: np.ndarray, h: np.ndarray, mode: str, length: int) -> np.ndarray:
+    """The signal's gradient of Σ g·y (1-D): Σ_k h[c, k] g[b, c, n + k], by definition in float64
+    (g zero past the output; circular: n + k wraps)."""
+    out = np.zeros((*g.shape[:2], length), dtype=np.float64)
+    for k in range(h.shape[1]):
+        idx = np.arange(length) + k
+        if mode == "circular":
+            idx %= length
+        ok = idx < g.shape[2]
+        out[..., ok] += h[None, :, k, None] * g[..., idx[ok]]
+    return out
+
+
+@pytest.mark.parametrize("method", ["library", "spatial", "gemm"])
+def test_a_first_call_in_inference_mode_leaves_normal_calls_working(method):
+    """The kept per-thread buffers (ConvPlan._padded; method=spatial's SpatialConv._padded), the
+    full spectrum of complex signals and the plan's constants are normal tensors even when made under
+    torch.inference_mode(): a later normal call writes the buffer ("Inplace update to inference
+    tensor outside InferenceMode" before) and a gradient call saves them for backward."""
+    rng = np.random.default_rng(4)
+    h = rng.standard_normal((3, 5))
+    for mode in ("linear", "causal", "circular"):
+        x, g = rng.standard_normal((2, 3, 40)), rng.standard_normal((2, 3, 44 if mode == "linear" else 40))
+        xt, want = torch.from_numpy(x).float(), direct(x, h, mode)
+        with torch.inference_mode():  # a plan made there too: its spectrum and constants
+            made_inside = plan_conv(torch.from_numpy(h).float(), 40, mode, method=method)
+        conv = plan_conv(torch.from_numpy(h).float(), 40, mode, method=method)
+        for plan in (conv, made_inside):
+            with torch.inference_mode():
+                assert rel_l2(plan(xt), want) <= DEFAULT_TOL["fp32"], (method, mode)
+            for _ in range(2):  # the second: this thread's ready call for the signature
+                assert rel_l2(plan(xt), want) <= DEFAULT_TOL["fp32"], (method, mode)
+            xg = xt.clone().requires_grad_()
+            (plan(xg) * torch.from_numpy(g).float()).sum().backward()
+            assert rel_l2(xg.grad, adjoint(g, h, mode, 40)) <= DEFAULT_TOL["fp32"], (method, mode)
+    if method == "library":  # complex signals with a real bank: the full spectrum kept at the first call
+        xc = rng.standard_normal((2, 3, 40)) + 1j * rng.standard_normal((2, 3, 40))
+        with torch.inference_mode():
+            conv(torch.from_numpy(xc).to(torch.complex64))
+        xg = torch.from_numpy(xc).to(torch.complex64).requires_grad_()
+        y = conv(xg)
+        assert rel_l2(y, direct(xc, h, mode)) <= DEFAULT_TOL["fp32"]
+        y.real.sum().backward()
+        assert rel_l2(xg.grad, adjoint(np.ones(y.shape), h, mode, 40)) <= DEFAULT_TOL["fp32"]
+
+
 @pytest.mark.slow
 def test_gradients_in_signal_and_filters():
     """gradcheck in float64 (~13 s here: each perturbed input runs the planned transforms)."""

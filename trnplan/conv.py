@@ -147,12 +147,15 @@ class ConvPlan(torch.nn.Module):
         self.route = None  # method=gemm/direct: the planner's module (split tensors); library: the two plans
         if self.method != "library":
             planner = Planner(get_backend(self.problem.device))
-            self.route = planner.lower(self.tree, self.problem, filters.device)
+            with torch.inference_mode(False):  # its constants normal tensors: a gradient call saves them
+                self.route = planner.lower(self.tree, self.problem, filters.device)
             for module in self.route.modules():  # constants, made again from the plan: not the model's state
                 module._non_persistent_buffers_set.update(module._buffers)
         self._fused: dict = {}  # (what, input shapes, device, gradient) -> its one compiled graph (_graph)
         self._stacked = None  # (a complex spectrum, its real (2, …) stack) for the XLA:CPU library graph
-        with torch.no_grad():
+        # kept tensors are made as normal tensors even under torch.inference_mode(): an inference tensor
+        # cannot be saved for a later call's backward, nor written outside inference mode
+        with torch.inference_mode(False), torch.no_grad():
             spectrum = self.filter_spectrum(filters.detach())
         self.register_buffer("spectrum", spectrum, persistent=False)
         self._full = None  # a real bank's full (c2c) spectrum, made when complex signals first come
@@ -398,7 +401,11 @@ class ConvPlan(torch.nn.Module):
         if kept is None or kept[0] != key:
             if len(self._scratch) >= MAX_SCRATCH:  # threads come and go: keep a few buffers, not one per thread ever
                 self._scratch.clear()
-            kept = self._scratch[thread] = (key, x.new_zeros(*x.shape[: x.ndim - self.rank], *self.n), None, None)
+            # a normal tensor even when the first call runs under torch.inference_mode(): an inference
+            # tensor may not be written outside it, and every later normal call writes this buffer
+            with torch.inference_mode(False):
+                buf = x.new_zeros(*x.shape[: x.ndim - self.rank], *self.n)
+            kept = self._scratch[thread] = (key, buf, None, None)
         head = kept[1]
         for d, keep in zip(range(-self.rank, 0), self.length):
             head = head.narrow(d, 0, keep)
@@ -512,7 +519,9 @@ class ConvPlan(torch.nn.Module):
             # the library route off the plan's: complex signals with a real bank (its full spectrum),
             # or a call the GEMM route does not take (another precision): the bank's spectrum, once
             if self._full is None or self._full.device != x.device or self._full.dtype != _complex_of(x.dtype):
-                self._full = self._library_spectrum(self.filters.to(_complex_of(x.dtype) if x.is_complex() else x.dtype))
+                with torch.inference_mode(False):  # kept: a normal tensor (a later gradient call saves it)
+                    self._full = self._library_spectrum(
+                        self.filters.to(_complex_of(x.dtype) if x.is_complex() else x.dtype))
             spectrum = self._full
         else:
             spectrum = self.spectrum

@@ -366,7 +366,9 @@ class SpatialConv(torch.nn.Module):
         if kept is None or kept[0] != (x.shape, x.dtype):
             if len(self._kept) >= MAX_KEPT:  # threads come and go: a few buffers, not one per thread ever
                 self._kept.clear()
-            kept = self._kept[thread] = ((x.shape, x.dtype), x.new_zeros(*x.shape[:-1], left + self.length + right))
+            with torch.inference_mode(False):  # a normal tensor: later calls outside inference mode write it
+                buf = x.new_zeros(*x.shape[:-1], left + self.length + right)
+            kept = self._kept[thread] = ((x.shape, x.dtype), buf)
         buf = kept[1]
         buf[..., left:left + self.length].copy_(x)
         if self.mode == "circular" and left:  # the last K − 1 samples wrapped in front (K ≤ L)
