@@ -88,12 +88,29 @@ def test_a_stall_backs_off_to_one_thread_then_probes_two_again():
 
 
 def test_a_costly_stall_backs_off_for_at_least_its_cost_times_stall_cost():
+    """Before any fast two-thread call (nothing says what two threads save): STALL_COST × the excess."""
     f = _Fake()
     f.times[2] = 5e-3  # a 5 ms stall of a 100 µs call: 4.9 ms excess × 20 ≈ 98 ms at one thread
     leaf = f.leaf()
     leaf(0)
     n = f.until_two(leaf)
     assert n * 100e-6 == pytest.approx(STALL_COST * (5e-3 - 100e-6), abs=2e-4)
+
+
+def test_after_a_fast_call_a_stall_backs_off_for_what_it_is_worth():
+    """A fast two-thread call measured t2 = 60 µs (t1 = 100 µs: two threads save 40 % of the
+    time): a 5 ms stall then backs off for the time whose lost savings equal it, 4.9 ms / 0.4 =
+    12.25 ms, not 20 × 4.9 ms (with rare stalls the long back-off cost 1.5-1.8× the fixed call);
+    where two threads save little (t2 = 97 µs: 3 %), the cap of STALL_COST × the excess holds."""
+    for t2, expected in ((60e-6, (5e-3 - 100e-6) / 0.4), (97e-6, STALL_COST * (5e-3 - 100e-6))):
+        f = _Fake()
+        f.times[2] = t2
+        leaf = f.leaf()
+        leaf(0)  # fast: t2 measured
+        assert leaf.t2 == pytest.approx(t2)
+        f.times[2] = 5e-3
+        leaf(0)  # a stall
+        assert f.until_two(leaf) * 100e-6 == pytest.approx(expected, abs=2e-4)
 
 
 def test_sparse_calls_still_run_the_back_off_in_calls():

@@ -95,7 +95,9 @@ class AdaptiveThreads:
       the probes' cost is bounded by the calls made, however sparse they are);
     - when the back-off is spent, the next call probes ``many`` threads again: fast, and the
       back-off is reset to :data:`MIN_BACKOFF_S`; a stall, and it doubles (at most
-      :data:`MAX_BACKOFF_S`; at least :data:`STALL_COST` × the stall's excess over ``t1``);
+      :data:`MAX_BACKOFF_S`; at least what the stall is worth, :meth:`_worth`: its excess over
+      ``t1`` over the share of time more threads save, ``(t1 - t2) / t1``, ``t2`` the fastest
+      call on ``many`` threads seen, and at most :data:`STALL_COST` × the excess);
     - ``t1`` is lowered to the fastest one-thread call seen (a stale or slow measurement would
       let stalls pass as fast calls; a lower ``t1`` only errs towards the one-thread call).
 
@@ -127,6 +129,7 @@ class AdaptiveThreads:
         self.left = 0  # … and for this many calls more
         self.backoff = MIN_BACKOFF_S  # the next back-off's length (seconds)
         self.stalls = 0  # stalls seen (for tests and benchmarks)
+        self.t2 = math.inf  # the fastest call on ``many`` threads seen (what they save: _worth)
 
     @property
     def threads_now(self) -> int:
@@ -145,14 +148,29 @@ class AdaptiveThreads:
         end = clock()
         if end - start > self.t1 * STALL_MARGIN:
             self.stalls += 1
-            period = min(max(self.backoff, STALL_COST * (end - start - self.t1)), MAX_BACKOFF_S)
+            period = min(max(self.backoff, self._worth(end - start - self.t1)), MAX_BACKOFF_S)
             # the period both in wall time and in calls of t1: a plan called once a second would
             # otherwise probe (and maybe stall) at every call
             self.until, self.left = end + period, math.ceil(period / self.t1)
             self.backoff = min(period * 2, MAX_BACKOFF_S)
         else:
             self.backoff = MIN_BACKOFF_S
+            self.t2 = min(self.t2, end - start)
         return out
+
+    def _worth(self, excess: float) -> float:
+        """The back-off a stall of ``excess`` seconds over ``t1`` is worth: the time at one thread
+        whose lost savings, at ``(t1 - t2) / t1`` of each second, equal the stall's cost — the
+        break-even of renting and buying, which keeps a stall and its back-off within about twice
+        what the better fixed count would have cost over them — and never over :data:`STALL_COST`
+        × the excess (also the length before a fast call has measured ``t2``). The flat 20 ×
+        kept pyFFTW 4×16385 (t1 900 µs, t2 470 µs) on one thread for ~0.3 s after each 15 ms
+        stall on a machine where stalls were rare: 1.5-1.8× the fixed two-thread call, by the
+        median and by the mean alike (bench/measure_busy.py, 2026-11-27); break-even is 2.1 × the
+        excess there."""
+        cap = STALL_COST * excess
+        saved = (self.t1 - self.t2) / self.t1
+        return min(excess / saved, cap) if saved > 0 else cap
 
 
 def adaptive(one: Callable, many: Callable, t1: float, threads: int = 2, clock=time.perf_counter) -> AdaptiveThreads:
