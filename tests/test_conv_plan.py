@@ -158,7 +158,7 @@ def test_explain_names_the_route_and_its_price():
 def test_the_pick_is_stored_in_the_plan_cache():
     conv = plan_conv(torch.randn(4, 13), 100, "linear", method="gemm")
     cache = default_cache()
-    keys = [k for k in cache.keys("conv:") if k.endswith(":gemm")]
+    keys = [k for k in cache.keys("conv:") if k.endswith(f":gemm:t{torch.get_num_threads()}")]
     assert len(keys) == 1 and conv.problem.digest() in keys[0]
     conv_module._TREES.clear()  # a new process: the tree comes back from the on-disk record
     again = plan_conv(torch.randn(4, 13), 100, "linear", method="gemm")
@@ -168,6 +168,50 @@ def test_the_pick_is_stored_in_the_plan_cache():
     conv_module._TREES.clear()
     with pytest.warns(UserWarning, match="is not valid"):
         assert plan_conv(torch.randn(4, 13), 100, "linear", method="gemm").tree == conv.tree
+
+
+def test_the_stored_pick_is_per_thread_count(monkeypatch):
+    """A convolution's record and in-process entry are keyed by torch's thread count: a plan made at
+    one thread does not answer a plan at two (the routes' prices depend on it)."""
+    searched = []
+    search = conv_module._search
+    monkeypatch.setattr(conv_module, "_search", lambda *a: searched.append(torch.get_num_threads()) or search(*a))
+    h = torch.randn(3, 9)
+    for threads in (1, 2, 1, 2):
+        with torch_threads(threads):
+            conv = plan_conv(h, 77, "causal")
+    assert searched == [1, 2]
+    assert len([k for k in default_cache().keys("conv:") if conv.problem.digest() in k]) == 2
+
+
+def test_effort_measure_times_the_routes_and_lengths_and_keeps_the_pick(monkeypatch):
+    """effort="measure": the estimate's pick, the routes predicted near it and the library at the next
+    even smooth lengths are timed; the fastest beyond the noise is kept (any of them is right: the
+    result is checked against float64), stored, and read back without timing."""
+    rng = np.random.default_rng(8)
+    x, h = rng.standard_normal((2, 4, 256)), rng.standard_normal((4, 8))
+    conv = plan_conv(torch.from_numpy(h).float(), 256, "causal", batch=2, effort="measure")
+    assert conv.n[0] in (270, 288, 300) and conv.n[0] == transform_length(conv.n[0])  # 263 → 270, the next two
+    estimate = plan_conv(torch.from_numpy(h).float(), 256, "causal", batch=2)
+    assert f"{estimate.method} 270" in conv.timed and "library 288" in conv.timed and "library 300" in conv.timed
+    assert "measured: " in conv.explain() and f"{conv.n[0]}=" in str(conv.tree)
+    assert rel_l2(conv(torch.from_numpy(x).float()), fft_conv(x, h, "causal")) <= BAR
+    circular = plan_conv(torch.from_numpy(h).float(), 64, "circular", effort="measure")  # its length is the signal's
+    assert circular.n == (64,) and all(k.endswith(" 64") for k in circular.timed)
+    monkeypatch.setattr(conv_module, "_measure", lambda *a: pytest.fail("timed again"))
+    again = plan_conv(torch.from_numpy(h).float(), 256, "causal", batch=2, effort="measure")
+    assert again.tree == conv.tree and again.timed == conv.timed  # this process's entry
+    conv_module._TREES.clear()  # a new process: the on-disk record
+    again = plan_conv(torch.from_numpy(h).float(), 256, "causal", batch=2, effort="measure")
+    assert again.tree == conv.tree and again.timed == pytest.approx(conv.timed)
+    assert plan_conv(torch.from_numpy(h).float(), 256, "causal", method="spatial", effort="measure").method == "spatial"
+
+
+def test_effort_refusals_say_which():
+    with pytest.raises(ValueError, match="effort must be one of 'estimate', 'measure' for plan_conv; got 'patient'"):
+        plan_conv(torch.randn(2, 5), 16, effort="patient")
+    with pytest.raises(PlanningError, match="effort='measure' times the convolution's routes where it runs"):
+        plan_conv(torch.randn(2, 5, device="meta"), 16, effort="measure")
 
 
 def test_gradients_through_the_gemm_route():

@@ -86,6 +86,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import statistics
 import threading
 
 import torch
@@ -95,7 +96,7 @@ from trnplan.backends.accel import DYNAMO, LAZY, AccelBackend, bucket_batch
 from trnplan.backends.artifacts import _own_code, _run_module
 from trnplan.cache import default_cache
 from trnplan.cache.fingerprint import fingerprint, fingerprint_digest
-from trnplan.core import state
+from trnplan.core import state, timing
 from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.cost import format_time
 from trnplan.core.errors import ComplexOnDevice, OverBoundError, PlanningError
@@ -104,6 +105,7 @@ from trnplan.core.problem import CONV_MODES as MODES
 from trnplan.core.problem import Problem
 from trnplan.core.spec import Spec
 from trnplan.plan.api import cached_plan
+from trnplan.planner import measure
 from trnplan.planner.bluestein import next_smooth as smooth_length  # 2·3·5-smooth: every library's fast lengths
 from trnplan.planner.conv import METHODS
 from trnplan.planner.planner import Planner
@@ -112,7 +114,19 @@ __all__ = ["ConvPlan", "plan_conv", "transform_length"]
 
 #: padded-input buffers a plan keeps at most (one per calling thread: :meth:`ConvPlan._padded`)
 MAX_SCRATCH = 8
-#: the in-process plan cache of convolutions: (problem, method) -> (the planner's tree, its bound)
+#: effort="measure": the other transform lengths the library route is timed at (linear/causal, 1-D):
+#: the next even 2·3·5-smooth lengths up to this factor above the least, at most :data:`MORE_LENGTHS`.
+#: Why: MKL's speed is not monotone in the length (at L = 256, K ≤ 8 the least even length 270 ran
+#: ~1.7× slower than 288 here; 4320 vs 4608 1.08×, 4500 1.27×: docs/benchmarks.md), and the cost
+#: model does not know which lengths are fast
+LENGTH_SPAN, MORE_LENGTHS = 1.25, 2
+#: effort="measure": the routes timed are those predicted within this factor of the estimate's pick
+#: (the GEMM routes, 7–22× torch.fft on the CPU, are then not timed there)
+MEASURE_WITHIN = 4.0
+#: effort="measure": rounds at most and the seconds they may take (at least measure.MIN_ROUNDS rounds)
+MEASURE_ROUNDS, MEASURE_BUDGET_S = 21, 1.5
+EFFORTS = ("estimate", "measure")
+#: the in-process plan cache of convolutions: (problem, method, effort, threads) -> (the planner's tree, its bound)
 _TREES: dict = {}
 state.register("conv.trees", _TREES.clear)
 #: a fresh code object's tag for each gradient graph (:meth:`ConvPlan._graph`)
@@ -125,7 +139,8 @@ class ConvPlan(torch.nn.Module):
     Call it on ``x`` of shape ``(..., C, *length)``; returns ``(..., C, *out_length)``.
     """
 
-    def __init__(self, filters: torch.Tensor, length, mode: str, method: str | None = None, batch: int = 1):
+    def __init__(self, filters: torch.Tensor, length, mode: str, method: str | None = None, batch: int = 1,
+                 effort: str = "estimate", n: tuple | None = None):
         super().__init__()
         self.rank = filters.ndim - 1
         self.length = tuple(length)
@@ -133,16 +148,25 @@ class ConvPlan(torch.nn.Module):
         self.mode = mode
         self.channels = filters.shape[0]
         self.complex = filters.is_complex()
-        if mode == "circular":
+        if n is not None:  # a length effort="measure" times (:func:`measured_tree`)
+            self.n = tuple(n)
+        elif mode == "circular":
             self.n = self.length
         else:
-            self.n = tuple(transform_length(n + k - 1) for n, k in zip(self.length, self.kernel))
+            self.n = tuple(transform_length(m + k - 1) for m, k in zip(self.length, self.kernel))
         self.out_length = (self.length if mode != "linear"
                            else tuple(n + k - 1 for n, k in zip(self.length, self.kernel)))
         self._graph_route(filters)  # before any op on the bank (a complex one is refused on a NeuronCore)
         self.register_buffer("filters", filters.detach(), persistent=False)
         self.problem = conv_problem(filters, self.length, self.n, mode, batch)
-        self.tree, self.bound = plan_tree(self.problem, method, filters.device)
+        #: effort="measure": each timed candidate's median µs per call ("method length"), else empty
+        self.timed: dict = {}
+        if effort == "measure" and method is None:
+            self.tree, self.bound, self.timed = measured_tree(filters, self.length, mode, batch, self.problem)
+            self.n = tuple(int(v) for v in self.tree.param("factors"))  # the length timed fastest
+            self.problem = conv_problem(filters, self.length, self.n, mode, batch)
+        else:
+            self.tree, self.bound = plan_tree(self.problem, method, filters.device)
         self.method = self.tree.param("method")
         self.route = None  # method=gemm/direct: the planner's module (split tensors); library: the two plans
         if self.method != "library":
@@ -197,7 +221,10 @@ class ConvPlan(torch.nn.Module):
         with its predicted time and error, and every route's price (or why it does not apply)."""
         lines = [f"problem: {self.problem.describe()}", f"chosen:  {self.tree}",
                  (f"         predicted {format_time(self.tree.time_us)}, error {self.tree.error:.1e} "
-                  f"(bound {self.bound:.1e})"), f"runs:    {self._runs()}", "routes:"]
+                  f"(bound {self.bound:.1e})"), f"runs:    {self._runs()}"]
+        if self.timed:
+            lines.append("measured: " + ", ".join(f"{k} {format_time(v)}" for k, v in self.timed.items()))
+        lines.append("routes:")
         planner = Planner(get_backend(self.problem.device), tol=self.bound)
         for method in METHODS:
             try:
@@ -624,12 +651,11 @@ def plan_tree(problem: Problem, method: str | None, device) -> tuple[PlanNode, f
         raise ValueError(f"method must be one of {', '.join(map(repr, METHODS))} or None (the planner's pick); "
                          f"got {method!r}")
     bar = DEFAULT_TOL[problem.precision]
-    key = (problem, method)
+    key = (problem, method, torch.get_num_threads())
     if key in _TREES:
         return _TREES[key]
     cache = default_cache()
-    fp = fingerprint_digest(fingerprint(problem.device, device))
-    record_key = f"conv:{problem.digest()}:{fp}:{method or 'auto'}"
+    record_key = _record_key(problem, device, method or "auto")
     got = cache.get_record(record_key, _parse_record) if cache is not None and cache.usable else None
     if got is None:
         got = _search(problem, method, bar)
@@ -637,6 +663,94 @@ def plan_tree(problem: Problem, method: str | None, device) -> tuple[PlanNode, f
             cache.set_record(record_key, {"tree": got[0].to_json(), "bound": got[1]})
     _TREES[key] = got
     return got
+
+
+def _record_key(problem: Problem, device, what: str) -> str:
+    """The plan cache's key of a convolution's record: the problem, the machine, what was asked (a
+    method, "auto", or "measure") and torch's thread count (the routes' prices and times depend on
+    it: the library's transforms run threaded, conv1d's rate was measured at one thread)."""
+    fp = fingerprint_digest(fingerprint(problem.device, device))
+    return f"conv:{problem.digest()}:{fp}:{what}:t{torch.get_num_threads()}"
+
+
+def measured_tree(filters: torch.Tensor, length: tuple, mode: str, batch: int,
+                  problem: Problem) -> tuple[PlanNode, float, dict]:
+    """effort="measure": the tree whose route (and transform length) ran fastest here, its bound and
+    every timed candidate's median µs, from the plan cache (in this process, then a ``conv:…:measure``
+    record on disk), else timed (:func:`_measure`) and stored."""
+    key = (problem, "measure", torch.get_num_threads())
+    if key in _TREES:
+        return _TREES[key]
+    cache = default_cache()
+    usable = cache is not None and cache.usable
+    record_key = _record_key(problem, filters.device, "measure")
+    got = cache.get_record(record_key, _parse_measured) if usable else None
+    if got is None:
+        got = _measure(filters, length, mode, batch, problem)
+        if usable:
+            cache.set_record(record_key, {"tree": got[0].to_json(), "bound": got[1], "timed": got[2]})
+    _TREES[key] = got
+    return got
+
+
+def _parse_measured(record) -> tuple[PlanNode, float, dict]:
+    """A measured ``conv:`` record as (tree, bound, timings); raises on anything else."""
+    return (*_parse_record(record), {str(k): float(v) for k, v in record["timed"].items()})
+
+
+def _candidates(problem: Problem, mode: str) -> list[tuple[str, tuple | None]]:
+    """effort="measure"'s candidates beyond the estimate's pick: every route at the least transform
+    length, and the library route at the next even smooth lengths (:data:`LENGTH_SPAN`; 1-D linear
+    and causal only: a circular convolution's length is the signal's)."""
+    out = [(m, None) for m in METHODS]
+    if mode != "circular" and problem.rank == 1:
+        n = problem.n
+        for _ in range(MORE_LENGTHS):
+            n = transform_length(n + 1)
+            if n > LENGTH_SPAN * problem.n:
+                break
+            out.append(("library", (n,)))
+    return out
+
+
+def _measure(filters: torch.Tensor, length: tuple, mode: str, batch: int,
+             problem: Problem) -> tuple[PlanNode, float, dict]:
+    """Time the estimate's pick and the candidates (:func:`_candidates`) predicted within
+    :data:`MEASURE_WITHIN` of it, on random signals of the planned batch, in shuffled round-robin
+    rounds (:func:`trnplan.planner.measure.timed_rounds`); a candidate replaces the estimate's pick
+    only if its paired per-round ratio beats it beyond the noise (:func:`~trnplan.planner.measure.beats_default`),
+    as measured planning of transforms decides."""
+    device = filters.device
+    refused = "cannot run" if device.type == "meta" else get_backend(problem.device).measure_unavailable_reason()
+    if refused is not None:
+        raise PlanningError(f"effort='measure' times the convolution's routes where it runs, and on {device} that "
+                            f"{refused}: plan it with effort='estimate' here, or measure where it runs")
+    default = ConvPlan(filters, length, mode, None, batch)
+    plans = {f"{default.method} {default.n[0] if default.rank == 1 else default.n}": default}
+    for method, n in _candidates(problem, mode):
+        try:
+            plan = ConvPlan(filters, length, mode, method, batch, n=n)
+        except PlanningError:  # a route that does not apply (explain() says why)
+            continue
+        label = f"{method} {plan.n[0] if plan.rank == 1 else plan.n}"
+        if label not in plans and plan.tree.time_us <= MEASURE_WITHIN * default.tree.time_us:
+            plans[label] = plan
+    real = filters.real.dtype if filters.is_complex() else filters.dtype
+    x = torch.randn(batch, filters.shape[0], *length, dtype=real, device=device)
+    x = torch.complex(x, torch.randn_like(x)) if filters.is_complex() else x
+    sync = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else timing.no_sync
+    with torch.no_grad():
+        fns = [functools.partial(plan, x) for plan in plans.values()]
+        runners = [(fn, timing.calls_per_sample(fn, sync, measure.MIN_SAMPLE_S)[0]) for fn in fns]
+        samples = measure.timed_rounds(runners, sync, MEASURE_ROUNDS, MEASURE_BUDGET_S,
+                                       keep=[i == 0 for i in range(len(fns))])
+    best, best_ratio = 0, 1.0
+    for i in range(1, len(samples)):
+        ratio, noise = timing.paired(samples[i], samples[0])
+        if measure.beats_default(ratio, noise) and ratio < best_ratio:
+            best, best_ratio = i, ratio
+    chosen = list(plans.values())[best]
+    return chosen.tree, chosen.bound, {k: statistics.median(v) * 1e6 for k, v in zip(plans, samples)}
 
 
 def _parse_record(record) -> tuple[PlanNode, float]:
@@ -674,7 +788,7 @@ def _cmul(a: torch.Tensor, b: torch.Tensor, in_place: bool = False) -> torch.Ten
 
 
 def plan_conv(filters: torch.Tensor, length, mode: str = "linear", *, method: str | None = None,
-              batch: int = 1) -> ConvPlan:
+              batch: int = 1, effort: str = "estimate") -> ConvPlan:
     """Plan the batched convolution of signals of ``length`` with a filter bank, one filter per channel.
 
     Parameters
@@ -695,6 +809,13 @@ def plan_conv(filters: torch.Tensor, length, mode: str = "linear", *, method: st
     batch : int, default 1
         The signals per channel a call is expected to carry (the product of ``x``'s lead dims): what
         the routes are priced for. Any batch runs.
+    effort : {"estimate", "measure"}, default "estimate"
+        "estimate": the route the cost model prices cheapest. "measure": the estimate's pick, the
+        other routes predicted within 4× of it and the library route at the next even smooth
+        transform lengths (up to 1.25× the least) are built and timed here on random signals of
+        ``batch`` (shuffled round-robin rounds, ~1–2 s); one replaces the estimate's pick only if
+        it ran faster beyond the noise. The pick is kept in the plan cache (per thread count, as
+        every convolution's). Ignored when ``method`` is given.
 
     Returns
     -------
@@ -708,7 +829,8 @@ def plan_conv(filters: torch.Tensor, length, mode: str = "linear", *, method: st
         An unknown mode or method, a bank that is not 2-D or 3-D, or a circular filter longer than the signal.
     trnplan.PlanningError
         A forced method that does not apply (its reason: e.g. method=gemm or direct for a 2-D
-        convolution, method=direct beyond its longest transform, or over the accuracy bound).
+        convolution, method=direct beyond its longest transform, or over the accuracy bound), or
+        effort="measure" on a device where nothing runs (meta).
 
     Examples
     --------
@@ -720,6 +842,8 @@ def plan_conv(filters: torch.Tensor, length, mode: str = "linear", *, method: st
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(map(repr, MODES))}; got {mode!r}")
+    if effort not in EFFORTS:
+        raise ValueError(f"effort must be one of {', '.join(map(repr, EFFORTS))} for plan_conv; got {effort!r}")
     if not isinstance(filters, torch.Tensor) or filters.ndim not in (2, 3):
         raise ValueError("filters must be a tensor of shape (C, K) (1-D) or (C, K1, K2) (2-D), one filter per channel")
     length = (length,) if isinstance(length, int) else tuple(length)
@@ -728,4 +852,4 @@ def plan_conv(filters: torch.Tensor, length, mode: str = "linear", *, method: st
     if mode == "circular" and any(k > n for k, n in zip(filters.shape[1:], length)):
         raise ValueError(f"a circular convolution needs filters no longer than the signal: filters "
                          f"{tuple(filters.shape[1:])}, signal {length}; use mode='linear' or 'causal'")
-    return ConvPlan(filters, length, mode, method, batch)
+    return ConvPlan(filters, length, mode, method, batch, effort)
