@@ -12,7 +12,7 @@ import pytest
 import torch
 from support import rel_l2
 
-from trnplan.conv import plan_conv, smooth_length, transform_length
+from trnplan.conv import plan_conv, smooth_length, transform_length, transform_lengths
 from trnplan.core.accuracy import DEFAULT_TOL
 
 
@@ -210,13 +210,18 @@ def test_smooth_lengths():
 
 
 def test_transform_lengths_are_even_smooth_lengths():
-    """The linear and causal transform length: the least even 2·3·5-smooth length ≥ L + K − 1
-    (MKL's r2c of an odd one ran 2.2× the next even one's), and the convolution right there."""
-    for n in (1, 2, 3, 7, 97, 125, 1000, 1088, 4097, 16386):
+    """The linear and causal transform length: an even 2·3·5-smooth length ≥ L + K − 1 (MKL's r2c of
+    an odd one ran 2.2× the next even one's), the least that is a multiple of 16 within 1.25× of the
+    least even one (MKL ran 270 1.7–2.4× 288, 4374 1.5× 4608), else the least even; and the
+    convolution right there."""
+    for n in (1, 2, 3, 7, 97, 125, 130, 263, 1000, 1031, 1088, 4097, 4351, 16386):
         m = transform_length(n)
-        evens = [j for j in range(max(n, 2), m + 1) if j % 2 == 0 and smooth_length(j) == j]
-        assert m % 2 == 0 and evens and evens[0] == m, (n, m)
-    assert (transform_length(1088), transform_length(16386), transform_length(4159)) == (1152, 17280, 4320)
+        evens = [j for j in range(max(n, 2), int(1.25 * m) + 2) if j % 2 == 0 and smooth_length(j) == j]
+        fast = [j for j in evens if j % 16 == 0 and j <= 1.25 * evens[0]]
+        assert m == (fast[0] if fast else evens[0]), (n, m)
+        assert transform_lengths(n)[0] == m and set(transform_lengths(n)) == set(fast) | {evens[0]}
+    assert [transform_length(n) for n in (1088, 16386, 4159, 263, 4351, 1031, 130, 2055)] == [
+        1152, 17280, 4320, 288, 4608, 1152, 144, 2160]
     rng = np.random.default_rng(6)
     x, h = rng.standard_normal((2, 3, 100)), rng.standard_normal((3, 26))  # 125 (odd) → 128
     for mode in ("linear", "causal"):

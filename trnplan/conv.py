@@ -6,8 +6,8 @@ workload) as ``y = F⁻¹(F(x) · F(h))`` over a transform length ``N``:
 
 * ``mode="circular"``: ``N`` is the signal length (the filter zero-padded to it, or an error if it
   is longer); the output has the signal's length;
-* ``mode="linear"``: ``N`` the smallest even 2·3·5-smooth length ≥ ``L + K − 1``
-  (:func:`transform_length`; signal and filter zero-padded to it, so no wrap-around); the output
+* ``mode="linear"``: ``N`` an even 2·3·5-smooth length ≥ ``L + K − 1``, a multiple of 16 where
+  one is within 1.25× of the least (:func:`transform_length`; signal and filter zero-padded to it, so no wrap-around); the output
   is the full ``L + K − 1`` samples;
 * ``mode="causal"``: the first ``L`` samples of the linear convolution,
   ``y[n] = Σ_{k ≤ n} h[k] x[n − k]``.
@@ -110,16 +110,16 @@ from trnplan.planner.bluestein import next_smooth as smooth_length  # 2·3·5-sm
 from trnplan.planner.conv import METHODS
 from trnplan.planner.planner import Planner
 
-__all__ = ["ConvPlan", "plan_conv", "transform_length"]
+__all__ = ["ConvPlan", "plan_conv", "transform_length", "transform_lengths"]
 
 #: padded-input buffers a plan keeps at most (one per calling thread: :meth:`ConvPlan._padded`)
 MAX_SCRATCH = 8
-#: effort="measure": the other transform lengths the library route is timed at (linear/causal, 1-D):
-#: the next even 2·3·5-smooth lengths up to this factor above the least, at most :data:`MORE_LENGTHS`.
-#: Why: MKL's speed is not monotone in the length (at L = 256, K ≤ 8 the least even length 270 ran
-#: ~1.7× slower than 288 here; 4320 vs 4608 1.08×, 4500 1.27×: docs/benchmarks.md), and the cost
-#: model does not know which lengths are fast
-LENGTH_SPAN, MORE_LENGTHS = 1.25, 2
+#: the linear/causal transform length (:func:`transform_length`): a multiple of this power of two,
+#: within this factor of the least even smooth length, is preferred; effort="measure" times the
+#: library route at each of those lengths and the least even one, at most :data:`MORE_LENGTHS` beyond the
+#: default. Why: MKL's speed is not monotone in the length and the cost model does not know which
+#: lengths are fast (measured: :func:`transform_length`)
+POWER_OF_TWO, LENGTH_SPAN, MORE_LENGTHS = 16, 1.25, 3
 #: effort="measure": the routes timed are those predicted within this factor of the estimate's pick
 #: (the GEMM routes, 7–22× torch.fft on the CPU, are then not timed there)
 MEASURE_WITHIN = 4.0
@@ -425,7 +425,7 @@ class ConvPlan(torch.nn.Module):
         key = (x.shape, x.dtype)
         thread = threading.get_ident()
         kept = self._scratch.get(thread)
-        if kept is None or kept[0] != key:
+        if kept is None or kept[0] != key or kept[1] is None:  # None: method=spatial's ready call (its own buffer)
             if len(self._scratch) >= MAX_SCRATCH:  # threads come and go: keep a few buffers, not one per thread ever
                 self._scratch.clear()
             # a normal tensor even when the first call runs under torch.inference_mode(): an inference
@@ -509,7 +509,8 @@ class ConvPlan(torch.nn.Module):
         tiny convolution: 25.4 µs a call against 12.6 µs for its five tensor ops), and looks the two
         transform plans up each call (cached_plan), so that it follows the plan cache."""
         kept = self._scratch.get(threading.get_ident())
-        if not kept_bank_in_place or kept is None or kept[0] != (x.shape, x.dtype) or x.is_complex() or self.complex:
+        if (not kept_bank_in_place or kept is None or kept[0] != (x.shape, x.dtype) or kept[1] is None
+                or x.is_complex() or self.complex):
             return
         buf, head, spectrum = kept[1], kept[1], self.spectrum
         for d, keep in zip(range(-self.rank, 0), self.length):
@@ -527,6 +528,19 @@ class ConvPlan(torch.nn.Module):
 
         self._scratch[threading.get_ident()] = (kept[0], buf, call, spectrum)
 
+    def _keep_spatial_call(self, x: torch.Tensor) -> None:
+        """After a method=spatial call with the kept bank on the CPU and no gradient: this thread's
+        next call of ``x``'s signature as one closure (:meth:`_seen_call`): the signal copied into
+        the route's kept padded buffer, conv1d, the reshape. Why: the planned call's Python (the
+        checks, the route module's call, the reshapes) cost ~55 µs over F.pad + conv1d's ~120 µs at
+        1×64 signals of 1024, K = 8 (1.28–1.32× F.conv1d, paired; the closure: ~0.89×; measured here
+        2026-11-27, one thread)."""
+        if x.device.type != "cpu" or x.is_complex() or (torch.is_grad_enabled() and x.requires_grad):
+            return
+        call = self.route.ready_call(x.reshape(-1, self.channels, *self.length), self.spectrum[0],
+                                     (*x.shape[:-1], self.out_length[0]))
+        self._scratch[threading.get_ident()] = ((x.shape, x.dtype), None, call, self.spectrum)
+
     def forward(self, x: torch.Tensor, filters: torch.Tensor | None = None) -> torch.Tensor:
         if filters is None and not x.requires_grad:  # a signature this thread ran before: its ready call
             call = self._seen_call(x)
@@ -538,7 +552,10 @@ class ConvPlan(torch.nn.Module):
         if self.complex and not x.is_complex():
             x = x.to(self.filters.dtype)  # real signals with a complex bank: a complex convolution
         if self.route is not None and self._route_takes(x, filters):
-            return self._run_route(x, filters)
+            y = self._run_route(x, filters)
+            if self.method == "spatial" and filters is None:
+                self._keep_spatial_call(x)
+            return y
         if filters is not None:
             bank = filters.to(x.dtype) if x.is_complex() and not filters.is_complex() else filters
             spectrum = self._library_spectrum(bank)
@@ -599,17 +616,41 @@ def _module(kind: str, n: tuple, batch: int, inverse: bool, device) -> torch.nn.
 
 
 def transform_length(n: int) -> int:
-    """The linear and causal convolutions' transform length for ``n`` samples: the smallest even
-    2·3·5-smooth length ≥ ``n``.
+    """The linear and causal convolutions' transform length for ``n`` samples: the least even
+    2·3·5-smooth length ≥ ``n`` that is a multiple of :data:`POWER_OF_TWO` if one is within
+    :data:`LENGTH_SPAN` of the least even one, else the least even one (:func:`transform_lengths`).
 
     Why even: torch.fft's MKL ran the r2c of an odd smooth length 2.2× the next even one's (batch
     256, one thread, paired here: 16875 against 17280, 1125 against 1080; 1215 2.3×), and
-    ``scipy.fft.next_fast_len`` — what a user pads to — gives those odd lengths (16386 → 16875)."""
+    ``scipy.fft.next_fast_len`` — what a user pads to — gives those odd lengths (16386 → 16875).
+    Why a multiple of 16: MKL's rfft + irfft of 64 and 256 rows ran slower at smooth lengths with few
+    factors of 2 than at a longer length with more (one thread, paired, 2026-11-27): 270 (2·3³·5)
+    1.7–2.4× 288 (2⁵·3²), 540 1.1–1.4× 576, 1080 1.06–1.18× 1152, 4374 (2·3⁷) 1.5–1.6× 4608 (2⁹·3²),
+    2250 1.3–1.4× 2160; the lengths that already are multiples of 16 held (144, 2160, 4320, 8640,
+    17280: each the fastest or within 0.9–1.1 of it among the even smooth lengths up to 1.25× it)."""
+    return transform_lengths(n)[0]
+
+
+def transform_lengths(n: int) -> list[int]:
+    """The linear/causal transform lengths worth running for ``n`` samples, the default first
+    (:func:`transform_length`): the least even 2·3·5-smooth length ≥ ``n`` and the even smooth
+    lengths that are multiples of :data:`POWER_OF_TWO` up to :data:`LENGTH_SPAN` times it
+    (effort="measure" times the library route at each)."""
+    least = m = _even_smooth(n)
+    fast = []
+    while m <= LENGTH_SPAN * least:
+        if m % POWER_OF_TWO == 0:
+            fast.append(m)
+        m = _even_smooth(m + 1)
+    return fast[:1] + [least] * (not fast or fast[0] != least) + fast[1:]
+
+
+def _even_smooth(n: int) -> int:
+    """The least even 2·3·5-smooth length ≥ ``n``."""
     m = smooth_length(n)
     while m % 2:
         m = smooth_length(m + 1)
     return m
-
 
 def _complex_of(dtype: torch.dtype) -> torch.dtype:
     return dtype if dtype.is_complex else (torch.complex128 if dtype == torch.float64 else torch.complex64)
@@ -699,17 +740,14 @@ def _parse_measured(record) -> tuple[PlanNode, float, dict]:
 
 
 def _candidates(problem: Problem, mode: str) -> list[tuple[str, tuple | None]]:
-    """effort="measure"'s candidates beyond the estimate's pick: every route at the least transform
-    length, and the library route at the next even smooth lengths (:data:`LENGTH_SPAN`; 1-D linear
-    and causal only: a circular convolution's length is the signal's)."""
+    """effort="measure"'s candidates beyond the estimate's pick: every route at the default transform
+    length, and the library route at the other lengths of :func:`transform_lengths` (1-D linear and
+    causal only: a circular convolution's length is the signal's)."""
     out = [(m, None) for m in METHODS]
     if mode != "circular" and problem.rank == 1:
-        n = problem.n
-        for _ in range(MORE_LENGTHS):
-            n = transform_length(n + 1)
-            if n > LENGTH_SPAN * problem.n:
-                break
-            out.append(("library", (n,)))
+        need = problem.conv[2][0] + problem.conv[3][0] - 1
+        others = [n for n in transform_lengths(need) if n != problem.n]
+        out += [("library", (n,)) for n in others[:MORE_LENGTHS]]
     return out
 
 

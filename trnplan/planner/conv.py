@@ -375,6 +375,24 @@ class SpatialConv(torch.nn.Module):
             buf[..., :left].copy_(x[..., self.length - left:])
         return buf
 
+    def ready_call(self, x: torch.Tensor, w: torch.Tensor, shape: tuple):
+        """The call on signals like ``x`` ``(B, C, L)`` (CPU, no gradient) as one closure over this
+        thread's kept buffer: copy in (circular: the wrap too), conv1d with ``w``, the output as
+        ``shape`` (``trnplan.conv`` keeps it per thread and signature)."""
+        buf = self._padded(x)
+        left, length, groups, circular = self._pads()[0], self.length, self.channels, self.mode == "circular"
+        head, wrap = buf[..., left:left + length], buf[..., :left]
+        conv1d = torch.nn.functional.conv1d
+
+        def call(signal: torch.Tensor) -> torch.Tensor:
+            signal = signal.reshape(head.shape)
+            head.copy_(signal)
+            if circular and left:
+                wrap.copy_(signal[..., length - left:])
+            return conv1d(buf, w, groups=groups).reshape(shape)
+
+        return call
+
     def forward(self, *inputs):
         x, w, _ = inputs
         x = self._padded(x.reshape(-1, self.channels, self.length))
