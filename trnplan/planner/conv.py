@@ -60,7 +60,6 @@ from trnplan.core.errors import PlanningError
 from trnplan.kernels.complex import cmul
 from trnplan.kernels.gemm import Gemm
 from trnplan.kernels.twiddle import twiddle_table
-from trnplan.planner.leafcost import THREAD_EXPONENT
 from trnplan.planner.solver import Solver, best_variant, itemsize
 
 METHODS = ("library", "gemm", "direct", "spatial")
@@ -86,6 +85,15 @@ MAX_SPATIAL_K = 256
 #: torch's ``conv1d(x, w, padding=K − 1)`` ran 1.3–27× slower than on the padded input (another
 #: kernel), and its float64 depthwise conv 3–24× its float32 time: neither is used.
 SPATIAL_CPU = (70.0, 1.45, 0.015, 1.4)
+#: method=spatial's gain with torch's threads: the per-sample part of :data:`SPATIAL_CPU` runs T^this
+#: faster at T threads. Fitted at 2 threads (2026-11-27, bench/conv_picks.py --threads 2 --quick,
+#: effort="measure"'s timings of both routes, 1×64 and 8×32, L = 256…16384, K = 3…128, busy machine):
+#: with the library leaves' assumed 0.8 (leafcost.THREAD_EXPONENT) the measured spatial / library
+#: time ran 1.3–1.8× the priced ratio on every cell (the library's transforms gained more from the
+#: second thread than conv1d: 1.7× against 1.3–2×), and the estimate took conv1d at 1×64, L = 1024,
+#: K ≤ 8 (1.3–1.6× the library) and L = 16384, K = 128 (1.75×); with 0.4 every cell of that grid
+#: priced the faster route
+SPATIAL_THREAD_EXPONENT = 0.4
 #: method=spatial's fp32 error ``u·(1 + c·√K)``: measured 3.6e-8 (K = 3), 5.4e-8 (8), 7.5e-8 (16),
 #: 1.0e-7 (32), 1.4e-7 (64), 2.0e-7 (128) relative L2 against float64 (8×32 signals, L = 256…16384);
 #: c = 0.5 bounds each by ≥ 1.5×
@@ -238,7 +246,7 @@ class DirectConv(torch.nn.Module):
 
 class Conv(Solver):
     name = "conv"
-    version = 3  # 3: method=spatial (2: its draft, whose records some dev caches hold)
+    version = 4  # 4: spatial priced with its own thread gain, transform lengths multiples of 16; 3: method=spatial
     composite = True
     convolves = True
     kinds = ("r2c", "c2c")
@@ -498,10 +506,8 @@ def _spatial_work(problem, planner):
     kernel = problem.conv[3][0]
     fixed, per_output, per_tap, scale = SPATIAL_CPU
     outputs = problem.batch * problem.out_shape[0]
-    # measured at one thread: at T threads the per-sample part at the rate the library leaves are
-    # assumed to gain (leafcost.THREAD_EXPONENT; the library route's price scales so too), unmeasured
-    # for conv1d at 2 threads on this 2-vCPU box (its 2-thread cells stall behind other processes)
-    threads = (1.0 / max(1, torch.get_num_threads())) ** THREAD_EXPONENT
+    # measured at one thread: at T threads the per-sample part gains T^SPATIAL_THREAD_EXPONENT
+    threads = (1.0 / max(1, torch.get_num_threads())) ** SPATIAL_THREAD_EXPONENT
     us = scale * (fixed + outputs * (per_output + per_tap * kernel) * 1e-3 * threads)
     error = UNIT_ROUNDOFF[problem.precision] * (1.0 + ERROR_SPATIAL * math.sqrt(kernel))
     return Work(launches=us / planner.profile.launch_us), [error]
