@@ -3,8 +3,11 @@
 Per cell (batch×channels float32 signals of length L, a bank of K taps, linear or causal), in one
 process and one round-robin (shuffled rounds, paired per round: ``per_round_ratio``):
 
-* ``before``: the default as it was before issue 30's pick fixes (main at 151ea9e): the estimate at
-  the least even smooth length, method=spatial's calls through its route module;
+* ``before``: the default's transform length and call path as they were before issue 30's pick
+  fixes (main at 151ea9e): the estimate at the least even smooth length, method=spatial's calls
+  through its route module (its ready call cleared first); the prices are today's (at 2 threads
+  the old ones picked method=spatial at 1×64, L = 1024, K ≤ 8 and L = 16384, K = 128: see
+  docs/benchmarks.md);
 * ``estimate``: ``plan_conv(h, L, mode, batch=B)``, the cost model's pick (the default);
 * ``measure``: ``plan_conv(..., effort="measure")``, the routes and lengths timed at planning
   (timed as its own cell only where its tree differs from the estimate's);
