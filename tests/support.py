@@ -9,6 +9,7 @@ Stand-ins for hardware live beside this module (neuron_device_standin.py, neuron
 from __future__ import annotations
 
 import contextlib
+import threading
 
 import numpy as np
 import pytest
@@ -99,3 +100,14 @@ def torch_threads(k: int):
         yield
     finally:
         torch.set_num_threads(before)
+
+
+def concurrently(fn, n: int) -> dict:
+    """``{i: fn(i)}`` for ``i`` in ``range(n)``, each call on its own thread, all started before any is joined."""
+    results: dict = {}
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, fn(i))) for i in range(n)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    return results

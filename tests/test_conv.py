@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import copy
 import io
-import threading
 
 import numpy as np
 import pytest
 import torch
-from support import rel_l2
+from support import concurrently, rel_l2
 
 from trnplan.conv import plan_conv, smooth_length, transform_length, transform_lengths
 from trnplan.core.accuracy import DEFAULT_TOL
@@ -75,16 +74,7 @@ def test_repeated_calls_reuse_nothing_they_return():
         for x, t, y in zip(xs, ts, ys):
             assert np.array_equal(t.numpy(), x.astype(np.float32))  # the input untouched
             assert rel_l2(y, direct(x, hk, mode)) <= DEFAULT_TOL["fp32"], (mode, length, x.shape)
-        results = {}
-
-        def run(i, conv=conv, ts=ts, results=results):
-            results[i] = [conv(ts[i % 3]) for _ in range(20)]
-
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
+        results = concurrently(lambda i, conv=conv, ts=ts: [conv(ts[i % 3]) for _ in range(20)], 3)
         for i, got in results.items():
             assert all(rel_l2(y, direct(xs[i % 3], hk, mode)) <= DEFAULT_TOL["fp32"] for y in got), (mode, i)
     xc = rng.standard_normal((2, 3, 40)) + 1j * rng.standard_normal((2, 3, 40))
@@ -121,7 +111,7 @@ def test_a_plan_with_ready_calls_saves_copies_and_converts():
     for other in (torch.load(stream, weights_only=False), copy.deepcopy(conv)):
         for _ in range(2):
             assert rel_l2(other(xt), want) <= DEFAULT_TOL["fp32"]
-        assert other._scratch[threading.get_ident()][1].data_ptr() != conv._scratch[threading.get_ident()][1].data_ptr()
+        assert other._scratch.mine()[0].data_ptr() != conv._scratch.mine()[0].data_ptr()
     conv.spectrum = conv.spectrum.to(torch.complex128)
     assert conv._seen_call(xt) is None
     assert rel_l2(conv(xt), want) <= DEFAULT_TOL["fp32"]

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import copy
 import pickle
-import threading
 
 import numpy as np
 import pytest
 import torch
-from support import rel_l2, torch_threads
+from support import concurrently, rel_l2, torch_threads
 
 from trnplan import conv as conv_module
 from trnplan.cache import default_cache
@@ -293,21 +292,12 @@ def test_spatial_route_keeps_its_padded_buffer_per_thread():
         hg = torch.from_numpy(h).float().requires_grad_()
         assert rel_l2(conv(ts[2], filters=hg), fft_conv(xs[2], h, mode)) <= BAR
         assert all(rel_l2(conv(ts[2]), fft_conv(xs[2], h, mode)) <= BAR for _ in range(2))
-        results = {}
-
-        def run(i, conv=conv, ts=ts, results=results):
-            results[i] = [conv(ts[i % 3]) for _ in range(10)]
-
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(3)]
-        for th in threads:
-            th.start()
-        for th in threads:
-            th.join()
+        results = concurrently(lambda i, conv=conv, ts=ts: [conv(ts[i % 3]) for _ in range(10)], 3)
         for i, got in results.items():
             assert all(rel_l2(y, fft_conv(xs[i % 3], h, mode)) <= BAR for y in got), (mode, i)
         xg = ts[0].clone().requires_grad_()
         conv(xg).sum().backward()  # the gradient's path pads anew: the kept buffer is not in its graph
         assert rel_l2(conv(ts[1]), fft_conv(xs[1], h, mode)) <= BAR
         for other in (copy.deepcopy(conv), pickle.loads(pickle.dumps(conv))):
-            assert other.route._kept == {}
+            assert len(other.route._kept) == 0
             assert rel_l2(other(ts[0]), fft_conv(xs[0], h, mode)) <= BAR

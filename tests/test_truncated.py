@@ -368,9 +368,9 @@ def test_the_full_inverse_fills_one_kept_spectrum_per_thread(shape, modes, low):
 
     with torch.inference_mode():  # the kept spectrum made here must take a write outside inference mode
         first = plan.execute(ys[0])
-    whole = root._scratch[threading.get_ident()][1]
+    whole = root._scratch.mine()[0]
     results = [first] + [plan.execute(y) for y in ys[1:]]
-    assert root._scratch[threading.get_ident()][1] is whole  # reused, not made again
+    assert root._scratch.mine()[0] is whole  # reused, not made again
     for y, z in zip(ys, results):
         check(y, z)
     other: list = []
@@ -378,7 +378,7 @@ def test_the_full_inverse_fills_one_kept_spectrum_per_thread(shape, modes, low):
     worker.start()
     worker.join()
     check(ys[1], other[0])
-    assert len(root._scratch) == 2 and root._scratch[threading.get_ident()][1] is whole
+    assert len(root._scratch) == 2 and root._scratch.mine()[0] is whole
     if len(shape) == 1:  # torch.fft's leaf (mkl-fft's, the N-D ones here, takes no vmap): the new-tensor fill
         batched = torch.func.vmap(plan.execute)(torch.stack(ys[:2]))
         check(ys[0], batched[0])

@@ -87,7 +87,6 @@ import functools
 import itertools
 import math
 import statistics
-import threading
 
 import torch
 
@@ -104,6 +103,7 @@ from trnplan.core.node import PlanNode
 from trnplan.core.problem import CONV_MODES as MODES
 from trnplan.core.problem import Problem
 from trnplan.core.spec import Spec
+from trnplan.kernels.scratch import PerThread, plain_cpu_call
 from trnplan.plan.api import cached_plan
 from trnplan.planner import measure
 from trnplan.planner.bluestein import next_smooth as smooth_length  # 2·3·5-smooth: every library's fast lengths
@@ -112,8 +112,6 @@ from trnplan.planner.planner import Planner
 
 __all__ = ["ConvPlan", "plan_conv", "transform_length", "transform_lengths"]
 
-#: padded-input buffers a plan keeps at most (one per calling thread: :meth:`ConvPlan._padded`)
-MAX_SCRATCH = 8
 #: the linear/causal transform length (:func:`transform_length`): a multiple of this power of two,
 #: within this factor of the least even smooth length, is preferred; effort="measure" times the
 #: library route at each of those lengths and the least even one, at most :data:`MORE_LENGTHS` beyond the
@@ -185,7 +183,9 @@ class ConvPlan(torch.nn.Module):
         self._full = None  # a real bank's full (c2c) spectrum, made when complex signals first come
         #: thread id -> (input signature, the zero-padded input buffer, its ready call or None, and the
         #: spectrum that call multiplies by) of the CPU's calls (:meth:`_padded`, :meth:`_keep_ready_call`)
-        self._scratch: dict = {}
+        # per calling thread (trnplan.kernels.scratch's rules), under the input's signature:
+        # (the padded buffer or None, the ready call or None, the spectrum it was made with)
+        self._scratch = PerThread()
 
     def _graph_route(self, filters: torch.Tensor) -> None:
         """How calls run as one graph on the bank's device (:attr:`graph_mode`, :attr:`split`); a complex
@@ -420,24 +420,18 @@ class ConvPlan(torch.nn.Module):
         """
         if tuple(x.shape[x.ndim - self.rank:]) == self.n:
             return x
-        if x.device.type != "cpu" or (torch.is_grad_enabled() and x.requires_grad):
+        if not plain_cpu_call(x):
             return self._pad(x, self.n)
         key = (x.shape, x.dtype)
-        thread = threading.get_ident()
-        kept = self._scratch.get(thread)
-        if kept is None or kept[0] != key or kept[1] is None:  # None: method=spatial's ready call (its own buffer)
-            if len(self._scratch) >= MAX_SCRATCH:  # threads come and go: keep a few buffers, not one per thread ever
-                self._scratch.clear()
-            # a normal tensor even when the first call runs under torch.inference_mode(): an inference
-            # tensor may not be written outside it, and every later normal call writes this buffer
-            with torch.inference_mode(False):
-                buf = x.new_zeros(*x.shape[: x.ndim - self.rank], *self.n)
-            kept = self._scratch[thread] = (key, buf, None, None)
-        head = kept[1]
+        kept = self._scratch.get(key)
+        if kept is None or kept[0] is None:  # None: method=spatial's ready call (its own buffer)
+            with torch.inference_mode(False):  # normal tensors (trnplan.kernels.scratch)
+                kept = self._scratch.put(key, (x.new_zeros(*x.shape[: x.ndim - self.rank], *self.n), None, None))
+        head = kept[0]
         for d, keep in zip(range(-self.rank, 0), self.length):
             head = head.narrow(d, 0, keep)
         head.copy_(x)
-        return kept[1]
+        return kept[0]
 
     @staticmethod
     def _in_place(x: torch.Tensor, xh: torch.Tensor, spectrum: torch.Tensor) -> bool:
@@ -488,18 +482,17 @@ class ConvPlan(torch.nn.Module):
         # the per-thread buffers and ready calls are this process's and this object's (a pickled or
         # deep-copied plan makes its own on its first calls): closures do not pickle, and a copy's
         # calls must not run on the original's buffers
-        state = super().__getstate__()
-        state["_scratch"] = {}
+        state = super().__getstate__()  # its PerThread scratch pickles empty
         state["_fused"], state["_stacked"] = {}, None  # compiled graphs: made again on the first calls
         return state
 
     def _seen_call(self, x: torch.Tensor):
         """This thread's ready call for ``x``'s signature (:meth:`_keep_ready_call`), or None; none
         once the kept spectrum was replaced (``Module.to``, ``load_state_dict`` of another dtype)."""
-        kept = self._scratch.get(threading.get_ident())
-        if kept is None or kept[0] != (x.shape, x.dtype) or x.device.type != "cpu":
+        kept = self._scratch.get((x.shape, x.dtype)) if x.device.type == "cpu" else None
+        if kept is None:
             return None
-        return kept[2] if kept[3] is self._buffers["spectrum"] else None
+        return kept[1] if kept[2] is self._buffers["spectrum"] else None
 
     def _keep_ready_call(self, x: torch.Tensor, kept_bank_in_place: bool) -> None:
         """After a call on the library route with the kept bank, its padded buffer and the product in
@@ -508,11 +501,10 @@ class ConvPlan(torch.nn.Module):
         gradient checks that cannot change for the signature (~13 µs of Python, measured here on a
         tiny convolution: 25.4 µs a call against 12.6 µs for its five tensor ops), and looks the two
         transform plans up each call (cached_plan), so that it follows the plan cache."""
-        kept = self._scratch.get(threading.get_ident())
-        if (not kept_bank_in_place or kept is None or kept[0] != (x.shape, x.dtype) or kept[1] is None
-                or x.is_complex() or self.complex):
+        kept = self._scratch.get((x.shape, x.dtype))
+        if not kept_bank_in_place or kept is None or kept[0] is None or x.is_complex() or self.complex:
             return
-        buf, head, spectrum = kept[1], kept[1], self.spectrum
+        buf, head, spectrum = kept[0], kept[0], self.spectrum
         for d, keep in zip(range(-self.rank, 0), self.length):
             head = head.narrow(d, 0, keep)
         n, rank, out_length, batch = self.n, self.rank, self.out_length, max(1, math.prod(buf.shape[: buf.ndim - self.rank]))
@@ -526,7 +518,7 @@ class ConvPlan(torch.nn.Module):
                 y = y.narrow(d, 0, keep)
             return y
 
-        self._scratch[threading.get_ident()] = (kept[0], buf, call, spectrum)
+        self._scratch.put((x.shape, x.dtype), (buf, call, spectrum))
 
     def _keep_spatial_call(self, x: torch.Tensor) -> None:
         """After a method=spatial call with the kept bank on the CPU and no gradient: this thread's
@@ -539,7 +531,7 @@ class ConvPlan(torch.nn.Module):
             return
         call = self.route.ready_call(x.reshape(-1, self.channels, *self.length), self.spectrum[0],
                                      (*x.shape[:-1], self.out_length[0]))
-        self._scratch[threading.get_ident()] = ((x.shape, x.dtype), None, call, self.spectrum)
+        self._scratch.put((x.shape, x.dtype), (None, call, self.spectrum))
 
     def forward(self, x: torch.Tensor, filters: torch.Tensor | None = None) -> torch.Tensor:
         if filters is None and not x.requires_grad:  # a signature this thread ran before: its ready call

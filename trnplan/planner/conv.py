@@ -48,7 +48,6 @@ References
 from __future__ import annotations
 
 import math
-import threading
 
 import attrs
 import numpy as np
@@ -59,6 +58,7 @@ from trnplan.core.cost import Work, cmul_work, copy, gemm_work, transpose
 from trnplan.core.errors import PlanningError
 from trnplan.kernels.complex import cmul
 from trnplan.kernels.gemm import Gemm
+from trnplan.kernels.scratch import PerThread, plain_cpu_call
 from trnplan.kernels.twiddle import twiddle_table
 from trnplan.planner.solver import Solver, best_variant, itemsize
 
@@ -66,8 +66,6 @@ METHODS = ("library", "gemm", "direct", "spatial")
 #: method=direct's longest transform: its matrices are L × (N + 2) and (N + 2) × out (real), so
 #: 2048 keeps each ≤ 32 MiB in fp32 and its O(N·L) work within ~10× the FFT's at the CPU's rates
 MAX_DIRECT_N = 2048
-#: method=spatial's padded-input buffers kept at most (one per calling thread: SpatialConv._padded)
-MAX_KEPT = 8
 #: method=spatial's longest filter: its O(L·K) price is fitted on K = 3…128 (:data:`SPATIAL_CPU`)
 MAX_SPATIAL_K = 256
 #: method=spatial's CPU price, ``scale · (fixed + outputs · (per_output + per_tap · K))`` in µs, ns, ns:
@@ -335,8 +333,8 @@ class SpatialConv(torch.nn.Module):
     (with a zero imaginary part: the routes take ``(re, im)``).
 
     On the CPU, with no gradient to record, the padded signals go into a buffer kept per calling
-    thread and input shape (at most :data:`MAX_KEPT`; its zeros written once, the signals copied
-    into its middle each call; circular: the wrapped samples too), so that a call allocates only
+    thread and input shape (:class:`trnplan.kernels.scratch.PerThread`; its zeros written once, the
+    signals copied into its middle each call; circular: the wrapped samples too), so that a call allocates only
     conv1d's output. Why: ``F.pad`` + ``conv1d`` allocate two batch-sized buffers a call, and on
     this machine each fresh one cost its page faults in some heap states (8×32 signals of 4096,
     K = 64: ~3100 faults a call in one mixed round-robin, where the call took 5.3 ms against 2.3
@@ -346,12 +344,7 @@ class SpatialConv(torch.nn.Module):
     def __init__(self, length: int, kernel: int, mode: str, channels: int):
         super().__init__()
         self.length, self.kernel, self.mode, self.channels = length, kernel, mode, channels
-        self._kept: dict = {}  # thread id -> (input shape, the padded buffer)
-
-    def __getstate__(self):
-        state = super().__getstate__()
-        state["_kept"] = {}  # this process's buffers: a copy or a pickle makes its own
-        return state
+        self._kept = PerThread()  # per calling thread, under the input's signature: the padded buffer
 
     def transform(self, *parts):
         """The bank ``(C, K)`` as conv1d's weight, flipped (conv1d correlates), and a zero imaginary part."""
@@ -366,18 +359,10 @@ class SpatialConv(torch.nn.Module):
         """``x`` ``(B, C, L)`` padded for conv1d: into this thread's kept buffer on the CPU without a
         gradient, else a new tensor (``F.pad``; circular: wrapped)."""
         left, right = self._pads()
-        if x.device.type != "cpu" or (torch.is_grad_enabled() and x.requires_grad):
+        if not plain_cpu_call(x):
             mode = "circular" if self.mode == "circular" and left else "constant"
             return torch.nn.functional.pad(x, (left, right), mode=mode)
-        thread = threading.get_ident()
-        kept = self._kept.get(thread)
-        if kept is None or kept[0] != (x.shape, x.dtype):
-            if len(self._kept) >= MAX_KEPT:  # threads come and go: a few buffers, not one per thread ever
-                self._kept.clear()
-            with torch.inference_mode(False):  # a normal tensor: later calls outside inference mode write it
-                buf = x.new_zeros(*x.shape[:-1], left + self.length + right)
-            kept = self._kept[thread] = ((x.shape, x.dtype), buf)
-        buf = kept[1]
+        buf = self._kept.make((x.shape, x.dtype), lambda: x.new_zeros(*x.shape[:-1], left + self.length + right))
         buf[..., left:left + self.length].copy_(x)
         if self.mode == "circular" and left:  # the last K − 1 samples wrapped in front (K ≤ L)
             buf[..., :left].copy_(x[..., self.length - left:])

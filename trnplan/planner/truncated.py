@@ -27,7 +27,6 @@ The root applies the norm as for the full transform (the scale of the whole leng
 from __future__ import annotations
 
 import math
-import threading
 from typing import ClassVar
 
 import attrs
@@ -38,6 +37,7 @@ from trnplan.core.accuracy import UNIT_ROUNDOFF, combine, gemm_error
 from trnplan.core.cost import SHORT_RUN, Work, add_terms, copy, gemm_work, transpose, work_terms
 from trnplan.core.errors import PlanningError
 from trnplan.kernels.gemm import Gemm
+from trnplan.kernels.scratch import PerThread, plain_cpu_call
 from trnplan.planner.solver import Solver, WholeShape, best_variant, itemsize, library_io
 
 METHODS = ("gemm", "full")
@@ -136,10 +136,6 @@ class PrunedRowColumn(torch.nn.Module):
         return (y.reshape(*lead, self.shape[-1]).reshape(M, -1),)
 
 
-#: zero-filled spectra a method=full c2r plan keeps at most (one per calling thread: :meth:`TruncateFull._filled`)
-MAX_SCRATCH = 8
-
-
 def _fill_blocks(shape: tuple, modes: tuple, low: tuple) -> list:
     """Where each block of the kept spectrum goes in the whole one: ``(source, target)`` index tuples
     (over the trailing dims, after ``...``), one per combination of the non-last axes' low and high
@@ -152,16 +148,6 @@ def _fill_blocks(shape: tuple, modes: tuple, low: tuple) -> list:
         blocks = [(src + (a,), dst + (b,)) for src, dst in blocks for a, b in parts]
     last = slice(0, modes[-1])
     return [((..., *src, slice(None)), (..., *dst, last)) for src, dst in blocks]
-
-
-def _plain_cpu_call(z: torch.Tensor) -> bool:
-    """Whether a call on ``z`` may write a kept buffer: a plain CPU tensor (not a fake, meta or
-    functorch-wrapped one: vmap's batched tensors are ``torch.Tensor`` too, and the copy would be
-    vmapped), no gradient to record, and no tracer or compiler recording the ops (the buffer
-    would become a constant of the graph)."""
-    return (z.device.type == "cpu" and type(z) is torch.Tensor and not (torch.is_grad_enabled() and z.requires_grad)
-            and not torch._C._are_functorch_transforms_active() and not torch._C._is_tracing()
-            and not torch.compiler.is_compiling())
 
 
 class TruncateFull(torch.nn.Module):
@@ -180,7 +166,7 @@ class TruncateFull(torch.nn.Module):
         self.full = (*shape[:-1], shape[-1] // 2 + 1)
         self.kept = kept_lengths(self.modes, self.low)
         self._blocks = _fill_blocks(self.shape, self.modes, self.low)
-        self._scratch: dict = {}  # thread -> (input signature, its zero-filled spectrum)
+        self._scratch = PerThread()  # per calling thread: (its zero-filled spectrum, the kept blocks' views)
         if hasattr(child, "library_call"):
             self.library_call = self._library_call
 
@@ -214,21 +200,16 @@ class TruncateFull(torch.nn.Module):
         that follows the largest block freed). Measured (busy machine, 2026-11-27): in a process
         where the heap was trimmed every call the 1-D round trip took 994 faults a call and
         ~2× its time, torch.fft's hand-written one too; with the kept spectrum, none. The kept one
-        costs one copy of the kept bins. As trnplan.conv's padded input
-        (:meth:`trnplan.conv.ConvPlan._padded`).
+        costs one copy of the kept bins. The kept buffers' rules: :mod:`trnplan.kernels.scratch`.
         """
-        if not _plain_cpu_call(z):
+        if not plain_cpu_call(z):
             return self._fill(z)
-        key = (z.shape, z.dtype)
-        thread = threading.get_ident()
-        kept = self._scratch.get(thread)
-        if kept is None or kept[0] != key:
-            if len(self._scratch) >= MAX_SCRATCH:  # threads come and go: keep a few spectra, not one per thread ever
-                self._scratch.clear()
-            with torch.inference_mode(False):  # a normal tensor, which a call outside inference mode may write
-                whole = torch.zeros(*z.shape[: z.ndim - len(self.shape)], *self.full, dtype=z.dtype, device=z.device)
-            kept = self._scratch[thread] = (key, whole, [whole[dst] for _, dst in self._blocks])
-        _, whole, targets = kept
+
+        def zeros():
+            whole = torch.zeros(*z.shape[: z.ndim - len(self.shape)], *self.full, dtype=z.dtype, device=z.device)
+            return whole, [whole[dst] for _, dst in self._blocks]
+
+        whole, targets = self._scratch.make((z.shape, z.dtype), zeros)
         if len(targets) == 1:
             targets[0].copy_(z)
         else:
@@ -254,12 +235,6 @@ class TruncateFull(torch.nn.Module):
             return tuple(self._cut(t.reshape(M, *self.full)).reshape(M, -1) for t in (re, im))
         re, im = (self._fill(t.reshape(M, *self.kept)).reshape(M, -1) for t in inputs)
         return self.child(re, im)
-
-    def __getstate__(self):
-        # the per-thread spectra are this process's and this object's: a copy makes its own
-        state = super().__getstate__()
-        state["_scratch"] = {}
-        return state
 
 
 #: the pruned passes move (n × inner) blocks, ``inner`` the kept length of the later axes (12–16
