@@ -142,11 +142,17 @@ def truncated_row(label, grid, modes, batch, cell_seconds):
         "trnplan fwd+bwd": lambda: torch.autograd.grad(trnplan_round_trip(xg, grid, modes), xg, g),
         "torch.fft fwd+bwd": lambda: torch.autograd.grad(torch_round_trip(xg, grid, modes), xg, g),
     }
-    cells = time_cells(fns, cell_seconds, 5, rounds=5)
+    cells = time_cells(fns, cell_seconds, 5, rounds=TRUNC_ROUNDS, keep_samples=True)
+    samples = {k: v.pop("samples_us") for k, v in cells.items()}
+    # each ratio paired per round against its torch.fft column (a ratio of the two cells' medians
+    # swung 0.91-1.11 between two quiet runs for the same library call and cut, 5 rounds)
+    pairs = {f"{who} {d}": f"torch.fft {d}" for d in ("fwd", "inv") for who in ("trnplan", "method=gemm")}
+    pairs.update({"trnplan": "torch.fft", "trnplan method=gemm": "torch.fft", "trnplan fwd+bwd": "torch.fft fwd+bwd"})
     fwd = trnplan.plan_many(grid, batch, kind="r2c", modes=modes, dtype=torch.float32)
     inv = trnplan.plan_many(grid, batch, kind="c2r", modes=modes, dtype=torch.float32)
     return {"row": label, "batch": batch, "error": err, "trees": [str(fwd.tree), str(inv.tree)],
-            "us": {k: v["us"] for k, v in cells.items()}}
+            "us": {k: v["us"] for k, v in cells.items()},
+            "ratio": {k: per_round_ratio(samples[k], {b: samples[b]}) for k, b in pairs.items()}}
 
 
 def _pyfftw_r2r():
@@ -202,6 +208,8 @@ CONV = [("L=256, K=256", 256, 256, 8, 64, "causal"), ("L=4096, K=4096", 4096, 40
         ("L=65536, K=65536", 65536, 65536, 2, 8, "causal"), ("L=4096, K=64", 4096, 64, 8, 32, "linear")]
 
 
+#: the least round-robin rounds of a truncated row (its ratios paired per round: per_round_ratio)
+TRUNC_ROUNDS = 11
 #: the least round-robin rounds of a convolution row (its ratio is paired per round: per_round_ratio)
 CONV_ROUNDS = 11
 
@@ -254,12 +262,20 @@ def conv_row(label, length, k, batch, channels, mode, cell_seconds):
             "us": {k2: v["us"] for k2, v in cells.items()}, **routes}
 
 
+def _ratio(row: dict, ours: str, theirs: str) -> float:
+    """A truncated row's ratio: paired per round where the run kept it, else of the two medians."""
+    paired = row.get("ratio", {}).get(ours)
+    return paired if paired is not None else row["us"][ours] / row["us"][theirs]
+
+
 def markdown(trunc, r2r, meta, convs=()) -> str:
     lines = [(f"*{meta['when']}, {meta['cpu']}, torch {meta['torch']} ({meta['threads']} threads), "
               f"{'quick form, ' if meta['quick'] else ''}load average {meta.get('load', float('nan')):.1f} at the end of the run, the bench's own ~1 included "
               f"({'a busy machine: ' if meta.get('load', 99) > 2.5 else 'no other work running: '}"
               f"{meta.get('cpus', '?')} CPUs): medians "
-              f"of round-robin cells in one process; ratios, not absolutes, carry over.*"), "",
+              f"of round-robin cells in one process; the truncated and convolution ratios paired per round "
+              f"(the median of the per-round ratios), the DCT/DST ones of the medians; ratios, not absolutes, "
+              f"carry over.*"), "",
              ("| truncated, one direction | batch | fwd: torch.fft rfftn+cut | fwd: trnplan (estimate) | ratio | "
               "fwd: method=gemm | ratio | inv: torch.fft fill+irfftn | inv: trnplan (estimate) | ratio | "
               "inv: method=gemm | ratio |"), "|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -268,8 +284,8 @@ def markdown(trunc, r2r, meta, convs=()) -> str:
         cells = []
         for d in ("fwd", "inv"):
             base = u[f"torch.fft {d}"]
-            cells += [f"{base:.0f} µs", f"{u[f'trnplan {d}']:.0f} µs", f"{u[f'trnplan {d}'] / base:.2f}",
-                      f"{u[f'method=gemm {d}']:.0f} µs", f"{u[f'method=gemm {d}'] / base:.2f}"]
+            cells += [f"{base:.0f} µs", f"{u[f'trnplan {d}']:.0f} µs", f"{_ratio(r, f'trnplan {d}', f'torch.fft {d}'):.2f}",
+                      f"{u[f'method=gemm {d}']:.0f} µs", f"{_ratio(r, f'method=gemm {d}', f'torch.fft {d}'):.2f}"]
         lines.append(f"| {r['row']} | {r['batch']} | " + " | ".join(cells) + " |")
     lines += ["", ("| truncated round trip (fwd + inv) | batch | torch.fft (rfftn+cut+fill+irfftn) | trnplan (estimate's "
               "pick) | ratio | trnplan pruned GEMMs (method=gemm) | ratio | fwd+bwd torch.fft | fwd+bwd trnplan | "
@@ -277,9 +293,9 @@ def markdown(trunc, r2r, meta, convs=()) -> str:
     for r in trunc:
         u = r["us"]
         lines.append(f"| {r['row']} | {r['batch']} | {u['torch.fft']:.0f} µs | {u['trnplan']:.0f} µs | "
-                     f"{u['trnplan'] / u['torch.fft']:.2f} | {u['trnplan method=gemm']:.0f} µs | "
-                     f"{u['trnplan method=gemm'] / u['torch.fft']:.2f} | {u['torch.fft fwd+bwd']:.0f} µs | "
-                     f"{u['trnplan fwd+bwd']:.0f} µs | {u['trnplan fwd+bwd'] / u['torch.fft fwd+bwd']:.2f} | "
+                     f"{_ratio(r, 'trnplan', 'torch.fft'):.2f} | {u['trnplan method=gemm']:.0f} µs | "
+                     f"{_ratio(r, 'trnplan method=gemm', 'torch.fft'):.2f} | {u['torch.fft fwd+bwd']:.0f} µs | "
+                     f"{u['trnplan fwd+bwd']:.0f} µs | {_ratio(r, 'trnplan fwd+bwd', 'torch.fft fwd+bwd'):.2f} | "
                      f"`{r['trees'][0]}` / `{r['trees'][1]}` |")
     lines += ["", ("| DCT/DST (float32) | batch | scipy.fft (pocketfft) | pyFFTW r2r | trnplan | trnplan / best | "
                    "scipy.fft with trnplan's backend | / scipy.fft | trnplan's tree | error |"),
