@@ -412,28 +412,12 @@ class LeafCost:
 def work_terms(work: Work, dtype: str) -> dict:
     """A node's own work as cost-model terms (the non-zero ones), for :attr:`PlanNode.terms`."""
     launches, fft_calls, gemm, fft, _, moved, transposed, strided, graphs, unfused = work
-    terms = {}
     # in this order (graphs, launches, fft_calls, gemm, fft, bytes, transposed, strided, unfused):
     # terms_time_us sums a dict in its order
-    if graphs:
-        terms["graphs"] = graphs
-    if launches:
-        terms["launches"] = launches
-    if fft_calls:
-        terms["fft_calls"] = fft_calls
-    if gemm:
-        terms["gemm:" + dtype] = gemm
-    if fft:
-        terms["fft:" + dtype] = fft
-    if moved:
-        terms["bytes"] = moved
-    if transposed:
-        terms["transposed"] = transposed
-    if strided:
-        terms["strided"] = strided
-    if unfused:
-        terms["unfused"] = unfused
-    return terms
+    named = (("graphs", graphs), ("launches", launches), ("fft_calls", fft_calls), ("gemm:" + dtype, gemm),
+             ("fft:" + dtype, fft), ("bytes", moved), ("transposed", transposed), ("strided", strided),
+             ("unfused", unfused))
+    return {name: value for name, value in named if value}
 
 
 def total(works) -> Work:
