@@ -19,6 +19,7 @@ from trnplan.cache import PlanCache
 from trnplan.core.errors import PlanningError
 from trnplan.core.problem import Problem
 from trnplan.kernels.hostlib.threads import (
+    BIG_STALL,
     MAX_BACKOFF_S,
     MIN_BACKOFF_S,
     STALL_COST,
@@ -111,6 +112,24 @@ def test_after_a_fast_call_a_stall_backs_off_for_what_it_is_worth():
         f.times[2] = 5e-3
         leaf(0)  # a stall
         assert f.until_two(leaf) * 100e-6 == pytest.approx(expected, abs=2e-4)
+
+
+def test_a_small_stall_backs_off_for_what_it_is_worth_without_the_floor():
+    """A two-thread call of 150 µs against t1 = 100 µs (under BIG_STALL × t1: noise or another
+    pool waking, not a core held for a scheduler slice): the 50 µs excess over the 40 % two
+    threads save is worth 125 µs, two calls at one thread, not MIN_BACKOFF_S (100 calls); the
+    doubling is left as it was, so a big stall next still backs off for MIN_BACKOFF_S."""
+    f = _Fake()
+    leaf = f.leaf()
+    leaf(0)  # fast: t2 = 60 µs
+    f.times[2] = 150e-6
+    assert 150e-6 < BIG_STALL * 100e-6
+    leaf(0)
+    assert leaf.stalls == 1 and f.until_two(leaf) == 2 and leaf.backoff == MIN_BACKOFF_S
+    f.times[2] = BIG_STALL * 100e-6 * 1.5  # a big stall (excess 200 µs, worth 500 µs): the floor
+    leaf(0)
+    assert leaf.stalls == 2 and f.until_two(leaf) == pytest.approx(MIN_BACKOFF_S / 100e-6, abs=1)
+    assert leaf.backoff == 2 * MIN_BACKOFF_S
 
 
 def test_sparse_calls_still_run_the_back_off_in_calls():

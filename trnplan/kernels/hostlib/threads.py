@@ -77,6 +77,17 @@ STALL_MARGIN = 1.1
 #: 5); and in calls too (as many as fill the period at t1), so that a plan called once a second
 #: does not probe, and maybe stall, at every call
 MIN_BACKOFF_S, MAX_BACKOFF_S, STALL_COST = 0.01, 1.0, 20.0
+#: a stall whose call took under BIG_STALL × t1 is a small one: it backs off for what it is worth
+#: alone (:meth:`AdaptiveThreads._worth`, no MIN_BACKOFF_S floor, no doubling). A core held by
+#: another process costs a scheduler slice of milliseconds (two-thread calls under load here:
+#: 0.8-4.5 ms against t1 0.45-0.6 ms); a small excess is a quiet machine's blip or another thread
+#: pool's threads waking (torch.fft 512×1024 in the bench's rounds beside pyFFTW's and scipy's
+#: pools: slow two-thread calls of 1.1-2.2 × t1 at ~0.6 per round). The 10 ms floor on those kept
+#: that leaf on one thread for 30-60 % of its quiet calls (per-round median 1.04-1.65 × the fixed
+#: two-thread call); without it for small stalls, 7-13 % (1.02-1.06 ×), and under load the same
+#: 1.02-1.04 × the one-thread call as before (/tmp harness of bench/measure_busy.py's rounds,
+#: 2026-11-27, 4 quiet and 4 loaded passes each)
+BIG_STALL = 2.0
 
 
 class AdaptiveThreads:
@@ -98,6 +109,9 @@ class AdaptiveThreads:
       :data:`MAX_BACKOFF_S`; at least what the stall is worth, :meth:`_worth`: its excess over
       ``t1`` over the share of time more threads save, ``(t1 - t2) / t1``, ``t2`` the fastest
       call on ``many`` threads seen, and at most :data:`STALL_COST` × the excess);
+    - a small stall, a call under :data:`BIG_STALL` × ``t1``, backs off for what it is worth
+      only, and leaves the doubling as it was: a busy core costs scheduler slices of
+      milliseconds, a small excess is noise or another thread pool waking;
     - ``t1`` is lowered to the fastest one-thread call seen (a stale or slow measurement would
       let stalls pass as fast calls; a lower ``t1`` only errs towards the one-thread call).
 
@@ -148,11 +162,15 @@ class AdaptiveThreads:
         end = clock()
         if end - start > self.t1 * STALL_MARGIN:
             self.stalls += 1
-            period = min(max(self.backoff, self._worth(end - start - self.t1)), MAX_BACKOFF_S)
+            excess = end - start - self.t1
+            if end - start < self.t1 * BIG_STALL:  # a small stall: what it is worth, no more
+                period = min(self._worth(excess), MAX_BACKOFF_S)
+            else:
+                period = min(max(self.backoff, self._worth(excess)), MAX_BACKOFF_S)
+                self.backoff = min(period * 2, MAX_BACKOFF_S)
             # the period both in wall time and in calls of t1: a plan called once a second would
             # otherwise probe (and maybe stall) at every call
             self.until, self.left = end + period, math.ceil(period / self.t1)
-            self.backoff = min(period * 2, MAX_BACKOFF_S)
         else:
             self.backoff = MIN_BACKOFF_S
             self.t2 = min(self.t2, end - start)
