@@ -64,7 +64,7 @@ from trnplan.core.progress import Progress
 from trnplan.core.spec import parse_strategy
 from trnplan.core.timing import paired, spread
 from trnplan.kernels import hostlib
-from trnplan.kernels.hostlib.threads import STALL_MARGIN
+from trnplan.kernels.hostlib.threads import BIG_STALL, STALL_MARGIN
 from trnplan.planner.planner import CHOSEN, MORE_EXPENSIVE
 
 FASTEST = "fastest"
@@ -938,7 +938,7 @@ def _finish(effort, problem, trees, timings, samples, prepared, default, top_k, 
     rounds = {str(trees[p.index]): s for p, s in zip(prepared, samples)}
     adapt = None
     if device.type == "cpu":  # the adaptive thread count (and the one-thread leaf it is ranked by)
-        adapt, pick = _adaptive_first(pick, timings, trees, fns, rounds)
+        adapt, pick = _adaptive_first(pick, timings, trees, fns, rounds, sync)
     best = pick.best
     node = trees[[str(t) for t in trees].index(best.tree)]
     adaptive = adapt[2] if adapt is not None else ()
@@ -979,42 +979,118 @@ def _multi_twin(best: Timing, timings: list) -> Timing | None:
                  and _threadless(t.tree) == bare and "adapt=" not in t.tree), None)
 
 
-def _adaptive_first(pick: _Pick, timings: list, trees: list, fns: dict, rounds: dict) -> tuple:
-    """(:func:`adaptive_pick`'s result, the pick): the one-thread leaf whose adaptive form is
-    expected fastest, where that is another confirmed one-thread contender than the robust pick.
+def _loaded_times(runners: list, sync) -> list | None:
+    """Each runner's median time (µs) in one burst while another process keeps a core busy, or
+    None where no load could be started."""
+    with background_load() as on:
+        if not on:
+            return None
+        with torch.no_grad():
+            burst = bursts(runners, sync, 1, CONFIRM_ROUNDS, CONFIRM_BURST_S, 0.0)[0]
+    return [statistics.median(s) * 1e6 for s in burst]
 
-    :func:`robust_pick` ranks fixed leaves: on a loaded machine it took scipy at one worker for
-    16×4099 (708 µs quiet, 780 under load), and its two-worker twin stalled in every round, so no
-    adaptive count; mkl_fft at one thread (798 µs, 906 under load) lost by 12 %, though its two-thread
-    twin, bitwise identical, ran ~400 µs on the idle core the bench later found (1.4-1.8× per process
-    in bench/measure_busy.py's quiet runs). Here each confirmed one-thread contender that held up
-    under load (and the pick) is ranked by the mean of the time it would run quietly as an adaptive
-    leaf (its twin's lower quartile where the twin pays by :data:`STALL_MARGIN`, else its own) and
-    its own time under load (one thread: the load test's, else its quiet time); a contender goes
-    first only where that mean beats the pick's beyond :data:`NOISE_FLOOR` *and* it becomes adaptive
-    (bitwise identical outputs); else the pick stands, as :func:`adaptive_pick` makes it."""
+
+def _time_loaded(missing: list, fns: dict, sync, loaded: dict) -> None:
+    """Put the times under load (µs, :func:`_loaded_times`) of the timings ``missing`` into ``loaded``."""
+    times = _loaded_times([fns[t.tree] for t in missing], sync) if missing else None
+    if times is not None:
+        loaded.update({t.tree: v for t, v in zip(missing, times)})
+
+
+def _adaptive_first(pick: _Pick, timings: list, trees: list, fns: dict, rounds: dict, sync=None) -> tuple:
+    """(:func:`adaptive_pick`'s result, the pick): the one-thread leaf whose adaptive form (or,
+    where it has none, whose fixed call) is expected fastest over a quiet and a loaded machine,
+    where that beats the robust pick.
+
+    :func:`robust_pick` ranks fixed leaves against the default: on a loaded machine it took scipy
+    at one worker for 16×4099 (708 µs quiet, 780 under load), and its two-worker twin stalled in
+    every round, so no adaptive count; mkl_fft at one thread (798 µs, 906 under load) lost by 12 %,
+    though its two-thread twin, bitwise identical, ran ~400 µs on the idle core the bench later
+    found (1.4-1.8× per process in bench/measure_busy.py's quiet runs). And a one-thread leaf
+    slower than the default on a quiet core is never a contender at all, though its adaptive form
+    may beat a default that stalls under load: quiet runs of bench/measure_busy.py kept torch.fft
+    at two threads for 16×4099 (620 µs quiet, ~8 ms under load, seen in the contenders' load burst)
+    where pyFFTW's adaptive leaf runs 410-450 µs quiet and ~860 µs under load (1.32-1.35× pyFFTW's
+    two threads in the bench, 2026-11-27).
+
+    The pool: the pick, each confirmed one-thread contender that held up under load, and (with
+    ``sync``, which allows a burst under load) the :data:`CONFIRM_MAX` fastest other one-thread
+    library leaves with a multi-thread twin (those in the confirmation that failed it stay out).
+    Each is scored by the mean of its quiet time (as an adaptive leaf where its twin pays by
+    :data:`STALL_MARGIN` and both give bitwise identical outputs: the twin's lower quartile over
+    the rounds; else its own) and its time under load (the load test's, else one burst under load
+    of the pick and the leaves with no figure; without it, the quiet time). A leaf replaces the pick
+    only where its score beats the pick's beyond :data:`NOISE_FLOOR`; it runs as an adaptive leaf
+    where it has that form, else as the fixed one-thread leaf (a pick that stalls under load gives
+    way to one that does not)."""
     best = pick.best
-    ranked = [best] if tree_threads(best.tree) == 1 else []
-    loaded = {c[0]: c[5] for c in pick.checks if all(_wins(r) for r in c[1]) and (c[3] is None or _wins(c[3]))}
-    ranked += [t for t in timings if t.tree in loaded and t.tree != best.tree and tree_threads(t.tree) == 1]
+    if pick.busy is not None:  # too busy to measure: the default kept, at an adaptive count where it has one
+        return _adaptive_default(pick, timings, trees, fns, rounds)
+    held = {c[0]: c[5] for c in pick.checks if all(_wins(r) for r in c[1]) and (c[3] is None or _wins(c[3]))}
+    checked = {c[0] for c in pick.checks}
+    loaded = {k: v for k, v in held.items() if v is not None}
+    loaded.update({c[0]: c[5] for c in pick.checks if c[0] == best.tree and c[5] is not None})
+    same: dict = {}
 
-    def expected(t):
+    def twin_pays(t):  # the twin's quiet µs where the adaptive form exists, else None
         one = low_quantile(rounds[t.tree]) * 1e6
         twin = _multi_twin(t, timings)
-        two = low_quantile(rounds[twin.tree]) * 1e6 if twin is not None and twin.tree in rounds else one
-        quiet = two if two * STALL_MARGIN < one else one
-        return (quiet + (loaded.get(t.tree) or one)) / 2
+        if twin is None or twin.tree not in rounds:
+            return None
+        two = low_quantile(rounds[twin.tree]) * 1e6
+        if not two * STALL_MARGIN < one:
+            return None
+        if t.tree not in same:
+            with torch.no_grad():
+                same[t.tree] = _outputs_equal(fns[t.tree][0](), fns[twin.tree][0]())
+        return two if same[t.tree] else None
 
-    scored = sorted((expected(t), i, t) for i, t in enumerate(ranked) if t.tree in rounds)
-    if scored and scored[0][2] is not best and best.tree in rounds and scored[0][0] * (1 + NOISE_FLOOR) < expected(best):
-        first = scored[0][2]
-        adapt = adaptive_pick(first, timings, trees, fns, rounds)
-        if adapt is not None and adapt[0] is not None:
-            rule = (f"{pick.rule}; then {first.tree} instead, as an adaptive leaf: expected {scored[0][0]:.0f} µs "
-                    f"(the mean of its quiet adaptive and its loaded one-thread times) against {expected(best):.0f} µs "
-                    f"for {best.tree}")
+    def quiet(t):
+        own = low_quantile(rounds[t.tree]) * 1e6
+        return (twin_pays(t) or own) if tree_threads(t.tree) == 1 else own
+
+    pool = [t for t in timings if t.tree in held and t.tree != best.tree and tree_threads(t.tree) == 1]
+    if sync is not None and torch.get_num_threads() > 1:
+        others = sorted((t for t in timings if t.verdict == SLOWER and t.tree in rounds and t.tree not in checked
+                         and t.tree != best.tree and _multi_twin(t, timings) is not None), key=quiet)
+        pool += others[:CONFIRM_MAX]
+        _time_loaded([t for t in ([best] if best.tree in rounds else []) + pool if t.tree not in loaded], fns,
+                     sync, loaded)
+    pool = [t for t in pool if t.tree in rounds and (t.tree in loaded or t.tree in held)]
+    scorable = best.tree in rounds and (tree_threads(best.tree) == 1 or best.tree in loaded)
+    if scorable and pool:
+
+        def score(t):
+            return (quiet(t) + (loaded.get(t.tree) or quiet(t))) / 2
+
+        first = min(pool, key=score)
+        if score(first) * (1 + NOISE_FLOOR) < score(best):
+            adapt = adaptive_pick(first, timings, trees, fns, rounds)
+            form = "as an adaptive leaf" if adapt is not None and adapt[0] is not None else "at one thread"
+            rule = (f"{pick.rule}; then {first.tree} instead, {form}: expected {score(first):.0f} µs (the mean of "
+                    f"its {quiet(first):.0f} µs quiet and {loaded.get(first.tree) or quiet(first):.0f} µs under load) against "
+                    f"{score(best):.0f} µs for {best.tree} ({quiet(best):.0f} µs quiet, "
+                    f"{loaded.get(best.tree) or quiet(best):.0f} µs under load)")
             return adapt, attrs.evolve(pick, best=first, rule=rule)
     return adaptive_pick(best, timings, trees, fns, rounds), pick
+
+
+def _adaptive_default(pick: _Pick, timings: list, trees: list, fns: dict, rounds: dict) -> tuple:
+    """(:func:`adaptive_pick`'s result, the pick) where the machine was too busy to measure: the
+    default stays the call (the same library, bitwise the same outputs), but a multi-thread default
+    runs as the adaptive leaf of its one-thread twin where that twin was timed and two threads pay
+    in the least disturbed rounds. A fixed two-thread torch.fft kept by that verdict stalled later
+    in the same process: 512×1024 ran 4.4 ms against 579 µs for the best library
+    (bench/measure_busy.py, loaded, 2026-11-27)."""
+    best = pick.best
+    if tree_threads(best.tree) == 1:
+        return adaptive_pick(best, timings, trees, fns, rounds), pick
+    one = next((t for t in timings if t.verdict == SLOWER and tree_threads(t.tree) == 1 and "adapt=" not in t.tree
+                and _threadless(t.tree) == _threadless(best.tree)), None)
+    adapt = adaptive_pick(one, timings, trees, fns, rounds) if one is not None else None
+    if adapt is None or adapt[0] is None:
+        return None, pick
+    return adapt, attrs.evolve(pick, best=one, rule=f"{pick.rule}; run as an adaptive leaf ({adaptive_words(adapt[2])})")
 
 
 def adaptive_pick(best: Timing, timings: list, trees: list, fns: dict, rounds: dict):
@@ -1062,7 +1138,8 @@ def adaptive_words(figures: tuple) -> str:
         return (f"threads: {one} kept at one thread: its {tree_threads(tree)}-thread twin ran {t2:.0f} µs quiet "
                 f"against {t1:.0f} µs but their outputs differ bitwise, so no adaptive count")
     return (f"threads: adaptive ({tree_threads(tree)} while they pay: {t2:.0f} µs; 1 under load: {t1:.0f} µs; "
-            f"a call over {STALL_MARGIN:g}× {t1:.0f} µs backs off to one thread), outputs bitwise identical")
+            f"a call over {BIG_STALL:g}× {t1:.0f} µs, or calls averaging over {STALL_MARGIN:g}× it, back off to one "
+            f"thread), outputs bitwise identical")
 
 
 def recheck(planner, problem, device: torch.device, measurement: Measurement, make_plan) -> tuple[float, float] | None:

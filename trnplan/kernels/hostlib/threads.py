@@ -62,10 +62,11 @@ def in_threads(fn: Callable, threads: int | None) -> Callable:
     return call
 
 
-#: a two-thread call slower than the one-thread time × this is a stall (the other core is busy):
-#: quiet two-thread calls scatter ~2-5 % around their median here, and the twins worth adapting
-#: between differ by ≥ 10 % (pyFFTW 16×4099: 524 µs at 2 threads, 784 at 1), so a call over
-#: 1.1 × t1 is one the one-thread twin would have beaten
+#: two-thread calls whose running mean is slower than the one-thread time × this are stalling
+#: (the other core is shared; a single call over BIG_STALL × t1 at once): quiet two-thread calls
+#: scatter ~2-5 % around their median here, and the twins worth adapting between differ by ≥ 10 %
+#: (pyFFTW 16×4099: 524 µs at 2 threads, 784 at 1), so a mean over 1.1 × t1 is one the one-thread
+#: twin would have beaten
 STALL_MARGIN = 1.1
 #: the back-off after a stall, in seconds of wall time at one thread: MIN_BACKOFF_S after the
 #: first, doubled at every stall of the probe that follows, at most MAX_BACKOFF_S; and at least
@@ -77,17 +78,17 @@ STALL_MARGIN = 1.1
 #: 5); and in calls too (as many as fill the period at t1), so that a plan called once a second
 #: does not probe, and maybe stall, at every call
 MIN_BACKOFF_S, MAX_BACKOFF_S, STALL_COST = 0.01, 1.0, 20.0
-#: a stall whose call took under BIG_STALL × t1 is a small one: it backs off for what it is worth
-#: alone (:meth:`AdaptiveThreads._worth`, no MIN_BACKOFF_S floor, no doubling). A core held by
-#: another process costs a scheduler slice of milliseconds (two-thread calls under load here:
-#: 0.8-4.5 ms against t1 0.45-0.6 ms); a small excess is a quiet machine's blip or another thread
-#: pool's threads waking (torch.fft 512×1024 in the bench's rounds beside pyFFTW's and scipy's
-#: pools: slow two-thread calls of 1.1-2.2 × t1 at ~0.6 per round). The 10 ms floor on those kept
-#: that leaf on one thread for 30-60 % of its quiet calls (per-round median 1.04-1.65 × the fixed
-#: two-thread call); without it for small stalls, 7-13 % (1.02-1.06 ×), and under load the same
-#: 1.02-1.04 × the one-thread call as before (/tmp harness of bench/measure_busy.py's rounds,
-#: 2026-11-27, 4 quiet and 4 loaded passes each)
-BIG_STALL = 2.0
+#: a two-thread call over BIG_STALL × t1 is a stall at once (a core held by another process costs
+#: a scheduler slice of milliseconds: two-thread calls under load here took 0.8-4.5 ms against t1
+#: 0.45-0.6 ms); a slower one below it only moves the running mean of the two-thread calls (weight
+#: EMA_WEIGHT per call), and the leaf backs off when that mean passes STALL_MARGIN × t1. Single
+#: slow calls of 1.1-2.2 × t1 are a quiet machine's blips and other thread pools waking (torch.fft
+#: 512×1024 in bench/measure_busy.py's rounds, beside pyFFTW's and scipy's pools, ~0.6 a round):
+#: backing off at each, even for what it was worth alone, cost more than it saved, as the calls at
+#: one thread and the probe after them (the pool's threads asleep again) ran slow too: per-round
+#: 1.29-1.33 × the fixed two-thread plan against the fixed plan's 1.10 × the best library
+#: (2026-11-27, 2 runs each)
+BIG_STALL, EMA_WEIGHT = 2.0, 0.125
 
 
 class AdaptiveThreads:
@@ -100,18 +101,26 @@ class AdaptiveThreads:
     (issue 32). Each call is timed with :func:`time.perf_counter` (~0.1 µs; no ``/proc`` read per
     call, which would cost more than the decision saves on a 150 µs call):
 
-    - on ``many`` threads, a call slower than ``t1 × STALL_MARGIN`` (``t1``: the one-thread
-      twin's time) is a stall: the calls of the next back-off period run on one thread — until
-      the period has passed in wall time *and* as many calls as fill it at ``t1`` have run (so
-      the probes' cost is bounded by the calls made, however sparse they are);
-    - when the back-off is spent, the next call probes ``many`` threads again: fast, and the
-      back-off is reset to :data:`MIN_BACKOFF_S`; a stall, and it doubles (at most
-      :data:`MAX_BACKOFF_S`; at least what the stall is worth, :meth:`_worth`: its excess over
-      ``t1`` over the share of time more threads save, ``(t1 - t2) / t1``, ``t2`` the fastest
-      call on ``many`` threads seen, and at most :data:`STALL_COST` × the excess);
-    - a small stall, a call under :data:`BIG_STALL` × ``t1``, backs off for what it is worth
-      only, and leaves the doubling as it was: a busy core costs scheduler slices of
-      milliseconds, a small excess is noise or another thread pool waking;
+    - on ``many`` threads, a call slower than ``t1 × BIG_STALL`` (``t1``: the one-thread twin's
+      time) is a stall, and so is a run of calls whose running mean (weight :data:`EMA_WEIGHT`
+      a call, from ``t2``) passes ``t1 × STALL_MARGIN``: the calls of the next back-off period run
+      on one thread — until the period has passed in wall time *and* as many calls as fill it at
+      ``t1`` have run (so the probes' cost is bounded by the calls made, however sparse they
+      are); a single slow call below ``BIG_STALL × t1`` is a blip, not a held core;
+    - the back-off is what the stall is worth, :meth:`_worth`: its excess over ``t1`` (the
+      call's, or the mean's) over the share of time more threads save, ``(t1 - t2) / t1``, ``t2``
+      the fastest call on ``many`` threads seen, and at most :data:`STALL_COST` × the excess;
+      after a big stall at least :data:`MIN_BACKOFF_S`, doubled while the probes stall (at most
+      :data:`MAX_BACKOFF_S`) and reset by a fast call;
+    - the probe, the first call on ``many`` threads after calls on one, is judged only for a big
+      stall: the pool's other threads slept through the one-thread calls, and waking them made
+      the probe slow as often as not;
+    - a fresh leaf's first call (on ``many`` threads) is not judged: it is cold (first touch of
+      its buffers, the thread pool waking) and, before any fast call has measured ``t2``, a stall
+      backs off for :data:`STALL_COST` × its excess. The first call of a measured plan's leaf in
+      bench/measure_busy.py took 3.6-6.4 ms (t1 ~0.45 ms), and the ~110 ms back-off it bought
+      kept torch.fft 4096×192 on one thread for 60 % of its quiet calls (1.22-1.33× the fixed
+      two-thread call, 2026-11-27);
     - ``t1`` is lowered to the fastest one-thread call seen (a stale or slow measurement would
       let stalls pass as fast calls; a lower ``t1`` only errs towards the one-thread call).
 
@@ -144,6 +153,9 @@ class AdaptiveThreads:
         self.backoff = MIN_BACKOFF_S  # the next back-off's length (seconds)
         self.stalls = 0  # stalls seen (for tests and benchmarks)
         self.t2 = math.inf  # the fastest call on ``many`` threads seen (what they save: _worth)
+        self.warm = False  # whether a call has run: the first is cold, and not judged
+        self.cold = True  # whether the last call ran on one thread (the pool's other threads asleep)
+        self.mean2: float | None = None  # running mean of the judged two-thread calls since a back-off
 
     @property
     def threads_now(self) -> int:
@@ -155,26 +167,44 @@ class AdaptiveThreads:
         start = clock()
         if self.left > 0 or start < self.until:
             self.left -= 1
+            self.cold = True
             out = self.one(*args, **kwargs)
             self.t1 = min(self.t1, clock() - start)
             return out
         out = self.many(*args, **kwargs)
         end = clock()
-        if end - start > self.t1 * STALL_MARGIN:
-            self.stalls += 1
-            excess = end - start - self.t1
-            if end - start < self.t1 * BIG_STALL:  # a small stall: what it is worth, no more
-                period = min(self._worth(excess), MAX_BACKOFF_S)
-            else:
-                period = min(max(self.backoff, self._worth(excess)), MAX_BACKOFF_S)
-                self.backoff = min(period * 2, MAX_BACKOFF_S)
-            # the period both in wall time and in calls of t1: a plan called once a second would
-            # otherwise probe (and maybe stall) at every call
-            self.until, self.left = end + period, math.ceil(period / self.t1)
-        else:
+        took = end - start
+        if not self.warm:  # a fresh leaf's first call: cold (see the class's notes), not judged
+            self.warm = True
+            return out
+        cold, self.cold = self.cold, False
+        if took > self.t1 * BIG_STALL:  # a stall: a core held for a scheduler slice
+            self._back_off(took - self.t1, end, big=True)
+            return out
+        if took <= self.t1 * STALL_MARGIN:
             self.backoff = MIN_BACKOFF_S
-            self.t2 = min(self.t2, end - start)
+            self.t2 = min(self.t2, took)
+        if cold:  # the probe after calls at one thread woke the pool's threads: not judged
+            return out
+        mean = self.mean2 if self.mean2 is not None else (self.t2 if math.isfinite(self.t2) else took)
+        self.mean2 = mean = mean + EMA_WEIGHT * (took - mean)
+        if mean > self.t1 * STALL_MARGIN:  # slow over a run of calls: the other core is shared
+            self._back_off(mean - self.t1, end, big=False)
         return out
+
+    def _back_off(self, excess: float, end: float, big: bool) -> None:
+        """Run on one thread from ``end`` for what a stall of ``excess`` seconds is worth
+        (:meth:`_worth`); after a big stall at least the doubling back-off."""
+        self.stalls += 1
+        self.mean2 = None
+        period = self._worth(excess)
+        if big:
+            period = max(self.backoff, period)
+            self.backoff = min(period * 2, MAX_BACKOFF_S)
+        period = min(period, MAX_BACKOFF_S)
+        # the period both in wall time and in calls of t1: a plan called once a second would
+        # otherwise probe (and maybe stall) at every call
+        self.until, self.left = end + period, math.ceil(period / self.t1)
 
     def _worth(self, excess: float) -> float:
         """The back-off a stall of ``excess`` seconds over ``t1`` is worth: the time at one thread
