@@ -92,7 +92,7 @@ import torch
 
 from trnplan.backends import get_backend
 from trnplan.backends.accel import DYNAMO, LAZY, AccelBackend, bucket_batch
-from trnplan.backends.artifacts import _own_code, _run_module
+from trnplan.backends.artifacts import module_runner
 from trnplan.cache import default_cache
 from trnplan.cache.fingerprint import fingerprint, fingerprint_digest
 from trnplan.core import state, timing
@@ -357,7 +357,7 @@ class ConvPlan(torch.nn.Module):
                 compiled = self._accel.compile_graph(_Whole(fn), inputs, mode=self.graph_mode)
                 runner = _First(compiled)
             elif self.graph_mode == DYNAMO:
-                code = _own_code(_run_module, next(_GRAPHS))  # Dynamo's recompile limit is per code object
+                code = module_runner(next(_GRAPHS))  # Dynamo's recompile limit is per code object
                 runner = functools.partial(torch.compile(code, backend=self._accel.compile_backend(), fullgraph=True,
                                                          dynamic=False), fn)
             else:

@@ -391,7 +391,7 @@ class CompiledRunner:
     def __init__(self, module: torch.nn.Module, example, backend: str):
         self.backend = backend
         self._module = module.eval()
-        self._fn = torch.compile(artifacts._own_code(artifacts._run_module, next(artifacts.InductorRunner._count)),
+        self._fn = torch.compile(artifacts.module_runner(next(artifacts.InductorRunner._count)),
                                  backend=backend, fullgraph=True, dynamic=False)
         self._lock = threading.Lock()
         with self._lock, torch.no_grad():

@@ -250,7 +250,7 @@ class InductorRunner:
         self._planes = len(example) == 2 and example[0].shape == example[1].shape and example[0].ndim == 2 \
             and example[0].dtype == example[1].dtype and example[0].dtype in (torch.float32, torch.float64)
         example = self._layout(example)
-        self._fn = torch.compile(_own_code(_run_module, next(self._count)), fullgraph=True, dynamic=False,
+        self._fn = torch.compile(module_runner(next(self._count)), fullgraph=True, dynamic=False,
                                  options=options)
         self._lock = threading.Lock()
         self._device_type = example[0].device.type
@@ -282,16 +282,17 @@ def _run_module(module, *inputs):
     return module(*inputs)
 
 
-def _own_code(fn, tag: int):
-    """A copy of ``fn`` with a code object of its own.
+def module_runner(tag: int):
+    """``lambda module, *inputs: module(*inputs)`` with a code object of its own, named ``_run_module_{tag}``.
 
     Dynamo keeps compiled graphs per code object and gives each at most
     ``torch._dynamo.config.recompile_limit`` (8) of them: compiling every plan's
     ``PlanModule.forward`` directly made the ninth plan of a process fail to compile (measured).
-    A fresh code object per plan gives each plan its own cache entry and its own guards.
+    A fresh code object per compiled graph (each plan, each convolution's graph) gives each its
+    own cache entry and its own guards; ``torch.compile`` the result.
     """
-    code = fn.__code__.replace(co_name=f"{fn.__name__}_{tag}")
-    return types.FunctionType(code, fn.__globals__, code.co_name)
+    code = _run_module.__code__.replace(co_name=f"_run_module_{tag}")
+    return types.FunctionType(code, _run_module.__globals__, code.co_name)
 
 
 def neuron_compile(module: torch.nn.Module, example, compiler_args=("--auto-cast", "none"),
