@@ -23,6 +23,7 @@ Usage::
 
     python bench/measure_busy.py                       # 5 processes, load on, 2 torch threads
     python bench/measure_busy.py --runs 5 --no-load    # the quiet-machine run
+    python bench/measure_busy.py --malloc-env          # glibc's malloc thresholds fixed (MALLOC_ENV)
     python bench/measure_busy.py --markdown docs/benchmarks.md --plot docs/measure_busy.png
     python bench/measure_busy.py --replot bench/out/measure_busy.json --plot docs/measure_busy.png
     python bench/measure_busy.py --ab --out bench/out/adaptive_ab.json   # adaptive vs fixed thread counts
@@ -61,6 +62,13 @@ import time
 GRID = [(4096, 192), (512, 1024), (16, 4099), (4, 16385), (1, 65537), (1, 262144)]
 BEGIN, END = "<!-- measure_busy:begin -->", "<!-- measure_busy:end -->"
 GOAL_WORST, GOAL_MEDIAN = 1.10, 1.03
+#: ``--malloc-env``: glibc's malloc tunables (mallopt(3): M_MMAP_THRESHOLD, M_TRIM_THRESHOLD) fixed
+#: for the children, every column alike. By default glibc raises its mmap threshold as large blocks
+#: are freed and trims the heap top past twice it, so whether a call's multi-MB output is fresh
+#: memory (a minor page fault per 4 KiB page) depends on the process's history: one 4096×192 row of
+#: this bench took 20 k, 455 k, 952 k and 458 k minor faults in four processes (~6 000 calls; the
+#: 952 k process ran every column 1.5-2× slower), and 11-17 k with these two set (2026-11-27)
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": str(64 << 20), "MALLOC_TRIM_THRESHOLD_": str(256 << 20)}
 
 
 def child(args) -> int:
@@ -126,6 +134,8 @@ def one_run(args, i: int, expected_s: float) -> dict:
     os.close(fd)
     env = dict(os.environ, TRNPLAN_CACHE_DIR=cache, OMP_NUM_THREADS=str(args.threads),
                MKL_NUM_THREADS=str(args.threads))
+    if args.malloc_env:
+        env.update(MALLOC_ENV)
     stop, log = threading.Event(), []
     loader = None
     if args.load:
@@ -165,7 +175,8 @@ def summarise(runs: list) -> list:
 def markdown(summary: list, meta: dict) -> str:
     lines = [BEGIN, "",
              (f"`python bench/measure_busy.py` ({meta['runs']} fresh-cache processes in a row, torch threads "
-             f"{meta['threads']}, background load {'on for half of each run' if meta['load'] else 'off'}; "
+             f"{meta['threads']}, background load {'on for half of each run' if meta['load'] else 'off'}"
+             f"{', glibc malloc thresholds fixed (--malloc-env)' if meta.get('malloc_env') else ''}; "
              f"{meta['when']}, load average before {meta['loadavg'][0]:.1f}). Ratio: the measured plan's time "
              f"over the best library's in the same process, paired per round-robin round (per library the median "
              f"of the rounds' ratios; the largest over the libraries) (goals: worst ≤ {GOAL_WORST}, median ≤ "
@@ -320,7 +331,7 @@ def measure_runs(args) -> tuple:
         runs.append(one_run(args, i, expected))
         expected = runs[-1]["wall_s"]
     summary = summarise(runs)
-    meta = {"runs": args.runs, "threads": args.threads, "load": args.load,
+    meta = {"runs": args.runs, "threads": args.threads, "load": args.load, "malloc_env": args.malloc_env,
             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "loadavg": os.getloadavg()}
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as f:
@@ -336,6 +347,8 @@ def main() -> int:
     p.add_argument("--rounds", type=int, default=30,
                    help="the least number of round-robin rounds per row (many short rounds: a load burst hits all columns)")
     p.add_argument("--no-load", dest="load", action="store_false")
+    p.add_argument("--malloc-env", action="store_true",
+                   help="fix glibc's malloc mmap and trim thresholds in the children (MALLOC_ENV)")
     p.add_argument("--rows", type=int, default=len(GRID), help="the first ROWS rows of the grid (a smoke run)")
     p.add_argument("--out", default="bench/out/measure_busy.json")
     p.add_argument("--markdown")
