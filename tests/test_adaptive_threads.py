@@ -89,10 +89,12 @@ def test_a_stall_backs_off_to_one_thread_then_probes_two_again():
     leaf = f.leaf()
     leaf(0)
     f.times[2] = 300e-6  # the other core taken: a two-thread call stalls (3× t1: excess 200 µs × 20 = 4 ms)
-    leaf(0)
+    leaf(0)  # one stall after fast calls: the next call decides
+    assert leaf.stalls == 0 and leaf.threads_now == 2 and leaf.suspect == pytest.approx(300e-6)
+    leaf(0)  # slow again: a stall
     assert leaf.stalls == 1 and leaf.threads_now == 1
-    n = f.until_two(leaf)  # MIN_BACKOFF_S of one-thread calls (the stall's 4 ms cost is less)
-    assert n == pytest.approx(MIN_BACKOFF_S / 100e-6, abs=1) and f.ran[2:] == [1] * n
+    n = f.until_two(leaf)  # MIN_BACKOFF_S of one-thread calls (the stall's worth is less)
+    assert n == pytest.approx(MIN_BACKOFF_S / 100e-6, abs=1) and f.ran[3:] == [1] * n
     leaf(0)  # the probe stalls again: the back-off doubles
     assert f.ran[-1] == 2 and leaf.stalls == 2
     assert f.until_two(leaf) == pytest.approx(2 * MIN_BACKOFF_S / 100e-6, abs=1)
@@ -103,14 +105,19 @@ def test_a_stall_backs_off_to_one_thread_then_probes_two_again():
     assert f.ran[-1] == 2 and leaf.stalls == 2
 
 
-def test_a_costly_stall_backs_off_for_at_least_its_cost_times_stall_cost():
-    """Before any fast two-thread call (nothing says what two threads save): STALL_COST × the excess."""
+def test_before_a_fast_call_the_worth_takes_t2_as_t1_over_the_threads():
+    """No fast two-thread call yet (t2 unknown): two threads are taken to halve t1, so a 5 ms
+    stall of a 100 µs call backs off for 4.9 ms / 0.5 = 9.8 ms, under MIN_BACKOFF_S: 10 ms
+    (STALL_COST × the excess, 98 ms, was the length before)."""
     f = _Fake()
-    f.times[2] = 5e-3  # a 5 ms stall of a 100 µs call: 4.9 ms excess × 20 ≈ 98 ms at one thread
+    f.times[2] = 5e-3
     leaf = f.leaf()
     leaf(0)
-    n = f.until_two(leaf)
-    assert n * 100e-6 == pytest.approx(STALL_COST * (5e-3 - 100e-6), abs=2e-4)
+    assert leaf._worth(5e-3 - 100e-6) == pytest.approx((5e-3 - 100e-6) / 0.5)
+    assert f.until_two(leaf) * 100e-6 == pytest.approx(MIN_BACKOFF_S, abs=2e-4)
+    f.times[2] = 20e-3  # a 20 ms stall: 39.8 ms, over the floor
+    leaf(0)
+    assert f.until_two(leaf) * 100e-6 == pytest.approx((20e-3 - 100e-6) / 0.5, abs=2e-4)
 
 
 def test_after_a_fast_call_a_stall_backs_off_for_what_it_is_worth():
@@ -125,7 +132,8 @@ def test_after_a_fast_call_a_stall_backs_off_for_what_it_is_worth():
         leaf(0)  # fast: t2 measured
         assert leaf.t2 == pytest.approx(t2)
         f.times[2] = 5e-3
-        leaf(0)  # a stall
+        leaf(0)  # a stall, and another: the first is no hiccup
+        leaf(0)
         assert f.until_two(leaf) * 100e-6 == pytest.approx(expected, abs=2e-4)
 
 
@@ -156,14 +164,26 @@ def test_slow_calls_below_a_big_stall_back_off_only_when_their_running_mean_pass
     assert leaf.stalls == 1 and leaf.threads_now == 2
 
 
-def test_a_call_over_big_stall_times_t1_is_a_stall_at_once():
+def test_a_call_over_big_stall_times_t1_is_a_stall_when_the_next_call_is_slow_too():
+    """After fast calls, a call over BIG_STALL × t1 waits for the next: a fast one makes it a
+    hiccup (a quiet machine's: 4-8 ms now and then against t1 0.45 ms; backing off for each cost
+    10 ms of one-thread calls), a slow one (over STALL_MARGIN × t1) a stall. The probe after a
+    back-off needs no second call (test_a_stall_backs_off_to_one_thread_then_probes_two_again)."""
     f = _Fake()
     leaf = f.leaf()
     leaf(0)
     f.times[2] = BIG_STALL * 100e-6 * 0.99
     leaf(0)
-    assert leaf.stalls == 0 and leaf.threads_now == 2
+    assert leaf.stalls == 0 and leaf.threads_now == 2 and not leaf.suspect
     f.times[2] = BIG_STALL * 100e-6 * 1.01
+    leaf(0)
+    assert leaf.stalls == 0 and leaf.suspect
+    f.times[2] = 60e-6
+    leaf(0)  # fast: a hiccup
+    assert leaf.stalls == 0 and not leaf.suspect and leaf.threads_now == 2
+    f.times[2] = 5e-3
+    leaf(0)
+    f.times[2] = STALL_MARGIN * 100e-6 * 1.01  # slow, if below BIG_STALL: the stall confirmed
     leaf(0)
     assert leaf.stalls == 1 and leaf.threads_now == 1
 

@@ -106,21 +106,27 @@ class AdaptiveThreads:
       a call, from ``t2``) passes ``t1 × STALL_MARGIN``: the calls of the next back-off period run
       on one thread — until the period has passed in wall time *and* as many calls as fill it at
       ``t1`` have run (so the probes' cost is bounded by the calls made, however sparse they
-      are); a single slow call below ``BIG_STALL × t1`` is a blip, not a held core;
+      are); a single slow call below ``BIG_STALL × t1`` is a blip, not a held core; and a big
+      stall after fast calls waits for the next call, which makes it a stall when it is slow too
+      (over ``STALL_MARGIN × t1``) and a hiccup when it is fast: a quiet machine here stalled a
+      call for 4-8 ms now and then (t1 0.45 ms), and a 10 ms back-off for each cost more than the
+      hiccups (torch.fft 512×1024 in bench/measure_busy.py's rounds: 1.12-1.22 × the best
+      library against the fixed leaf's 1.08-1.09, 2026-11-27), while under load the second
+      call stalls too, and the doubling back-off makes that second call rare;
     - the back-off is what the stall is worth, :meth:`_worth`: its excess over ``t1`` (the
       call's, or the mean's) over the share of time more threads save, ``(t1 - t2) / t1``, ``t2``
-      the fastest call on ``many`` threads seen, and at most :data:`STALL_COST` × the excess;
+      the fastest call on ``many`` threads seen (``t1 / threads`` until one is), and at most
+      :data:`STALL_COST` × the excess;
       after a big stall at least :data:`MIN_BACKOFF_S`, doubled while the probes stall (at most
       :data:`MAX_BACKOFF_S`) and reset by a fast call;
     - the probe, the first call on ``many`` threads after calls on one, is judged only for a big
       stall: the pool's other threads slept through the one-thread calls, and waking them made
       the probe slow as often as not;
     - a fresh leaf's first call (on ``many`` threads) is not judged: it is cold (first touch of
-      its buffers, the thread pool waking) and, before any fast call has measured ``t2``, a stall
-      backs off for :data:`STALL_COST` × its excess. The first call of a measured plan's leaf in
+      its buffers, the thread pool waking). The first call of a measured plan's leaf in
       bench/measure_busy.py took 3.6-6.4 ms (t1 ~0.45 ms), and the ~110 ms back-off it bought
-      kept torch.fft 4096×192 on one thread for 60 % of its quiet calls (1.22-1.33× the fixed
-      two-thread call, 2026-11-27);
+      (then 20 × the excess before ``t2`` was measured) kept torch.fft 4096×192 on one thread
+      for 60 % of its quiet calls (1.22-1.33× the fixed two-thread call, 2026-11-27);
     - ``t1`` is lowered to the fastest one-thread call seen (a stale or slow measurement would
       let stalls pass as fast calls; a lower ``t1`` only errs towards the one-thread call).
 
@@ -156,6 +162,7 @@ class AdaptiveThreads:
         self.warm = False  # whether a call has run: the first is cold, and not judged
         self.cold = True  # whether the last call ran on one thread (the pool's other threads asleep)
         self.mean2: float | None = None  # running mean of the judged two-thread calls since a back-off
+        self.suspect = 0.0  # a big stall after fast calls, waiting for the next call to confirm it (seconds)
 
     @property
     def threads_now(self) -> int:
@@ -178,8 +185,15 @@ class AdaptiveThreads:
             self.warm = True
             return out
         cold, self.cold = self.cold, False
-        if took > self.t1 * BIG_STALL:  # a stall: a core held for a scheduler slice
-            self._back_off(took - self.t1, end, big=True)
+        suspect, self.suspect = self.suspect, 0.0
+        if took > self.t1 * BIG_STALL:  # a core held for a scheduler slice, or a hiccup
+            if cold or suspect:  # the probe after a back-off, or the second slow call in a row
+                self._back_off(max(took, suspect) - self.t1, end, big=True)
+            else:  # one stall after fast calls: the next call decides
+                self.suspect = took
+            return out
+        if suspect and took > self.t1 * STALL_MARGIN:  # slow again: the stall was no hiccup
+            self._back_off(suspect - self.t1, end, big=True)
             return out
         if took <= self.t1 * STALL_MARGIN:
             self.backoff = MIN_BACKOFF_S
@@ -211,13 +225,16 @@ class AdaptiveThreads:
         whose lost savings, at ``(t1 - t2) / t1`` of each second, equal the stall's cost — the
         break-even of renting and buying, which keeps a stall and its back-off within about twice
         what the better fixed count would have cost over them — and never over :data:`STALL_COST`
-        × the excess (also the length before a fast call has measured ``t2``). The flat 20 ×
-        kept pyFFTW 4×16385 (t1 900 µs, t2 470 µs) on one thread for ~0.3 s after each 15 ms
-        stall on a machine where stalls were rare: 1.5-1.8× the fixed two-thread call, by the
-        median and by the mean alike (bench/measure_busy.py, 2026-11-27); break-even is 2.1 × the
-        excess there."""
+        × the excess. The flat 20 × kept pyFFTW 4×16385 (t1 900 µs, t2 470 µs) on one thread for
+        ~0.3 s after each 15 ms stall on a machine where stalls were rare: 1.5-1.8× the fixed
+        two-thread call, by the median and by the mean alike (bench/measure_busy.py,
+        2026-11-27); break-even is 2.1 × the excess there. Before a fast call has measured ``t2``
+        it is taken as ``t1 / threads`` (the threads' ideal share): a fresh plan's second call,
+        still page-faulting its new buffers (8 ms against t1 0.45 ms), otherwise bought 20 × its
+        excess, 150 ms, of one-thread calls."""
+        t2 = self.t2 if math.isfinite(self.t2) else self.t1 / self.threads
         cap = STALL_COST * excess
-        saved = (self.t1 - self.t2) / self.t1
+        saved = (self.t1 - t2) / self.t1
         return min(excess / saved, cap) if saved > 0 else cap
 
 
