@@ -1017,8 +1017,11 @@ def _adaptive_first(pick: _Pick, timings: list, trees: list, fns: dict, rounds: 
     ``sync``, which allows a burst under load) the :data:`CONFIRM_MAX` fastest other one-thread
     library leaves with a multi-thread twin (those in the confirmation that failed it stay out).
     Each is scored by the mean of its quiet time (as an adaptive leaf where its twin pays by
-    :data:`STALL_MARGIN` and both give bitwise identical outputs: the twin's lower quartile over
-    the rounds; else its own) and its time under load (the load test's, else one burst under load
+    :data:`STALL_MARGIN` in the lower quartiles and both give bitwise identical outputs: the
+    twin's median over the rounds; else its own median: the expected time, not the least
+    disturbed one — scipy's two workers at 16×4099 ran 457 µs by the lower quartile in planning
+    and ~700 µs, their one-worker time, in bench/measure_busy.py's rounds, where pocketfft's
+    sleeping workers woke late) and its time under load (the load test's, else one burst under load
     of the pick and the leaves with no figure; without it, the quiet time). A leaf replaces the pick
     only where its score beats the pick's beyond :data:`NOISE_FLOOR`; it runs as an adaptive leaf
     where it has that form, else as the fixed one-thread leaf (a pick that stalls under load gives
@@ -1043,10 +1046,10 @@ def _adaptive_first(pick: _Pick, timings: list, trees: list, fns: dict, rounds: 
         if t.tree not in same:
             with torch.no_grad():
                 same[t.tree] = _outputs_equal(fns[t.tree][0](), fns[twin.tree][0]())
-        return two if same[t.tree] else None
+        return statistics.median(rounds[twin.tree]) * 1e6 if same[t.tree] else None
 
-    def quiet(t):
-        own = low_quantile(rounds[t.tree]) * 1e6
+    def quiet(t):  # the expected quiet time: the median over the rounds (the twin pays by the quartiles)
+        own = statistics.median(rounds[t.tree]) * 1e6
         return (twin_pays(t) or own) if tree_threads(t.tree) == 1 else own
 
     pool = [t for t in timings if t.tree in held and t.tree != best.tree and tree_threads(t.tree) == 1]
