@@ -27,6 +27,7 @@ from trnplan.core.errors import (
 from trnplan.core.node import PlanNode
 from trnplan.core.problem import Problem
 from trnplan.dispatch import install, install_from_env, installed, uninstall
+from trnplan.kernels.hostlib.memory import tune_malloc
 from trnplan.plan import Plan, clear_plan_cache, plan_cache_info, plan_many
 from trnplan.planner import SOLVERS, Planner, solver_names
 from trnplan.stft import istft, stft
@@ -69,5 +70,6 @@ __all__ = [
     "set_timelimit",
     "solver_names",
     "stft",
+    "tune_malloc",
     "uninstall",
 ]
