@@ -18,6 +18,7 @@ from torch import nn
 from torch.autograd import gradcheck, gradgradcheck
 
 import trnplan
+import trnplan.nn
 from trnplan import fft as tfft
 from trnplan.fft import _engine
 
@@ -146,6 +147,100 @@ def test_compile_operator_passes_opcheck(kind, shape, inverse, complex_in):
     x = make_input((3, *in_tail), complex_=complex_in)
     torch.library.opcheck(_engine._execute_op, (x, kind, shape, inverse, "ortho"))
     assert gradcheck(lambda t: _engine._execute_op(t, kind, shape, inverse, "ortho"), (x,), eps=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("kind,shape,inverse,n_in", (
+    ("c2c", [4, 6], True, 2),
+    ("r2c", [5, 6], False, 1),
+    ("c2r", [4, 7], True, 2),
+    ("r2c@2x3", [6, 8], False, 1),
+    ("c2r@2x3", [6, 8], True, 2),
+))
+def test_split_compile_operator_passes_opcheck(kind, shape, inverse, n_in):
+    """trnplan::execute_split (the node a split-weight layer's torch.compile graph holds): schema,
+    fake version and autograd registration consistent; its gradient passes gradcheck; its output
+    within the fp64 bar of numpy.fft in complex128 (a truncated c2r reads the kept block)."""
+    base, _, word = kind.partition("@")
+    if base == "c2r":
+        tail = [2 * int(word.split("x")[0]), int(word.split("x")[1])] if word else [*shape[:-1], shape[-1] // 2 + 1]
+    else:
+        tail = shape
+    rng = np.random.default_rng(7)
+    if base == "c2r" and not word:  # a Hermitian-consistent half spectrum: the rfft of a real signal
+        z = np.fft.rfftn(rng.standard_normal((3, *shape)), axes=(1, 2))
+        parts = [np.ascontiguousarray(z.real), np.ascontiguousarray(z.imag)]
+    else:
+        parts = [rng.standard_normal((3, *tail)) for _ in range(n_in)]
+    inputs = [torch.tensor(p, requires_grad=True) for p in parts]
+    args = (kind, shape, inverse, "backward")
+    torch.library.opcheck(_engine.execute_split_op, (inputs, *args))
+    assert gradcheck(lambda *t: tuple(_engine.execute_split_op(list(t), *args)), tuple(inputs), eps=1e-6, atol=1e-8)
+    out = _engine.execute_split_op([t.detach() for t in inputs], *args)
+    if base == "c2c":
+        ref = np.fft.ifftn(parts[0] + 1j * parts[1], axes=(1, 2))
+        got = out[0].numpy() + 1j * out[1].numpy()
+    elif base == "r2c":
+        ref = np.fft.rfftn(parts[0], axes=(1, 2))
+        if word:
+            m0, m1 = (int(v) for v in word.split("x"))
+            ref = np.concatenate([ref[:, :m0, :m1], ref[:, -m0:, :m1]], axis=1)
+        got = out[0].numpy() + 1j * out[1].numpy()
+    else:
+        z = parts[0] + 1j * parts[1]
+        if word:
+            m0, m1 = (int(v) for v in word.split("x"))
+            full = np.zeros((3, shape[0], shape[1] // 2 + 1), complex)
+            full[:, :m0, :m1], full[:, -m0:, :m1] = z[:, :m0], z[:, m0:]
+            z = full
+        ref = np.fft.irfftn(z, s=shape, axes=(1, 2))
+        got = out[0].numpy()
+    assert rel_l2(got, ref) <= BAR["fp64"]
+
+
+def _spectral_conv_reference(x, w, modes):
+    """The FNO layer in numpy complex128: rfftn, the kept block (lowest and highest modes along the
+    non-last axes, lowest along the last), the channel mixing, zero-filled back, irfftn."""
+    dims = len(modes)
+    axes = tuple(range(-dims, 0))
+    grid = x.shape[-dims:]
+    z = np.fft.rfftn(x, axes=axes)
+    idx = [np.r_[0:m, n - m:n] for m, n in zip(modes[:-1], grid[:-1])] + [np.arange(modes[-1])]
+    block = z[(..., *np.ix_(*idx))]
+    y = np.einsum({1: "bix,iox->box", 2: "bixy,ioxy->boxy"}[dims], block, w)
+    full = np.zeros((*y.shape[:2], *grid[:-1], grid[-1] // 2 + 1), complex)
+    full[(..., *np.ix_(*idx))] = y
+    return np.fft.irfftn(full, s=grid, axes=axes)
+
+
+@pytest.mark.parametrize("modes,grid", (((5,), (24,)), ((3, 4), (10, 12))), ids=("1-D", "2-D"))
+def test_split_weight_layer_traces_in_one_graph_under_torch_compile(modes, grid):
+    """nn.SpectralConv with split weights (the form a NeuronCore takes) under
+    torch.compile(fullgraph=True): one graph, each plan one trnplan::execute_split node (Dynamo no
+    longer traces into planning); forward and the weights' and input's gradients equal eager's
+    and are within the fp64 bar of the layer in numpy complex128."""
+    torch._dynamo.reset()
+    torch.manual_seed(3)
+    layer = trnplan.nn.SpectralConv(3, 2, modes, dtype=torch.float64)
+    x = torch.randn(2, 3, *grid, dtype=torch.float64, requires_grad=True)
+    explained = torch._dynamo.explain(layer)(x)
+    assert explained.graph_count == 1 and explained.graph_break_count == 0, \
+        [str(b.reason) for b in explained.break_reasons]
+    w = layer.weight.detach().numpy()
+    ref = _spectral_conv_reference(x.detach().numpy(), w[..., 0] + 1j * w[..., 1], modes)
+
+    def run(f):
+        layer.zero_grad()
+        x.grad = None
+        y = f(x)
+        (y * y).sum().backward()
+        return y.detach(), layer.weight.grad.clone(), x.grad.clone()
+
+    eager = run(layer)
+    compiled = run(torch.compile(layer, fullgraph=True, backend="eager"))
+    assert rel_l2(eager[0], ref) <= BAR["fp64"] and rel_l2(compiled[0], ref) <= BAR["fp64"]
+    for a, b in zip(compiled, eager):
+        assert rel_l2(a, b.numpy()) <= BAR["fp64"]
+    torch._dynamo.reset()
 
 
 # ---------------------------------------------------------------------------- a Fourier neural operator

@@ -20,6 +20,7 @@ from trnplan import fft as tfft
 from trnplan.backends import get_backend
 from trnplan.backends.accel import AccelBackend
 from trnplan.core.errors import ComplexOnDevice
+from trnplan.fft._engine import execute_split_op, kind_word
 from trnplan.plan.api import cached_plan
 
 __all__ = ["SpectralConv"]
@@ -125,15 +126,29 @@ class SpectralConv(torch.nn.Module):
         lead = tuple(x.shape[: x.ndim - self.dims])
         batch, out = math.prod(lead), (*lead[:-1], self.out_channels)
         cdtype = torch.complex128 if self.weight.dtype == torch.float64 else torch.complex64
-        fwd = cached_plan("r2c", grid, batch, cdtype, "backward", False, x.device, modes=self.modes)
-        inv = cached_plan("c2r", grid, math.prod(out), cdtype, "backward", True, x.device, modes=self.modes)
-        xr, xi = (t.reshape(*lead, *t.shape[1:]) for t in fwd.execute_split(x.reshape(batch, *grid)))
+        # under torch.compile on cpu/cuda the plans are opaque operators (Dynamo cannot trace
+        # planning): one graph. Elsewhere Dynamo breaks the graph at each plan, which then runs as
+        # its own compiled graph: what torch.compile(backend="neuron") does with an unknown
+        # operator is not documented (docs/trainium.md), a graph break is
+        if torch.compiler.is_compiling() and x.device.type in ("cpu", "cuda"):
+            def fwd_split(t):
+                return execute_split_op([t], kind_word("r2c", self.modes, None), list(grid), False, "backward")
+
+            def inv_split(pair):
+                return execute_split_op(list(pair), kind_word("c2r", self.modes, None), list(grid), True,
+                                        "backward")[0]
+        else:
+            fwd_split = cached_plan("r2c", grid, batch, cdtype, "backward", False, x.device,
+                                    modes=self.modes).execute_split
+            inv_split = cached_plan("c2r", grid, math.prod(out), cdtype, "backward", True, x.device,
+                                    modes=self.modes).execute_split
+        xr, xi = (t.reshape(*lead, *t.shape[1:]) for t in fwd_split(x.reshape(batch, *grid)))
         # unbind, not two selects: their eager backward (select_backward) is off the Neuron op lists, unbind's is a stack
         eq, (wr, wi) = _EINSUM[self.dims], self.weight.unbind(-1)
         yr = torch.einsum(eq, xr, wr) - torch.einsum(eq, xi, wi)
         yi = torch.einsum(eq, xr, wi) + torch.einsum(eq, xi, wr)
         kept = yr.shape[yr.ndim - self.dims:]
-        y = inv.execute_split((yr.reshape(-1, *kept), yi.reshape(-1, *kept)))
+        y = inv_split((yr.reshape(-1, *kept), yi.reshape(-1, *kept)))
         return y.reshape(*out, *grid)
 
     def _mix(self, xh: torch.Tensor) -> torch.Tensor:

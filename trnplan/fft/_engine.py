@@ -31,7 +31,7 @@ def _split_kind(kind: str):
     return base, tuple(int(part.removesuffix("L")) for part in parts), low or None
 
 
-def _kind_word(kind: str, modes, low) -> str:
+def kind_word(kind: str, modes, low) -> str:
     """The inverse of :func:`_split_kind`."""
     return f"{kind}@" + "x".join(f"{m}L" if i in (low or ()) else str(m) for i, m in enumerate(modes))
 
@@ -131,6 +131,74 @@ def _execute_grad(ctx, g):
 
 
 _execute_op.register_autograd(_execute_grad, setup_context=_execute_setup)
+
+
+def _split_plan(t: torch.Tensor, kind: str, shape: tuple, inverse: bool, norm: str):
+    """The plan of a split call whose first tensor is ``t`` (real; trailing ``len(shape)`` dims transformed)."""
+    batch = math.prod(t.shape[: t.ndim - len(shape)])
+    base, modes, low = _split_kind(kind)
+    return cached_plan(base, shape, batch, COMPLEX_OF[t.dtype], norm, inverse, t.device, modes=modes, low=low)
+
+
+def _split_counts(kind: str) -> tuple[int, int]:
+    """How many real tensors a split call of ``kind`` takes and returns ((re, im) or one)."""
+    base = _split_kind(kind)[0]
+    return (1 if base == "r2c" else 2), (1 if base == "c2r" else 2)
+
+
+def _own(out: tuple, inputs: list) -> list:
+    """A custom operator's outputs: contiguous (its fake kernel says so) and aliasing no input."""
+    ptrs = {t.data_ptr() for t in inputs}
+    return [t.clone() if t.data_ptr() in ptrs and t.numel() else t.contiguous() for t in out]
+
+
+# The split form under torch.compile (Plan.execute_split: real tensors only, the form a NeuronCore
+# takes): as trnplan::execute, an opaque operator with a fake kernel, so that Dynamo traces a layer
+# with split weights (nn.SpectralConv(dtype=torch.float32)) in one graph instead of tracing into
+# planning (it stopped at the plan cache's lock: "Unsupported method call", 2 graph breaks).
+@torch.library.custom_op("trnplan::execute_split", mutates_args=())
+def execute_split_op(inputs: list[torch.Tensor], kind: str, shape: list[int], inverse: bool,
+                     norm: str) -> list[torch.Tensor]:
+    """``Plan.execute_split`` of the plan for ``inputs`` (``[x]`` for r2c, ``[re, im]`` else) as a
+    torch operator: a list of real tensors, ``[re, im]`` (c2c, r2c) or ``[y]`` (c2r)."""
+    plan = _split_plan(inputs[0], kind, tuple(shape), inverse, norm)
+    out = plan.execute_split(inputs[0] if len(inputs) == 1 else tuple(inputs))
+    return _own(out if isinstance(out, tuple) else (out,), inputs)
+
+
+@execute_split_op.register_fake
+def _execute_split_fake(inputs, kind, shape, inverse, norm):
+    tail, _ = _out_meta(kind, tuple(shape), inputs[0].dtype)
+    lead = inputs[0].shape[: inputs[0].ndim - len(shape)]
+    return [inputs[0].new_empty((*lead, *tail)) for _ in range(_split_counts(kind)[1])]
+
+
+@torch.library.custom_op("trnplan::execute_split_backward", mutates_args=())
+def _execute_split_backward_op(grads: list[torch.Tensor], kind: str, shape: list[int], inverse: bool,
+                               norm: str) -> list[torch.Tensor]:
+    plan = _split_plan(grads[0], kind, tuple(shape), inverse, norm)
+    return _own(plan._backward_split(tuple(grads)), grads)
+
+
+@_execute_split_backward_op.register_fake
+def _execute_split_backward_fake(grads, kind, shape, inverse, norm):
+    tail, _ = _in_meta(kind, tuple(shape), grads[0].dtype)
+    lead = grads[0].shape[: grads[0].ndim - len(shape)]
+    return [grads[0].new_empty((*lead, *tail)) for _ in range(_split_counts(kind)[0])]
+
+
+def _execute_split_setup(ctx, inputs, output):
+    ctx.args = inputs[1:]
+    ctx.out_meta = [(t.shape, t.dtype, t.device) for t in output]
+
+
+def _execute_split_grad(ctx, grads):
+    grads = [g if g is not None else torch.zeros(shape, dtype=dtype, device=device)
+             for g, (shape, dtype, device) in zip(grads, ctx.out_meta)]
+    return _execute_split_backward_op(grads, *ctx.args), None, None, None, None
+
+
+execute_split_op.register_autograd(_execute_split_grad, setup_context=_execute_split_setup)
 
 
 def _transform(x: torch.Tensor, kind: str, inverse: bool, dims, shape, norm: str, remember=None) -> torch.Tensor:

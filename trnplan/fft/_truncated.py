@@ -13,7 +13,7 @@ import torch
 
 from trnplan.fft._args import _check_input, _check_points, _int_seq, _norm, _promote, _real_input, _resize, _wrap_dim
 from trnplan.fft._dropin import _plain, _shortcut
-from trnplan.fft._engine import _kept, _kind_word, _transform
+from trnplan.fft._engine import _kept, _transform, kind_word
 
 
 def _truncated_dims(name, x, modes, s, dim, inverse):
@@ -116,7 +116,7 @@ def rfftn_truncated(input: torch.Tensor, modes: int | Sequence[int], s: Sequence
     dims, shape, modes = _truncated_dims("rfftn_truncated", input, modes, s, dim, inverse=False)
     axes = _low_axes("rfftn_truncated", low, dims, input.ndim)
     x = _resize(_real_input("rfftn_truncated", input), dims, shape)
-    return _transform(x, _kind_word("r2c", modes, axes), False, dims, shape, norm, key if x is input else None)
+    return _transform(x, kind_word("r2c", modes, axes), False, dims, shape, norm, key if x is input else None)
 
 
 def irfftn_truncated(input: torch.Tensor, s: Sequence[int], modes: int | Sequence[int] | None = None,
@@ -187,6 +187,6 @@ def irfftn_truncated(input: torch.Tensor, s: Sequence[int], modes: int | Sequenc
                          f"but modes={tuple(modes)} keeps {list(want)} (2·m on all but the last and the low ones, "
                          f"m on those)")
     x = _promote("irfftn_truncated", input, require_complex=True)
-    return _transform(x, _kind_word("c2r", modes, axes), True, dims, shape, norm, key if x is input else None)
+    return _transform(x, kind_word("c2r", modes, axes), True, dims, shape, norm, key if x is input else None)
 
 
