@@ -49,11 +49,13 @@ def tune_malloc(mmap_threshold: int = MMAP_THRESHOLD_MAX, trim_threshold: int = 
     Sets ``M_MMAP_THRESHOLD`` (blocks up to it come from the heap, not a fresh mapping, and the
     threshold no longer moves) and ``M_TRIM_THRESHOLD`` (free memory at the heap's top up to it
     stays in the process) with ``mallopt(3)``. The process then keeps up to ``trim_threshold``
-    bytes of freed memory (its RSS does not fall back after a peak), and a call's outputs no
-    longer page-fault on first touch: torch.fft of 4096×192 complex64 went from 1439 µs (1537
-    minor faults a call) to 240 µs in a process that faulted (docs/user-guide.md, "Memory: page
-    faults on multi-MB outputs"). Affects every allocation of the process (torch's, numpy's,
-    the libraries'), not only trnplan's; call it once, early.
+    bytes of freed memory (its RSS does not fall back after a peak), and once the heap has grown
+    to the working set (the first calls after it may still fault: 0-460 faults a call over 20
+    calls, by the process) a call's outputs no longer page-fault on first touch: torch.fft of
+    4096×192 complex64 went from 1439 µs (1537 minor faults a call) to 240 µs in a process that
+    faulted (docs/user-guide.md, "Memory: page faults on multi-MB outputs"). Affects every
+    allocation of the process (torch's, numpy's, the libraries'), not only trnplan's; call it
+    once, early.
 
     Parameters
     ----------
