@@ -1114,24 +1114,43 @@ def adaptive_pick(best: Timing, timings: list, trees: list, fns: dict, rounds: d
     it did not win quietly), or ``(node or None, Timing or None, figures)``: None, None where the
     outputs differ (the one-thread pick stays, the figures say why); figures as
     :attr:`Measurement.adaptive`."""
-    twin = _multi_twin(best, timings)
-    if twin is None or best.tree not in rounds or twin.tree not in rounds:
+    one, twin = best, _multi_twin(best, timings)
+    if twin is None:  # a multi-thread pick: adaptive too, against its one-thread twin (_one_twin)
+        one, twin = _one_twin(best, timings), best
+    if one is None or twin is None or one.tree not in rounds or twin.tree not in rounds:
         return None
-    t1, t2 = (low_quantile(rounds[t.tree]) * 1e6 for t in (best, twin))
+    t1, t2 = (low_quantile(rounds[t.tree]) * 1e6 for t in (one, twin))
     if not t2 * STALL_MARGIN < t1:
         return None
     with torch.no_grad():
-        same = _outputs_equal(fns[best.tree][0](), fns[twin.tree][0]())
+        same = _outputs_equal(fns[one.tree][0](), fns[twin.tree][0]())
     multi = trees[[str(t) for t in trees].index(twin.tree)]
     k = tree_threads(twin.tree)
     params = (*(p for p in multi.params if p[0] != "threads"), ("threads", k), ("adapt", max(1, round(t1))))
     node = attrs.evolve(multi, params=params)
-    figures = (str(node), best.tree, t1, t2, same)
-    if not same:
-        return None, None, figures
+    figures = (str(node), one.tree, t1, t2, same)
+    if not same:  # the pick stays; for a one-thread pick the record says why it is not adaptive
+        return (None, None, figures) if one is best else None
     timing = attrs.evolve(twin, tree=str(node),
-                          measured_error=max(twin.measured_error or 0.0, best.measured_error or 0.0))
+                          measured_error=max(twin.measured_error or 0.0, one.measured_error or 0.0))
     return node, timing, figures
+
+
+def _one_twin(best: Timing, timings: list) -> Timing | None:
+    """The timed one-thread twin within the bound of ``best``, a multi-thread library leaf at the
+    root; else None. A multi-thread pick (a two-thread leaf that won under load too) becomes
+    adaptive against it: the load test is one short burst, and a two-thread call that held up
+    there stalled later in the same process (pyFFTW 4×16385 and 1×262144 at two threads: 1.95× and
+    1.97× the best library in bench/measure_busy.py's loaded run, 2026-11-27 13:08 UTC). Tried
+    once before (2026-11-27 10:57, reverted): then the leaf backed off at every blip of the
+    bench's mixed rounds and ran 1.5-1.9× torch.fft; with the leaf's later rules (a stall is a
+    call over BIG_STALL × t1 confirmed by the next, or a running mean over STALL_MARGIN × t1) it
+    ran 91-100 % of its quiet calls on two threads in those rounds."""
+    if tree_threads(best.tree) < 2 or "adapt=" in best.tree or not re.fullmatch(r"\(([a-z-]+) [^()]*\)", best.tree):
+        return None
+    bare = _threadless(best.tree)
+    return next((t for t in timings if t.verdict == SLOWER and t.tree != best.tree and tree_threads(t.tree) == 1
+                 and _threadless(t.tree) == bare), None)
 
 
 def adaptive_words(figures: tuple) -> str:
