@@ -690,14 +690,23 @@ def _under_load(cands: list, fns: dict, default: Timing, sync) -> dict:
     could be started). The median, not the lower quartile the quiet bursts use: under load the
     stalls of a multi-thread call are what is measured, and a low quantile would pick the rounds
     that escaped them."""
-    with background_load() as loaded:
-        if not loaded:
-            return {}
-        runners = [fns[default.tree]] + [fns[t.tree] for t in cands]
-        with torch.no_grad():
-            burst = bursts(runners, sync, 1, CONFIRM_ROUNDS, CONFIRM_BURST_S, 0.0)[0]
+    burst = loaded_burst([fns[default.tree]] + [fns[t.tree] for t in cands], sync)
+    if burst is None:
+        return {}
     return {t.tree: (statistics.median(a / b for a, b in zip(burst[i], burst[0])), statistics.median(burst[i]))
             for i, t in enumerate(cands, start=1)}
+
+
+def loaded_burst(runners, sync) -> list[list[float]] | None:
+    """One round-robin burst of ``runners`` (:func:`bursts`: :data:`CONFIRM_ROUNDS` rounds, at most
+    :data:`CONFIRM_BURST_S`) while another process keeps a core busy (:func:`background_load`):
+    each runner's samples (seconds per call), or None where no load could be started. The load
+    test of the default's threads, of the contenders and of the adaptive contest."""
+    with background_load() as on:
+        if not on:
+            return None
+        with torch.no_grad():
+            return bursts(runners, sync, 1, CONFIRM_ROUNDS, CONFIRM_BURST_S, 0.0)[0]
 
 
 def _wins(ratio: float) -> bool:
@@ -899,11 +908,10 @@ def default_threads(trees, prepared, samples, default_i, twin_i, sync, tol) -> t
     quiet, noise = paired(by[default_i][1], by[twin_i][1])
     loaded = None
     if beats_default(quiet, noise):  # only a default that wins quietly is worth the load test
-        with background_load() as on, torch.no_grad():
-            if on:
-                runners = [(by[twin_i][0].fn, by[twin_i][0].inner), (by[default_i][0].fn, by[default_i][0].inner)]
-                burst = bursts(runners, sync, 1, CONFIRM_ROUNDS, CONFIRM_BURST_S, 0.0)[0]
-                loaded = statistics.median(a / b for a, b in zip(burst[1], burst[0]))
+        burst = loaded_burst([(by[twin_i][0].fn, by[twin_i][0].inner),
+                              (by[default_i][0].fn, by[default_i][0].inner)], sync)
+        if burst is not None:
+            loaded = statistics.median(a / b for a, b in zip(burst[1], burst[0]))
     keep = loaded is not None and loaded * (1 + LOAD_MARGIN) < 1
     chosen = default_i if keep else twin_i
     return chosen, (str(trees[default_i]), str(trees[twin_i]), quiet, loaded, str(trees[chosen]))
@@ -982,12 +990,8 @@ def _multi_twin(best: Timing, timings: list) -> Timing | None:
 def _loaded_times(runners: list, sync) -> list | None:
     """Each runner's median time (µs) in one burst while another process keeps a core busy, or
     None where no load could be started."""
-    with background_load() as on:
-        if not on:
-            return None
-        with torch.no_grad():
-            burst = bursts(runners, sync, 1, CONFIRM_ROUNDS, CONFIRM_BURST_S, 0.0)[0]
-    return [statistics.median(s) * 1e6 for s in burst]
+    burst = loaded_burst(runners, sync)
+    return None if burst is None else [statistics.median(s) * 1e6 for s in burst]
 
 
 def _time_loaded(missing: list, fns: dict, sync, loaded: dict) -> None:
@@ -1282,5 +1286,5 @@ def _us(us: float | None) -> str:
 
 
 __all__ = ["Measurement", "Timing", "adaptive_pick", "adaptive_words", "background_load", "beats_default", "burst_ratios", "bursts", "busy_noise",
-           "contenders", "decide", "default_threads", "describe", "low_quantile", "measure", "one_thread_twin", "paired",
+           "contenders", "decide", "default_threads", "describe", "loaded_burst", "low_quantile", "measure", "one_thread_twin", "paired",
            "ranked_candidates", "recheck", "robust_pick", "round_robin", "spread", "time_call", "tree_threads"]
