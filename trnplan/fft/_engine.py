@@ -82,19 +82,25 @@ def _run_plan(x: torch.Tensor, kind: str, shape: tuple, inverse: bool, norm: str
     return y
 
 
+def _own(out: tuple, inputs: list) -> list:
+    """A custom operator's outputs (trnplan::execute's, trnplan::execute_split's): on cpu/cuda
+    contiguous (the fake kernel promises it; a truncated plan's 1-D cut is a view of the whole
+    spectrum) and aliasing no input (a custom op may not alias); elsewhere as they are (an
+    accelerator plan makes new tensors, and data_ptr() of an xla tensor crashed torch-xla 2.9's
+    dynamo bridge)."""
+    if inputs[0].device.type not in ("cpu", "cuda"):
+        return list(out)
+    ptrs = {t.data_ptr() for t in inputs}
+    return [t.clone() if t.data_ptr() in ptrs and t.numel() else t.contiguous() for t in out]
+
+
 # Under torch.compile the plan runs as an opaque custom operator: Dynamo cannot trace planning
 # (attrs classes, hashing, the on-disk cache) and Inductor generates no code for complex tensors,
 # so the graph holds one trnplan::execute node per transform, with a fake (shape-only) version for
 # tracing and a trnplan::execute_backward node for autograd, which runs the plan's adjoint plan.
 @torch.library.custom_op("trnplan::execute", mutates_args=())
 def _execute_op(x: torch.Tensor, kind: str, shape: list[int], inverse: bool, norm: str) -> torch.Tensor:
-    y = _run_plan(x, kind, tuple(shape), inverse, norm)
-    if x.device.type not in ("cpu", "cuda"):  # an accelerator plan makes new tensors (and data_ptr()
-        return y                              # of an xla tensor crashed torch-xla 2.9's dynamo bridge)
-    if y.data_ptr() == x.data_ptr() and y.numel():
-        return y.clone()  # a custom op may not alias
-    # the fake kernel promises a contiguous result; a truncated plan's 1-D cut is a view of the whole spectrum
-    return y.contiguous()
+    return _own((_run_plan(x, kind, tuple(shape), inverse, norm),), [x])[0]
 
 
 @_execute_op.register_fake
@@ -146,10 +152,6 @@ def _split_counts(kind: str) -> tuple[int, int]:
     return (1 if base == "r2c" else 2), (1 if base == "c2r" else 2)
 
 
-def _own(out: tuple, inputs: list) -> list:
-    """A custom operator's outputs: contiguous (its fake kernel says so) and aliasing no input."""
-    ptrs = {t.data_ptr() for t in inputs}
-    return [t.clone() if t.data_ptr() in ptrs and t.numel() else t.contiguous() for t in out]
 
 
 # The split form under torch.compile (Plan.execute_split: real tensors only, the form a NeuronCore
