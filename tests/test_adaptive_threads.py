@@ -18,6 +18,9 @@ from trnplan.backends import get_backend
 from trnplan.cache import PlanCache
 from trnplan.core.errors import PlanningError
 from trnplan.core.problem import Problem
+from trnplan.kernels.hostlib import occupancy as occupancy_module
+from trnplan.kernels.hostlib import threads as threads_module
+from trnplan.kernels.hostlib.occupancy import Occupancy
 from trnplan.kernels.hostlib.threads import (
     BIG_STALL,
     EMA_WEIGHT,
@@ -37,8 +40,9 @@ class _Fake:
     """Two fake calls on a fake clock (seconds): each call advances the clock by the time the test
     set for that count, and records which count ran."""
 
-    def __init__(self, t1=100e-6, t2=60e-6):
+    def __init__(self, t1=100e-6, t2=60e-6, room=None):
         self.now, self.times, self.ran = 0.0, {1: t1, 2: t2}, []
+        self.room = room  # the run queue's answer (None: the time-only rules)
 
     def clock(self):
         return self.now
@@ -52,7 +56,7 @@ class _Fake:
         return run
 
     def leaf(self, t1=100e-6):
-        leaf = adaptive(self.call(1), self.call(2), t1, 2, self.clock)
+        leaf = adaptive(self.call(1), self.call(2), t1, 2, self.clock, room=self.room)
         leaf.warm = True  # past its first call, which is not judged (test_the_first_call_is_not_judged)
         return leaf
 
@@ -63,6 +67,13 @@ class _Fake:
             leaf(0)
             n += 1
         return n
+
+
+@pytest.fixture
+def time_rules(monkeypatch):
+    """Plans' adaptive leaves on the time-only rules: the stall these tests force (T1 of 1 µs)
+    would otherwise be judged by this machine's run queue (cores free: a hiccup, no back-off)."""
+    monkeypatch.setattr(threads_module, "occupancy", lambda: None)
 
 
 def test_fast_two_thread_calls_stay_on_two_threads():
@@ -77,7 +88,7 @@ def test_the_first_call_is_not_judged():
     it is no stall; the second is judged."""
     f = _Fake()
     f.times[2] = 5e-3
-    leaf = adaptive(f.call(1), f.call(2), 100e-6, 2, f.clock)
+    leaf = adaptive(f.call(1), f.call(2), 100e-6, 2, f.clock, room=None)
     leaf(0)
     assert leaf.stalls == 0 and leaf.threads_now == 2 and leaf.warm
     leaf(0)
@@ -252,7 +263,7 @@ def test_a_bad_one_thread_time_is_refused(t1):
 
 @pytest.mark.parametrize("solver", list(LIBRARY_LEAVES))
 @pytest.mark.parametrize("inverse", [False, True])
-def test_an_adaptive_leaf_matches_the_float64_reference_at_both_counts(solver, inverse):
+def test_an_adaptive_leaf_matches_the_float64_reference_at_both_counts(solver, inverse, time_rules):
     """adapt=T1 in the tree: the call runs at two threads, and at one after a stall (forced here
     by a T1 of 1 µs, which every call exceeds; the back-off then outlasts the next calls); both
     within the fp32 bar, and the plan keeps one leaf state across calls."""
@@ -273,7 +284,7 @@ def test_an_adaptive_leaf_matches_the_float64_reference_at_both_counts(solver, i
         assert rel_l2(y, ref) <= BAR["fp32"]
 
 
-def test_a_native_adaptive_leaf_pickles_with_a_fresh_state():
+def test_a_native_adaptive_leaf_pickles_with_a_fresh_state(time_rules):
     with torch_threads(2):
         plan = trnplan.plan_many((256,), batch=4, strategy="(native 256 adapt=1 threads=2)")
         x = torch.from_numpy(random_complex((4, 256), seed=1).astype(np.complex64))
@@ -523,3 +534,134 @@ def test_a_machine_too_busy_to_measure_keeps_the_default_at_an_adaptive_count():
     assert asked == [] and pick.busy == 0.3 and "the rule; run as an adaptive leaf (threads: adaptive" in pick.rule
     adapt, pick, _ = _contest(_QUIET_4099, _LOADED_4099, "(native 1024)", busy=0.3, same=False)
     assert adapt is None and pick.best.tree == "(native 1024)" and pick.rule == "the rule"
+
+
+# ---------------------------------------------------------------- the run queue at the decisions
+
+
+class _Room:
+    """A fake run queue: whether the cores are free, and how often it was asked."""
+
+    def __init__(self, free=True):
+        self.free, self.asked = free, 0
+
+    def __call__(self, threads):
+        assert threads == 2
+        self.asked += 1
+        return self.free
+
+
+def test_with_the_cores_free_a_slow_call_is_a_hiccup_and_fast_calls_never_ask():
+    room = _Room(free=True)
+    f = _Fake(room=room)
+    leaf = f.leaf()
+    for _ in range(10):
+        leaf(0)
+    assert room.asked == 0  # fast calls make no decision
+    f.times[2] = 5e-3  # 50× t1, twice in a row: under the time-only rules a stall
+    leaf(0)
+    leaf(0)
+    f.times[2] = 60e-6
+    leaf(0)
+    assert leaf.stalls == 0 and leaf.blips == 2 and room.asked == 2 and f.ran == [2] * 13
+
+
+def test_with_a_core_taken_one_big_stall_backs_off_at_once():
+    room = _Room(free=False)
+    f = _Fake(room=room)
+    leaf = f.leaf()
+    leaf(0)
+    f.times[2] = 300e-6
+    leaf(0)  # no wait for a second slow call: the run queue says the core is taken
+    assert leaf.stalls == 1 and leaf.threads_now == 1 and leaf.suspect == 0.0 and f.ran == [2, 2]
+
+
+def test_a_slow_run_backs_off_for_its_worth_without_asking():
+    """A run of two-thread calls whose mean passes STALL_MARGIN × t1 (none over BIG_STALL × t1)
+    backs off for what it is worth, by the time-only rules: the run queue is not asked (the twin
+    may simply not pay here)."""
+    room = _Room(free=True)
+    f = _Fake(room=room)
+    leaf = f.leaf()
+    leaf(0)  # t2 = 60 µs
+    f.times[2] = 150e-6  # 1.5× t1, under BIG_STALL: only the running mean moves
+    for _ in range(40):
+        leaf(0)
+    assert leaf.stalls >= 1 and room.asked == 0 and f.ran.count(1) < f.ran.count(2)
+
+
+def test_a_back_off_ends_early_once_the_run_queue_shows_the_cores_free():
+    """During a back-off the run queue is asked every MIN_BACKOFF_S: while a core is taken the
+    back-off runs on (and its probe still runs at its end: another process runnable is not a
+    stalled call); once the cores are free it ends at once, long before its doubled period."""
+    per = round(MIN_BACKOFF_S / 100e-6)  # one-thread calls of 100 µs in MIN_BACKOFF_S
+    room = _Room(free=False)
+    f = _Fake(room=room)
+    leaf = f.leaf()
+    leaf(0)
+    f.times[2] = 5e-3
+    leaf(0)  # a stall (the core taken): a back-off of MIN_BACKOFF_S
+    n = f.until_two(leaf)
+    assert leaf.stalls == 1 and leaf.early == 0 and room.asked >= 1 + (n - 1) // per
+    leaf(0)  # its probe still runs, and stalls: the back-off doubles
+    planned_end = leaf.until
+    assert f.ran[-1] == 2 and leaf.stalls == 2 and planned_end - f.now > 2 * MIN_BACKOFF_S
+    for _ in range(per + 1):  # the first MIN_BACKOFF_S of it
+        leaf(0)
+    room.free = True  # the load gone
+    f.times[2] = 60e-6
+    for _ in range(per + 1):
+        leaf(0)
+        if f.ran[-1] == 2:
+            break
+    assert f.ran[-1] == 2 and leaf.early == 1 and leaf.threads_now == 2
+    assert f.now < planned_end - 0.5 * MIN_BACKOFF_S  # well before the doubled back-off's end
+
+
+def _fake_proc(tmp_path, running, states):
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    (tmp_path / "loadavg").write_text(f"0.50 0.40 0.30 {running}/120 4242\n")
+    for tid, state in states.items():
+        (tmp_path / "task" / str(tid)).mkdir(parents=True)
+        (tmp_path / "task" / str(tid) / "stat").write_bytes(f"{tid} (a (b) c) {state} 1 2 3".encode())
+    return Occupancy(2, str(tmp_path / "loadavg"), str(tmp_path / "task"))
+
+
+def test_the_run_queue_less_this_process_s_own_running_threads(tmp_path):
+    occ = _fake_proc(tmp_path, 3, {10: "R", 11: "S", 12: "R"})  # "(a (b) c)": the state after the last ")"
+    assert occ.own() == 2 and occ.others() == 1 and not occ.room(2) and occ.room(1)
+    quiet = _fake_proc(tmp_path / "q", 2, {10: "R", 11: "R"})
+    assert quiet.others() == 0 and quiet.room(2)
+
+
+@pytest.mark.parametrize("why", ["affinity", "quota"])
+def test_no_run_queue_where_it_does_not_describe_this_process_s_cores(tmp_path, monkeypatch, why):
+    monkeypatch.setattr(occupancy_module.os, "cpu_count", lambda: 2)
+    if why == "affinity":
+        monkeypatch.setattr(occupancy_module.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    else:
+        monkeypatch.setattr(occupancy_module.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+        (tmp_path / "cpu.max").write_text("50000 100000\n")
+        monkeypatch.setattr(occupancy_module, "_CPU_MAX", (str(tmp_path / "cpu.max"),))
+    assert occupancy_module._probe() is None
+
+
+def test_a_spinning_process_is_counted(tmp_path):
+    """The real /proc: a process spinning in a loop is runnable whenever it is read."""
+    if occupancy_module._probe() is None:
+        pytest.skip("this machine's run queue does not describe this process's cores")
+    import subprocess
+    import sys
+    import time
+
+    occ = Occupancy(2)
+    spin = subprocess.Popen([sys.executable, "-S", "-c", "while True: pass"])
+    try:
+        seen, deadline = [], time.monotonic() + 10
+        while time.monotonic() < deadline and seen[-1:] != [True]:  # its exec done, it spins
+            seen.append(occ.others() >= 1)
+            time.sleep(0.01)
+        assert seen[-1], f"the spinner never counted in {len(seen)} readings"
+    finally:
+        spin.kill()
+        spin.wait()

@@ -126,6 +126,12 @@ def recheck() -> bool:
     return _flag_env("TRNPLAN_RECHECK", True)
 
 
+def run_queue() -> bool:
+    """``TRNPLAN_RUN_QUEUE=0``: adaptive thread counts and measured planning ignore this machine's
+    run queue (``/proc/loadavg``: :mod:`trnplan.kernels.hostlib.occupancy`) and judge by times alone."""
+    return _flag_env("TRNPLAN_RUN_QUEUE", True)
+
+
 def neuron_target() -> str | None:
     """``TRNPLAN_NEURON_TARGET``: neuronx-cc's ``--target`` (None: from the instance)."""
     return _text_env("TRNPLAN_NEURON_TARGET")
@@ -236,6 +242,7 @@ SETTINGS = {
     "TRNPLAN_DROPIN_SEARCH": dropin_search,
     "TRNPLAN_TRUST_CACHE": trust_cache,
     "TRNPLAN_RECHECK": recheck,
+    "TRNPLAN_RUN_QUEUE": run_queue,
     "TRNPLAN_TIMELIMIT": lambda: _number_env("TRNPLAN_TIMELIMIT"),
     "TRNPLAN_MEASURE_TOP_K": measure_top_k,
     "TRNPLAN_INDUCTOR_MODE": inductor_mode,
@@ -259,6 +266,8 @@ SETTING_DOCS = {
                               "estimate and stores it; 0: stored wisdom, else the device's own FFT, nothing written")),
     "TRNPLAN_TRUST_CACHE": ("0", "1: load artifacts even from a cache directory other users can write"),
     "TRNPLAN_RECHECK": ("1", "0: reuse measured wisdom without the once-per-process spot check against the default"),
+    "TRNPLAN_RUN_QUEUE": ("1", ("0: adaptive thread counts and measured planning judge by times alone, not by the "
+                          "run queue (`/proc/loadavg`: whether another process holds a core)")),
     "TRNPLAN_TIMELIMIT": ("5 (measure), 30 (patient)", ("seconds measured planning may spend timing candidates (FFTW's "
                           "`fftw_set_timelimit`); `trnplan.set_timelimit()` overrides it")),
     "TRNPLAN_MEASURE_TOP_K": ("6", ("how many candidate trees `effort=\"measure\"` times beyond the model's pick and "

@@ -26,6 +26,8 @@ from collections.abc import Callable
 
 import torch
 
+from trnplan.kernels.hostlib.occupancy import occupancy
+
 
 def in_threads(fn: Callable, threads: int | None) -> Callable:
     """``fn`` run with torch's (and so MKL's OpenMP) thread count at ``threads`` for the call.
@@ -99,7 +101,24 @@ class AdaptiveThreads:
     524 µs at 2 threads, 784 at 1) and stalls 5-20× while another process keeps a core busy
     (pyFFTW 1×65537: 1.69 ms quiet, 8.4 ms under load), so no fixed count is right in both
     (issue 32). Each call is timed with :func:`time.perf_counter` (~0.1 µs; no ``/proc`` read per
-    call, which would cost more than the decision saves on a 150 µs call):
+    call, which would cost more than the decision saves on a 150 µs call).
+
+    Where the machine's run queue describes this process's cores (``room``: Linux, see
+    :mod:`~trnplan.kernels.hostlib.occupancy`), it is asked at the leaf's decisions, never per
+    call (~20-40 µs a question):
+
+    - a two-thread call over ``t1 × BIG_STALL`` with another process runnable is a stall at once
+      (no second slow call awaited); with the cores free it is a hiccup (:attr:`blips`), and
+      nothing changes;
+    - during a back-off it is asked every :data:`MIN_BACKOFF_S` of wall time, and the cores free
+      end the back-off at once (:meth:`_freed`): the leaf is back on two threads within ~10 ms of
+      the load's end, where the doubling back-off alone kept it on one thread for up to
+      :data:`MAX_BACKOFF_S`. A core still taken neither ends nor extends a back-off: its probe
+      still runs, since another process runnable is not yet a stalled call.
+
+    Otherwise, and without the run queue (``room`` None), the time-only rules decide:
+
+    Without the run queue (``room`` None) the time-only rules decide:
 
     - on ``many`` threads, a call slower than ``t1 × BIG_STALL`` (``t1``: the one-thread twin's
       time) is a stall, and so is a run of calls whose running mean (weight :data:`EMA_WEIGHT`
@@ -148,12 +167,20 @@ class AdaptiveThreads:
         The thread count of ``many`` (reported by :attr:`threads_now`).
     clock : callable
         The timer, seconds (tests pass a fake one).
+    room : callable or None
+        ``room(threads)``: whether ``threads`` threads would each find a core now
+        (:meth:`~trnplan.kernels.hostlib.occupancy.Occupancy.room`); None: the time-only rules.
     """
 
-    def __init__(self, one: Callable, many: Callable, t1: float, threads: int = 2, clock=time.perf_counter):
+    def __init__(self, one: Callable, many: Callable, t1: float, threads: int = 2, clock=time.perf_counter,
+                 room: Callable[[int], bool] | None = None):
         if not t1 > 0:
             raise ValueError(f"the one-thread time t1 must be > 0 seconds, got {t1!r}")
         self.one, self.many, self.t1, self.threads, self.clock = one, many, float(t1), threads, clock
+        self.room = room
+        self.next_ask = -math.inf  # during a back-off, when to ask the run queue next (clock time)
+        self.early = 0  # back-offs ended early: the run queue showed the cores free (for tests and benchmarks)
+        self.blips = 0  # slow calls with the cores free: not stalls (for tests and benchmarks)
         self.until = -math.inf  # one thread until this clock time (the back-off in progress) …
         self.left = 0  # … and for this many calls more
         self.backoff = MIN_BACKOFF_S  # the next back-off's length (seconds)
@@ -172,7 +199,7 @@ class AdaptiveThreads:
     def __call__(self, *args, **kwargs):
         clock = self.clock
         start = clock()
-        if self.left > 0 or start < self.until:
+        if (self.left > 0 or start < self.until) and not self._freed(start):
             self.left -= 1
             self.cold = True
             out = self.one(*args, **kwargs)
@@ -187,7 +214,12 @@ class AdaptiveThreads:
         cold, self.cold = self.cold, False
         suspect, self.suspect = self.suspect, 0.0
         if took > self.t1 * BIG_STALL:  # a core held for a scheduler slice, or a hiccup
-            if cold or suspect:  # the probe after a back-off, or the second slow call in a row
+            busy = self._busy()
+            if busy:  # another process holds a core: a stall, at once
+                self._back_off(took - self.t1, end, big=True)
+            elif busy is not None:  # the cores free: a hiccup
+                self.blips += 1
+            elif cold or suspect:  # the probe after a back-off, or the second slow call in a row
                 self._back_off(max(took, suspect) - self.t1, end, big=True)
             else:  # one stall after fast calls: the next call decides
                 self.suspect = took
@@ -206,11 +238,37 @@ class AdaptiveThreads:
             self._back_off(mean - self.t1, end, big=False)
         return out
 
+    def _busy(self) -> bool | None:
+        """Whether another process holds a core the extra threads need, now (None: unknown)."""
+        return None if self.room is None else not self.room(self.threads)
+
+    def _freed(self, start: float) -> bool:
+        """During a back-off, with the run queue: every MIN_BACKOFF_S of wall time, whether the
+        cores are free again, which ends the back-off now (the next call probes two threads).
+        The doubling back-off alone kept a leaf on one thread for up to MAX_BACKOFF_S after the
+        load had gone; asking costs ~20-40 µs, ≤ 0.4 % of the 10 ms between asks. A core still
+        taken does not end the back-off, nor extend it: the probe at its end still runs, since
+        another process runnable is not yet a stalled call — in bench/measure_busy.py's rounds a
+        spinning process held a core for a whole row while torch.fft's two threads ran 332 µs
+        against its one thread's 450 (the kernel ran the pool's woken thread ahead of the spinner),
+        and a leaf that waited on the run queue instead of probing ran 1.6-1.7× torch.fft there
+        (2026-11-27)."""
+        if self.room is None or start < self.next_ask:
+            return False
+        self.next_ask = start + MIN_BACKOFF_S
+        if not self.room(self.threads):
+            return False
+        self.until, self.left = -math.inf, 0
+        self.early += 1
+        return True
+
     def _back_off(self, excess: float, end: float, big: bool) -> None:
         """Run on one thread from ``end`` for what a stall of ``excess`` seconds is worth
-        (:meth:`_worth`); after a big stall at least the doubling back-off."""
+        (:meth:`_worth`); after a big stall at least the doubling back-off. With the run queue it
+        may end early (:meth:`_freed`)."""
         self.stalls += 1
         self.mean2 = None
+        self.next_ask = end + MIN_BACKOFF_S
         period = self._worth(excess)
         if big:
             period = max(self.backoff, period)
@@ -238,6 +296,23 @@ class AdaptiveThreads:
         return min(excess / saved, cap) if saved > 0 else cap
 
 
-def adaptive(one: Callable, many: Callable, t1: float, threads: int = 2, clock=time.perf_counter) -> AdaptiveThreads:
-    """:class:`AdaptiveThreads` of ``one`` and ``many`` with the one-thread time ``t1`` (seconds)."""
-    return AdaptiveThreads(one, many, t1, threads, clock)
+#: ``adaptive(room=MACHINE)``: this machine's run queue (:func:`~trnplan.kernels.hostlib.occupancy.occupancy`)
+MACHINE = "machine"
+
+
+def adaptive(one: Callable, many: Callable, t1: float, threads: int = 2, clock=time.perf_counter,
+             room: Callable[[int], bool] | str | None = MACHINE) -> AdaptiveThreads:
+    """:class:`AdaptiveThreads` of ``one`` and ``many`` with the one-thread time ``t1`` (seconds),
+    asking ``room`` whether the cores are free at its decisions: :data:`MACHINE` for this
+    machine's run queue where it describes this process's cores (else None), None for the
+    time-only rules.
+
+    The process's own runnable threads never count as taking a core, whichever pool the call
+    runs on: counting them for pyFFTW's and scipy's pools (torch's OpenMP workers spin 10-40 ms
+    after each parallel region) was tried, and kept pyFFTW 512×1024's adaptive leaf at its
+    one-thread 924 µs while the same two-thread call ran 513 µs beside it (bench/measure_busy.py,
+    2026-11-27): the kernel runs a woken pool thread ahead of a spinning one."""
+    if room == MACHINE:
+        occ = occupancy()
+        room = None if occ is None else occ.room
+    return AdaptiveThreads(one, many, t1, threads, clock, room)
