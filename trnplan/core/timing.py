@@ -64,7 +64,8 @@ def calls_per_sample(fn: Callable[[], object], sync: Callable[[], None], sample_
 
 
 def round_robin(runners: Sequence[tuple[Callable[[], object], int]], sync: Callable[[], None], rounds: int,
-                stop_s: float | None = None, min_rounds: int = 1) -> list[list[float]]:
+                stop_s: float | None = None, min_rounds: int = 1,
+                each_round: Callable[[], None] | None = None) -> list[list[float]]:
     """Seconds per call of each ``(fn, inner)`` in ``runners``, one sample per round.
 
     In every round each runner makes one untimed call, then ``inner`` timed calls (one sample: their
@@ -83,6 +84,9 @@ def round_robin(runners: Sequence[tuple[Callable[[], object], int]], sync: Calla
         Stop once this many seconds have passed and ``min_rounds`` rounds are done.
     min_rounds : int, default 1
         Rounds made whatever ``stop_s`` says.
+    each_round : callable, optional
+        Called after each round, outside the timed calls (measured planning asks the run queue
+        there whether another process held a core).
 
     Returns
     -------
@@ -108,6 +112,8 @@ def round_robin(runners: Sequence[tuple[Callable[[], object], int]], sync: Calla
                 fn()
             sync()
             out.append((time.perf_counter() - t0) / inner)
+        if each_round is not None:
+            each_round()
         if stop_s is not None and r + 1 >= min_rounds and time.perf_counter() - start > stop_s:
             break
     return samples

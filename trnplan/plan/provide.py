@@ -52,7 +52,7 @@ from trnplan.plan.probe import assumed_probe, precision_probe
 from trnplan.plan.provenance import Provenance, Provided, warn
 from trnplan.plan.trust import candidates_from_json, candidates_to_json, forget, remember_trusted, trusted_tree
 from trnplan.plan.unreachable import unreachable
-from trnplan.planner.measure import NOISE_FLOOR, Measurement, measure, ranked_candidates, recheck
+from trnplan.planner.measure import NOISE_FLOOR, Measurement, held_core, measure, ranked_candidates, recheck
 from trnplan.planner.planner import Planner
 
 _LOG = logging.getLogger(__name__)
@@ -440,6 +440,9 @@ def _recheck(req: _Request, decision: _Decision) -> str | None:
     if m.busy is not None:  # the default was kept because the machine was too busy to tell
         return (f"measured wisdom {decision.key!r} ({m.effort}, {_age(m)}) was taken on a machine too busy to "
                 f"measure (noise {m.busy:.0%}); the default was kept")
+    if held_core(m):  # measured while another process held a core: its "quiet" rounds were not
+        return (f"measured wisdom {decision.key!r} ({m.effort}, {_age(m)}) was measured while another process "
+                f"held a core (runnable after {m.held[0]} of {m.held[1]} rounds)")
     try:
         checked = recheck(req.planner, req.problem, req.device, m, _plan_maker(req))
     except Exception:  # noqa: BLE001 - a check that cannot run (a tree no longer built here) leaves the record

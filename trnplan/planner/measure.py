@@ -64,6 +64,7 @@ from trnplan.core.progress import Progress
 from trnplan.core.spec import parse_strategy
 from trnplan.core.timing import paired, spread
 from trnplan.kernels import hostlib
+from trnplan.kernels.hostlib.occupancy import occupancy
 from trnplan.kernels.hostlib.threads import BIG_STALL, STALL_MARGIN
 from trnplan.planner.planner import CHOSEN, MORE_EXPENSIVE
 
@@ -106,6 +107,13 @@ CONFIRM_QUANTILE = 0.25
 #: candidate's paired noise) is too busy to measure: the default is kept, the record says so, and
 #: the pick is not taken as wisdom
 BUSY_NOISE = 0.15
+#: a record measured while another process was runnable after at least this share of the rounds
+#: (the run queue, :mod:`~trnplan.kernels.hostlib.occupancy`, which the rounds' times can only
+#: guess at) is not trusted as wisdom: its pick stands in the process that measured it, and the
+#: next process that reuses it measures again (:func:`held_core`). Not a "machine busy" verdict
+#: that keeps the default: tried (bench/measure_busy.py, loaded, 2026-11-27), it kept torch.fft at
+#: one thread where mkl_fft ran 2.7× faster (1×65537) and at 3.2× mkl_fft's time (4×16385)
+BUSY_HELD = 0.5
 #: at most this many contenders (besides the default) go into the confirmation bursts
 CONFIRM_MAX = 3
 #: seconds the background load's interpreter is given to start spinning (-S: ~15 ms here)
@@ -212,6 +220,10 @@ class Measurement:
         the multi-thread default, its one-thread twin, the multi-thread one's paired ratio to the
         twin quiet and under load (median per-round ratios; None: not timed under load), and the
         tree kept as the default. Empty: not decided (one thread, or not the CPU).
+    held : tuple of (int, int)
+        The run queue over the rounds (:func:`watch_rounds`): after how many of them another
+        process was runnable, and how many were watched. Empty: not watched (not the CPU, or no
+        run queue that describes this process's cores).
     adaptive : tuple of (str, str, float, float, bool)
         Where the pick was a one-thread library leaf whose multi-thread twin ran faster in the
         quiet rounds (:func:`adaptive_pick`): the adaptive tree (``threads=k adapt=T1``), the
@@ -237,6 +249,7 @@ class Measurement:
     checks: tuple = ()
     default_threads: tuple = ()
     adaptive: tuple = ()
+    held: tuple = ()
 
     @property
     def winner(self) -> Timing:
@@ -272,7 +285,7 @@ class Measurement:
                    tuple(float(r) for r in data.get("confirmation", ())),
                    None if load is None else float(load), None if busy is None else float(busy),
                    tuple(_check(c) for c in data.get("checks", ())), _default_threads(data.get("default_threads")),
-                   _adaptive(data.get("adaptive")))
+                   _adaptive(data.get("adaptive")), tuple(int(v) for v in data.get("held") or ()))
 
 
 def _adaptive(d) -> tuple:
@@ -368,13 +381,25 @@ def _inner(fn, sync) -> tuple[int, float]:
     return timing.calls_per_sample(fn, sync, MIN_SAMPLE_S)
 
 
-def round_robin(runners, sync, rounds: int, stop_s: float | None = None) -> list[list[float]]:
+def round_robin(runners, sync, rounds: int, stop_s: float | None = None, each_round=None) -> list[list[float]]:
     """:func:`trnplan.core.timing.round_robin` (each runner an untimed call, then ``inner`` timed
     ones, in turn, one sample per round) that stops early only after :data:`MIN_ROUNDS` rounds."""
-    return timing.round_robin(runners, sync, rounds, stop_s, min_rounds=MIN_ROUNDS)
+    return timing.round_robin(runners, sync, rounds, stop_s, min_rounds=MIN_ROUNDS, each_round=each_round)
 
 
-def timed_rounds(runners, sync, rounds: int, budget_s: float, keep) -> list[list[float]]:
+def watch_rounds(device: torch.device) -> tuple:
+    """(a callable for :func:`round_robin`'s ``each_round``, the list it fills): after each round,
+    whether another process is runnable (:meth:`~trnplan.kernels.hostlib.occupancy.Occupancy.others`,
+    ~20-40 µs, outside the timed calls). (None, []) off the CPU or where this machine's run queue
+    does not describe this process's cores."""
+    occ = occupancy() if device.type == "cpu" else None
+    flags: list = []
+    if occ is None:
+        return None, flags
+    return (lambda: flags.append(occ.others() > 0)), flags
+
+
+def timed_rounds(runners, sync, rounds: int, budget_s: float, keep, each_round=None) -> list[list[float]]:
     """:func:`round_robin` in two phases: :data:`MIN_ROUNDS` rounds of every runner, then the
     remaining rounds of those within :data:`PRUNE` × the fastest median so far (and those ``keep``
     marks). A candidate many times slower is then no longer timed: its calls evicted the others'
@@ -382,13 +407,13 @@ def timed_rounds(runners, sync, rounds: int, budget_s: float, keep) -> list[list
     pyFFTW leaf of 512×192 measure 100 µs where a loop of it runs 53), which a plan called in a
     loop never sees. The pruned keep their first rounds' samples (paired with the default's first)."""
     start = time.perf_counter()
-    first = round_robin(runners, sync, min(MIN_ROUNDS, rounds))
+    first = round_robin(runners, sync, min(MIN_ROUNDS, rounds), each_round=each_round)
     best = min(statistics.median(s) for s in first)
     alive = [i for i, s in enumerate(first) if keep[i] or statistics.median(s) <= PRUNE * best]
     rest = max(rounds - MIN_ROUNDS, 0)
     if rest and alive:
         left = max(budget_s - (time.perf_counter() - start), 0.0)
-        more = round_robin([runners[i] for i in alive], sync, rest, stop_s=left)
+        more = round_robin([runners[i] for i in alive], sync, rest, stop_s=left, each_round=each_round)
         for i, extra in zip(alive, more):
             first[i].extend(extra)
     return first
@@ -448,7 +473,16 @@ def burst_ratios(samples: list[list[list[float]]], i: int) -> list[float]:
 def background_load():
     """A process that keeps one core busy for the block (a spinning interpreter, killed after).
 
-    Yields False where none could be started (then nothing is loaded)."""
+    Yields False where none could be started (then nothing is loaded). Where the run queue
+    (:func:`~trnplan.kernels.hostlib.occupancy.occupancy`) already shows another process
+    runnable, none is started (and True is yielded): the machine is loaded already, and a second
+    spinner on a 2-core machine leaves no core free for even a one-thread call — it made pyFFTW's
+    two threads at 16×4099 look stalled to planning and scipy's one worker the pick, 1.48× pyFFTW's
+    two threads once timed beside the one real spinner (bench/measure_busy.py, 2026-11-27)."""
+    occ = occupancy()
+    if occ is not None and occ.others() > 0:
+        yield True
+        return
     try:
         proc = subprocess.Popen([sys.executable, "-S", "-c", "while True: pass"], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -877,12 +911,14 @@ def measure(planner, problem, spec, device: torch.device, effort: str, estimate_
         prepared, verdicts, sync = _prepare_all(planner, problem, device, trees, _timed_set(trees, top_k, n_fixed),
                                                 n_fixed, make_plan, limit, start, bar, _split_form(planner, device))
         bar.update((time.perf_counter() - start) / limit, f"timing {len(prepared)} candidate(s) round-robin")
-        samples = _time_prepared(prepared, (default_i, twin_i), sync, limit, start)
+        each_round, flags = watch_rounds(device)
+        samples = _time_prepared(prepared, (default_i, twin_i), sync, limit, start, each_round)
         default_i, threads = default_threads(trees, prepared, samples, default_i, twin_i, sync, tol)
     default = trees[default_i] if default_i is not None else None
     timings = _timings(trees, prepared, samples, verdicts, default_i, tol)
+    held = (sum(flags), len(flags)) if flags else ()
     return _finish(effort, problem, trees, timings, samples, prepared, default, top_k, limit, start, tol, device, sync,
-                   threads)
+                   threads, held)
 
 
 def _index(trees: list, node) -> int | None:
@@ -917,7 +953,7 @@ def default_threads(trees, prepared, samples, default_i, twin_i, sync, tol) -> t
     return chosen, (str(trees[default_i]), str(trees[twin_i]), quiet, loaded, str(trees[chosen]))
 
 
-def _time_prepared(prepared, kept: tuple, sync, limit: float, start: float) -> list:
+def _time_prepared(prepared, kept: tuple, sync, limit: float, start: float, each_round=None) -> list:
     """The round-robin samples of the prepared candidates, in what is left of the time limit."""
     if not prepared:  # every candidate failed or none fitted: _finish says which and why
         return []
@@ -929,11 +965,11 @@ def _time_prepared(prepared, kept: tuple, sync, limit: float, start: float) -> l
     rounds = int(min(MAX_ROUNDS, max(MIN_ROUNDS, budget / per_round)))
     # the estimate's pick, the default and its one-thread twin stay (``kept``: the last two's indices)
     keep = [p.index == 0 or p.index in kept for p in prepared]
-    return timed_rounds([(p.fn, p.inner) for p in prepared], sync, rounds, budget, keep)
+    return timed_rounds([(p.fn, p.inner) for p in prepared], sync, rounds, budget, keep, each_round)
 
 
 def _finish(effort, problem, trees, timings, samples, prepared, default, top_k, limit, start, tol, device, sync,
-            threads: tuple = ()):
+            threads: tuple = (), held: tuple = ()):
     """(winner node, Measurement, calibration samples) from the timings: :func:`measure`'s result."""
     if not any(t.verdict == SLOWER for t in timings):
         detail = "; ".join(f"{t.tree}: {t.verdict}" + (f" ({t.measured_error:.1e})" if t.measured_error else "")
@@ -962,7 +998,8 @@ def _finish(effort, problem, trees, timings, samples, prepared, default, top_k, 
     timings.sort(key=lambda t: t.predicted_us)
     record = Measurement(effort, tuple(timings), len(trees), top_k, limit, time.perf_counter() - start, regret,
                          str(default) if default is not None else None, torch.get_num_threads(), time.time(),
-                         pick.rule, pick.confirmation, pick.under_load, pick.busy, pick.checks, threads, adaptive)
+                         pick.rule, pick.confirmation, pick.under_load, pick.busy, pick.checks, threads, adaptive,
+                         held)
     return winner, record, samples_out
 
 
@@ -1273,6 +1310,10 @@ def describe(m: Measurement) -> list[str]:
         load += f" ({_us(loaded_us)})" if loaded_us is not None else ""
         lines.append(f"  contender {tree}: {', '.join(f'{r:.2f}×' for r in ratios)} the default per burst "
                      f"(noise {noise:.1%}){own}{load}")
+    if m.held:
+        lines.append(f"  run queue: another process runnable after {m.held[0]} of {m.held[1]} rounds"
+                     + (": measured with a core held, so the next process that uses this record measures again"
+                        if held_core(m) else ""))
     if m.busy is not None:
         lines.append(f"  machine busy: noise {m.busy:.0%} over {BUSY_NOISE:.0%}: the default kept, not a measured "
                      "pick; the next process that uses this record measures again")
@@ -1281,10 +1322,16 @@ def describe(m: Measurement) -> list[str]:
     return lines
 
 
+def held_core(m: Measurement) -> bool:
+    """Whether ``m`` was measured with another process runnable after :data:`BUSY_HELD` of its
+    rounds or more (the run queue): a pick not to be reused as wisdom."""
+    return bool(m.held) and m.held[0] >= BUSY_HELD * m.held[1]
+
+
 def _us(us: float | None) -> str:
     return "—" if us is None or not math.isfinite(us) else format_time(us)
 
 
 __all__ = ["Measurement", "Timing", "adaptive_pick", "adaptive_words", "background_load", "beats_default", "burst_ratios", "bursts", "busy_noise",
-           "contenders", "decide", "default_threads", "describe", "loaded_burst", "low_quantile", "measure", "one_thread_twin", "paired",
-           "ranked_candidates", "recheck", "robust_pick", "round_robin", "spread", "time_call", "tree_threads"]
+           "contenders", "decide", "default_threads", "describe", "held_core", "loaded_burst", "low_quantile", "measure", "one_thread_twin", "paired",
+           "ranked_candidates", "recheck", "robust_pick", "round_robin", "spread", "time_call", "tree_threads", "watch_rounds"]
