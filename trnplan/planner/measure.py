@@ -1057,13 +1057,16 @@ def _adaptive_first(pick: _Pick, timings: list, trees: list, fns: dict, rounds: 
     The pool: the pick, each confirmed one-thread contender that held up under load, and (with
     ``sync``, which allows a burst under load) the :data:`CONFIRM_MAX` fastest other one-thread
     library leaves with a multi-thread twin (those in the confirmation that failed it stay out).
-    Each is scored by the mean of its quiet time (as an adaptive leaf where its twin pays by
+    All of them and the pick are timed in one burst under load (figures from different bursts met
+    different loads). Each is scored by the mean of its quiet time (as an adaptive leaf where its twin pays by
     :data:`STALL_MARGIN` in the lower quartiles and both give bitwise identical outputs: the
     twin's median over the rounds; else its own median: the expected time, not the least
     disturbed one — scipy's two workers at 16×4099 ran 457 µs by the lower quartile in planning
     and ~700 µs, their one-worker time, in bench/measure_busy.py's rounds, where pocketfft's
-    sleeping workers woke late) and its time under load (the load test's, else one burst under load
-    of the pick and the leaves with no figure; without it, the quiet time). A leaf replaces the pick
+    sleeping workers woke late) and its time under load (that burst's; the load test's where no
+    burst could run; without either, the quiet time) — a multi-thread pick that becomes adaptive
+    (its one-thread twin timed, paying and bitwise the same) by its one-thread twin's, which its
+    adaptive leaf runs under load. A leaf replaces the pick
     only where its score beats the pick's beyond :data:`NOISE_FLOOR`; it runs as an adaptive leaf
     where it has that form, else as the fixed one-thread leaf (a pick that stalls under load gives
     way to one that does not)."""
@@ -1093,30 +1096,55 @@ def _adaptive_first(pick: _Pick, timings: list, trees: list, fns: dict, rounds: 
         own = statistics.median(rounds[t.tree]) * 1e6
         return (twin_pays(t) or own) if tree_threads(t.tree) == 1 else own
 
+    runs = {best.tree: _runs_loaded(best, timings, fns, rounds)}
     pool = [t for t in timings if t.tree in held and t.tree != best.tree and tree_threads(t.tree) == 1]
     if sync is not None and torch.get_num_threads() > 1:
         others = sorted((t for t in timings if t.verdict == SLOWER and t.tree in rounds and t.tree not in checked
                          and t.tree != best.tree and _multi_twin(t, timings) is not None), key=quiet)
         pool += others[:CONFIRM_MAX]
-        _time_loaded([t for t in ([best] if best.tree in rounds else []) + pool if t.tree not in loaded], fns,
-                     sync, loaded)
+        # all of them in one burst, those with a figure too: an earlier burst's load is not this
+        # one's (a neighbour's load that came and went between them made the pick's one-thread
+        # call 1372 µs in the contenders' burst against pyFFTW's 706 in this one, 2026-11-27)
+        timed = [runs[best.tree]] if best.tree in rounds else []
+        _time_loaded(timed + [t for t in pool if t.tree in rounds and t.tree != runs[best.tree].tree], fns, sync,
+                     loaded)
     pool = [t for t in pool if t.tree in rounds and (t.tree in loaded or t.tree in held)]
-    scorable = best.tree in rounds and (tree_threads(best.tree) == 1 or best.tree in loaded)
+    scorable = best.tree in rounds and (tree_threads(runs[best.tree].tree) == 1 or best.tree in loaded)
     if scorable and pool:
 
+        def under_load(t):
+            return loaded.get(runs.get(t.tree, t).tree) or quiet(t)
+
         def score(t):
-            return (quiet(t) + (loaded.get(t.tree) or quiet(t))) / 2
+            return (quiet(t) + under_load(t)) / 2
 
         first = min(pool, key=score)
         if score(first) * (1 + NOISE_FLOOR) < score(best):
             adapt = adaptive_pick(first, timings, trees, fns, rounds)
             form = "as an adaptive leaf" if adapt is not None and adapt[0] is not None else "at one thread"
             rule = (f"{pick.rule}; then {first.tree} instead, {form}: expected {score(first):.0f} µs (the mean of "
-                    f"its {quiet(first):.0f} µs quiet and {loaded.get(first.tree) or quiet(first):.0f} µs under load) against "
+                    f"its {quiet(first):.0f} µs quiet and {under_load(first):.0f} µs under load) against "
                     f"{score(best):.0f} µs for {best.tree} ({quiet(best):.0f} µs quiet, "
-                    f"{loaded.get(best.tree) or quiet(best):.0f} µs under load)")
+                    f"{under_load(best):.0f} µs under load"
+                    + (" at one thread, as an adaptive leaf" if runs[best.tree] is not best else "") + ")")
             return adapt, attrs.evolve(pick, best=first, rule=rule)
     return adaptive_pick(best, timings, trees, fns, rounds), pick
+
+
+def _runs_loaded(best: Timing, timings: list, fns: dict, rounds: dict) -> Timing:
+    """What the pick ``best`` runs under load: a multi-thread pick that becomes adaptive
+    (:func:`adaptive_pick`: its one-thread twin timed, paying by :data:`STALL_MARGIN` in the lower
+    quartiles, bitwise the same) runs that twin there, not its own stalling call; else itself.
+    Scored by its own loaded time, torch.fft 512×1024 at two threads (315 µs quiet, 7.9 ms
+    loaded) lost the contest to pyFFTW's adaptive leaf (324 µs quiet, 742 loaded), which then ran
+    1.17× torch.fft in bench/measure_busy.py (2026-11-27)."""
+    one = _one_twin(best, timings)
+    if one is None or one.tree not in rounds or best.tree not in rounds:
+        return best
+    if not low_quantile(rounds[best.tree]) * STALL_MARGIN < low_quantile(rounds[one.tree]):
+        return best
+    with torch.no_grad():
+        return one if _outputs_equal(fns[one.tree][0](), fns[best.tree][0]()) else best
 
 
 def _adaptive_default(pick: _Pick, timings: list, trees: list, fns: dict, rounds: dict) -> tuple:
