@@ -27,6 +27,7 @@ Usage::
     python bench/measure_busy.py --markdown docs/benchmarks.md --plot docs/measure_busy.png
     python bench/measure_busy.py --replot bench/out/measure_busy.json --plot docs/measure_busy.png
     python bench/measure_busy.py --ab --out bench/out/adaptive_ab.json   # adaptive vs fixed thread counts
+    python bench/measure_busy.py --queue-ab --out bench/out/queue_ab.json   # the leaf with/without the run queue
 
 Prints a table and writes JSON (``--out``); ``--markdown`` rewrites the section between its
 markers in that file. A benchmark, not a test: nothing here asserts a time.
@@ -323,6 +324,85 @@ def _ab_row(solver: str, batch: int, n: int, rounds: int) -> dict:
     return row
 
 
+def queue_ab(args) -> dict:
+    """The adaptive leaf with the run queue against the same leaf on the time-only rules, in one
+    process, while a spinning process is stopped and continued at random (seeded, 50-800 ms a
+    phase): per row both leaves and the fixed one- and two-thread plans in shuffled rounds of
+    ~10 ms blocks; each leaf's median per-round ratio to the fixed two- and one-thread plans, its
+    mean time over the better fixed plan's (what a loop costs, stalls included), and its stalls,
+    back-offs ended early by the run queue and slow calls it took for hiccups."""
+    import signal
+
+    import torch
+
+    from trnplan.kernels.hostlib import installed
+    from trnplan.kernels.hostlib.occupancy import occupancy
+    from trnplan.kernels.hostlib.threads import adaptive
+
+    if occupancy() is None:
+        raise SystemExit("--queue-ab: this machine's run queue does not describe this process's cores (or "
+                         "TRNPLAN_RUN_QUEUE=0)")
+    torch.set_num_threads(2)
+    out = []
+    spin = subprocess.Popen([sys.executable, "-S", "-c", "while True: pass"])
+    os.kill(spin.pid, signal.SIGSTOP)
+    try:
+        for solver, batch, n in AB_ROWS[: args.rows]:
+            if solver in ("pyfftw", "scipy") and installed(solver) is None:
+                continue
+            out.append(_queue_row(solver, batch, n, args.ab_rounds, spin, adaptive, occupancy().room))
+    finally:
+        spin.kill()
+        spin.wait()
+    return {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "loadavg": os.getloadavg(), "rows": out}
+
+
+def _queue_row(solver, batch, n, rounds, spin, adaptive, room) -> dict:
+    """One row of :func:`queue_ab` (``rounds`` × 4 shuffled rounds, the spinner toggled meanwhile)."""
+    import signal
+
+    import numpy as np
+    import torch
+
+    from trnplan import plan_many
+
+    x = torch.from_numpy((np.random.default_rng(0).standard_normal((batch, n, 2)) @ [1, 1j]).astype(np.complex64))
+    fixed = {k: plan_many((n,), batch=batch, strategy=f"({solver} {n} threads={k})") for k in (1, 2)}
+    one, two = (lambda: fixed[1].execute(x)), (lambda: fixed[2].execute(x))
+    t1 = statistics.quantiles(_shuffled_rounds([(one, 1)], 30)[0], n=4)[0]
+    leaves = {"run queue": adaptive(one, two, t1, 2, room=room), "time only": adaptive(one, two, t1, 2, room=None)}
+    inner = max(1, round(AB_BLOCK_S / t1))
+    runners = [(one, inner), (two, inner)] + [(leaf, inner) for leaf in leaves.values()]
+    stop = threading.Event()
+
+    def toggle():
+        r, on = random.Random(1), False
+        while not stop.wait(r.uniform(0.05, 0.8)):
+            on = not on
+            os.kill(spin.pid, signal.SIGCONT if on else signal.SIGSTOP)
+        os.kill(spin.pid, signal.SIGSTOP)
+
+    thread = threading.Thread(target=toggle, daemon=True)
+    thread.start()
+    try:
+        samples = _shuffled_rounds(runners, 4 * rounds)
+    finally:
+        stop.set()
+        thread.join()
+    s1, s2 = samples[0], samples[1]
+    row = {"row": f"{solver} {batch}×{n}", "t1_us": t1 * 1e6}
+    for (name, leaf), s in zip(leaves.items(), samples[2:]):
+        row[name] = {"vs_two": statistics.median(a / b for a, b in zip(s, s2)),
+                     "vs_one": statistics.median(a / b for a, b in zip(s, s1)),
+                     "mean_vs_better": statistics.fmean(s) / min(statistics.fmean(s1), statistics.fmean(s2)),
+                     "stalls": leaf.stalls, "early": leaf.early, "blips": leaf.blips}
+        c = row[name]
+        print(f"{row['row']} {name:9s}: per round {c['vs_two']:.2f}× two threads, {c['vs_one']:.2f}× one; mean "
+              f"{c['mean_vs_better']:.2f}× the better fixed count; {c['stalls']} stalls, {c['early']} back-offs "
+              f"ended early, {c['blips']} hiccups", flush=True)
+    return row
+
+
 def measure_runs(args) -> tuple:
     """The runs, one fresh-cache process after another, written to ``args.out``: (summary, meta)."""
     runs, expected = [], 60.0
@@ -358,12 +438,15 @@ def main() -> int:
                    help="instead: the adaptive leaf vs fixed 1- and 2-thread leaves, quiet and with a spinner, in "
                         "this process (AB_ROWS; --rows limits them), JSON to --out")
     p.add_argument("--ab-rounds", type=int, default=30, help="round-robin rounds per condition of --ab")
+    p.add_argument("--queue-ab", action="store_true",
+                   help="instead: the adaptive leaf with the run queue vs on the time-only rules, under a load "
+                        "toggled at random, in this process (AB_ROWS; --rows limits them), JSON to --out")
     p.add_argument("--child-json", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child_json:
         return child(args)
-    if args.ab:
-        result = ab(args)
+    if args.ab or args.queue_ab:
+        result = queue_ab(args) if args.queue_ab else ab(args)
         os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
         with open(args.out, "w", encoding="utf-8") as f:
             json.dump(result, f, indent=1)
