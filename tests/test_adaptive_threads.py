@@ -622,6 +622,20 @@ def test_a_back_off_ends_early_once_the_run_queue_shows_the_cores_free():
     assert f.now < planned_end - 0.5 * MIN_BACKOFF_S  # well before the doubled back-off's end
 
 
+def test_an_unreadable_run_queue_leaves_the_time_only_rules():
+    """/proc unreadable at a decision: the user's call does not fail, and the time-only rules
+    decide that call (a lone big stall waits for the next call)."""
+    def broken(threads):
+        raise OSError("no /proc")
+
+    f = _Fake(room=broken)
+    leaf = f.leaf()
+    leaf(0)
+    f.times[2] = 5e-3
+    assert leaf(0) == (0, 2)
+    assert leaf.stalls == 0 and leaf.suspect == pytest.approx(5e-3) and leaf.blips == 0
+
+
 def _fake_proc(tmp_path, running, states):
     tmp_path.mkdir(parents=True, exist_ok=True)
     (tmp_path / "loadavg").write_text(f"0.50 0.40 0.30 {running}/120 4242\n")

@@ -396,7 +396,14 @@ def watch_rounds(device: torch.device) -> tuple:
     flags: list = []
     if occ is None:
         return None, flags
-    return (lambda: flags.append(occ.others() > 0)), flags
+
+    def ask():
+        try:
+            flags.append(occ.others() > 0)
+        except (OSError, ValueError, IndexError):  # /proc unreadable this time: that round not counted
+            pass
+
+    return ask, flags
 
 
 def timed_rounds(runners, sync, rounds: int, budget_s: float, keep, each_round=None) -> list[list[float]]:
@@ -480,7 +487,11 @@ def background_load():
     two threads at 16×4099 look stalled to planning and scipy's one worker the pick, 1.48× pyFFTW's
     two threads once timed beside the one real spinner (bench/measure_busy.py, 2026-11-27)."""
     occ = occupancy()
-    if occ is not None and occ.others() > 0:
+    try:
+        held = occ is not None and occ.others() > 0
+    except (OSError, ValueError, IndexError):  # /proc unreadable this time: start one, as without it
+        held = False
+    if held:
         yield True
         return
     try:

@@ -3,9 +3,9 @@ threads, less this process's own.
 
 An adaptive library leaf (:class:`~trnplan.kernels.hostlib.threads.AdaptiveThreads`) judged a
 two-thread call by its time alone; a call's time cannot tell a process holding the other core
-from a quiet machine's hiccup (another thread pool waking, a page-fault burst), and a probe of
-two threads under load paid a whole scheduler slice (4-8 ms on a 250-450 µs call, 2026-11-27)
-to find the core still taken. The kernel knows: ``/proc/loadavg``'s fourth field is
+from a quiet machine's hiccup (another thread pool waking, a page-fault burst), and after a
+back-off only a probe at its end, at up to 1 s once doubled, could find that the load had gone.
+The kernel knows: ``/proc/loadavg``'s fourth field is
 ``running/total``, the number of runnable threads on the machine *now* (``nr_running``, not an
 average; proc(5)). This process's own runnable threads (``R`` in ``/proc/self/task/*/stat``:
 this thread, and OpenMP workers spinning after a parallel region — GNU OpenMP's spin here
@@ -17,7 +17,7 @@ process, 1 after 99 % of calls and 1 when idle. A check (:meth:`Occupancy.others
 ~20-40 µs (a read per thread of this process), so the leaf asks only at its decisions — a slow
 call, the end of a back-off — never per call.
 
-Two readers: the adaptive leaf, at a slow call and at the end of a back-off
+Two readers: the adaptive leaf, at a slow call and every 10 ms of a back-off
 (:meth:`Occupancy.room`), and measured planning, after each round of its timing (:func:`trnplan.planner.measure.watch_rounds`:
 a record measured with a core held is measured again by the next process that reuses it).
 
@@ -25,8 +25,8 @@ Where the count does not describe the cores this process runs on, :func:`occupan
 and both keep their time-only rules: not Linux, ``/proc`` unreadable, a CPU affinity narrower
 than the machine (others may run on cores this process cannot use), a cgroup CPU quota (the
 process can be throttled while cores stand idle), or ``TRNPLAN_RUN_QUEUE=0``. Kernel threads
-count as others too (a kworker, khugepaged after large allocations): a moment's one makes the
-leaf wait 10 ms more at one thread, no more.
+count as others too (a kworker, khugepaged after large allocations): a moment's one can make a
+hiccup count as a stall (a back-off) or keep a back-off from ending early, no more.
 """
 
 from __future__ import annotations

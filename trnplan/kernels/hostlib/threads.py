@@ -118,8 +118,6 @@ class AdaptiveThreads:
 
     Otherwise, and without the run queue (``room`` None), the time-only rules decide:
 
-    Without the run queue (``room`` None) the time-only rules decide:
-
     - on ``many`` threads, a call slower than ``t1 × BIG_STALL`` (``t1``: the one-thread twin's
       time) is a stall, and so is a run of calls whose running mean (weight :data:`EMA_WEIGHT`
       a call, from ``t2``) passes ``t1 × STALL_MARGIN``: the calls of the next back-off period run
@@ -239,8 +237,14 @@ class AdaptiveThreads:
         return out
 
     def _busy(self) -> bool | None:
-        """Whether another process holds a core the extra threads need, now (None: unknown)."""
-        return None if self.room is None else not self.room(self.threads)
+        """Whether another process holds a core the extra threads need, now (None: unknown, also
+        where ``/proc`` could not be read this time: the user's call never fails for it)."""
+        if self.room is None:
+            return None
+        try:
+            return not self.room(self.threads)
+        except (OSError, ValueError, IndexError):
+            return None
 
     def _freed(self, start: float) -> bool:
         """During a back-off, with the run queue: every MIN_BACKOFF_S of wall time, whether the
@@ -256,7 +260,7 @@ class AdaptiveThreads:
         if self.room is None or start < self.next_ask:
             return False
         self.next_ask = start + MIN_BACKOFF_S
-        if not self.room(self.threads):
+        if self._busy() is not False:
             return False
         self.until, self.left = -math.inf, 0
         self.early += 1
