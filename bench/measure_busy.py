@@ -62,6 +62,9 @@ import time
 #: - 262144: pyFFTW ~0.9 ms at one thread (0.49 ms at two) → 1
 GRID = [(4096, 192), (512, 1024), (16, 4099), (4, 16385), (1, 65537), (1, 262144)]
 BEGIN, END = "<!-- measure_busy:begin -->", "<!-- measure_busy:end -->"
+#: the background load: spins until its parent is gone (a killed run leaves no spinner behind; one
+#: left by a killed run loaded every later run here, 2026-11-27)
+SPINNER = "import os\np = os.getppid()\nwhile os.getppid() == p: pass"
 GOAL_WORST, GOAL_MEDIAN = 1.10, 1.03
 #: ``--malloc-env``: glibc's malloc tunables (mallopt(3): M_MMAP_THRESHOLD, M_TRIM_THRESHOLD) fixed
 #: for the children, every column alike. By default glibc raises its mmap threshold as large blocks
@@ -121,7 +124,7 @@ def _load_for(start_s: float, length_s: float, stop: threading.Event, log: list)
     """Keep one core busy from ``start_s`` for ``length_s`` seconds (or until ``stop``)."""
     if stop.wait(start_s):
         return
-    proc = subprocess.Popen([sys.executable, "-S", "-c", "while True: pass"])
+    proc = subprocess.Popen([sys.executable, "-S", "-c", SPINNER])
     log.append(start_s)
     stop.wait(length_s)
     proc.kill()
@@ -299,7 +302,7 @@ def _ab_row(solver: str, batch: int, n: int, rounds: int) -> dict:
     inner = max(1, round(AB_BLOCK_S / t1))
     runners = [(lambda p=p: p.execute(x), inner) for p in fixed.values()] + [(adaptive_call, inner)]
     for cond in ("quiet", "loaded"):
-        spin = subprocess.Popen([sys.executable, "-S", "-c", "while True: pass"]) if cond == "loaded" else None
+        spin = subprocess.Popen([sys.executable, "-S", "-c", SPINNER]) if cond == "loaded" else None
         try:
             if spin is not None:
                 time.sleep(0.05)
@@ -344,7 +347,7 @@ def queue_ab(args) -> dict:
                          "TRNPLAN_RUN_QUEUE=0)")
     torch.set_num_threads(2)
     out = []
-    spin = subprocess.Popen([sys.executable, "-S", "-c", "while True: pass"])
+    spin = subprocess.Popen([sys.executable, "-S", "-c", SPINNER])
     os.kill(spin.pid, signal.SIGSTOP)
     try:
         for solver, batch, n in AB_ROWS[: args.rows]:

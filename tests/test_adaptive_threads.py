@@ -673,7 +673,7 @@ def test_a_spinning_process_is_counted(tmp_path):
     import time
 
     occ = Occupancy(2)
-    spin = subprocess.Popen([sys.executable, "-S", "-c", "while True: pass"])
+    spin = subprocess.Popen([sys.executable, "-S", "-c", measure.SPINNER])  # ends with this process too
     try:
         seen, deadline = [], time.monotonic() + 10
         while time.monotonic() < deadline and seen[-1:] != [True]:  # its exec done, it spins

@@ -1085,6 +1085,36 @@ def test_background_load_keeps_a_core_busy_and_ends():
     assert pid not in children() and not os.path.exists(f"/proc/{pid}")  # killed and reaped
 
 
+def test_the_background_load_ends_with_a_killed_planning_process():
+    """A process killed (SIGKILL, so no ``finally``) while its load block runs leaves no spinner
+    behind: the spinner stops once its parent is gone."""
+    import signal
+    import subprocess
+    import sys
+
+    code = ("import os, sys, time\nfrom trnplan.planner.measure import background_load\n"
+            "with background_load() as loaded:\n"
+            "    print(open(f'/proc/self/task/{os.getpid()}/children').read().split()[0], flush=True)\n"
+            "    time.sleep(60)\n")
+    planner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                               env={**os.environ, "TRNPLAN_RUN_QUEUE": "0"})
+    try:
+        spinner = int(planner.stdout.readline())
+        planner.send_signal(signal.SIGKILL)
+        planner.wait()
+        deadline, state = time.monotonic() + 10, "R"
+        while time.monotonic() < deadline and state not in ("", "Z", "X"):
+            try:
+                with open(f"/proc/{spinner}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except FileNotFoundError:
+                state = ""  # exited and reaped
+            time.sleep(0.02)
+        assert state in ("", "Z", "X"), f"the spinner {spinner} still runs ({state}) after its parent was killed"
+    finally:
+        planner.kill()
+
+
 def test_no_second_load_where_the_run_queue_shows_one(monkeypatch):
     """Another process already runnable (the run queue): the load block starts no spinner of its
     own, and says the machine is loaded."""

@@ -476,6 +476,12 @@ def burst_ratios(samples: list[list[list[float]]], i: int) -> list[float]:
     return [low_quantile([a / b for a, b in zip(burst[i], burst[0])]) for burst in samples]
 
 
+#: the background load's program: it spins until its parent is gone, so a planning process killed
+#: (SIGKILL, no ``finally``) leaves no spinner behind; getppid() is a system call of well under a
+#: microsecond, and the loop still holds its core
+SPINNER = "import os\np = os.getppid()\nwhile os.getppid() == p: pass"
+
+
 @contextlib.contextmanager
 def background_load():
     """A process that keeps one core busy for the block (a spinning interpreter, killed after).
@@ -495,7 +501,7 @@ def background_load():
         yield True
         return
     try:
-        proc = subprocess.Popen([sys.executable, "-S", "-c", "while True: pass"], stdin=subprocess.DEVNULL,
+        proc = subprocess.Popen([sys.executable, "-S", "-c", SPINNER], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     except OSError:
         yield False
