@@ -1080,10 +1080,13 @@ def _adaptive_first(pick: _Pick, timings: list, trees: list, fns: dict, rounds: 
     twin's median over the rounds; else its own median: the expected time, not the least
     disturbed one — scipy's two workers at 16×4099 ran 457 µs by the lower quartile in planning
     and ~700 µs, their one-worker time, in bench/measure_busy.py's rounds, where pocketfft's
-    sleeping workers woke late) and its time under load (that burst's; the load test's where no
+    sleeping workers woke late; the faster of the two, as an adaptive leaf runs whichever count is
+    faster at the time: a twin whose rounds stalled under a neighbour's load, 4654 µs by the
+    median, made scipy's adaptive leaf the pick, 3.26× torch.fft in the bench) and its time under load (that burst's; the load test's where no
     burst could run; without either, the quiet time) — a multi-thread pick that becomes adaptive
-    (its one-thread twin timed, paying and bitwise the same) by its one-thread twin's, which its
-    adaptive leaf runs under load. A leaf replaces the pick
+    (its one-thread twin timed, paying and bitwise the same) by the faster of its own call's and
+    its one-thread twin's: its adaptive leaf keeps two threads under a load that does not stall
+    them, and runs the twin under one that does. A leaf replaces the pick
     only where its score beats the pick's beyond :data:`NOISE_FLOOR`; it runs as an adaptive leaf
     where it has that form, else as the fixed one-thread leaf (a pick that stalls under load gives
     way to one that does not)."""
@@ -1109,9 +1112,9 @@ def _adaptive_first(pick: _Pick, timings: list, trees: list, fns: dict, rounds: 
                 same[t.tree] = _outputs_equal(fns[t.tree][0](), fns[twin.tree][0]())
         return statistics.median(rounds[twin.tree]) * 1e6 if same[t.tree] else None
 
-    def quiet(t):  # the expected quiet time: the median over the rounds (the twin pays by the quartiles)
+    def quiet(t):  # the median over the rounds; an adaptive form's: the faster of its two counts'
         own = statistics.median(rounds[t.tree]) * 1e6
-        return (twin_pays(t) or own) if tree_threads(t.tree) == 1 else own
+        return min(twin_pays(t) or own, own) if tree_threads(t.tree) == 1 else own
 
     runs = {best.tree: _runs_loaded(best, timings, fns, rounds)}
     pool = [t for t in timings if t.tree in held and t.tree != best.tree and tree_threads(t.tree) == 1]
@@ -1119,18 +1122,18 @@ def _adaptive_first(pick: _Pick, timings: list, trees: list, fns: dict, rounds: 
         others = sorted((t for t in timings if t.verdict == SLOWER and t.tree in rounds and t.tree not in checked
                          and t.tree != best.tree and _multi_twin(t, timings) is not None), key=quiet)
         pool += others[:CONFIRM_MAX]
-        # all of them in one burst, those with a figure too: an earlier burst's load is not this
-        # one's (a neighbour's load that came and went between them made the pick's one-thread
-        # call 1372 µs in the contenders' burst against pyFFTW's 706 in this one, 2026-11-27)
-        timed = [runs[best.tree]] if best.tree in rounds else []
-        _time_loaded(timed + [t for t in pool if t.tree in rounds and t.tree != runs[best.tree].tree], fns, sync,
-                     loaded)
+        # all in one burst, those with a figure too: an earlier burst's load is not this one's (a
+        # neighbour's load that came and went made the pick's one-thread call 1372 µs in the
+        # contenders' burst against pyFFTW's 706 in this one, 2026-11-27)
+        timed = {t.tree: t for t in (best, runs[best.tree], *pool) if t.tree in rounds}
+        _time_loaded(list(timed.values()), fns, sync, loaded)
     pool = [t for t in pool if t.tree in rounds and (t.tree in loaded or t.tree in held)]
     scorable = best.tree in rounds and (tree_threads(runs[best.tree].tree) == 1 or best.tree in loaded)
     if scorable and pool:
 
-        def under_load(t):
-            return loaded.get(runs.get(t.tree, t).tree) or quiet(t)
+        def under_load(t):  # an adaptive multi-thread pick: the faster of its own call and its twin's
+            figures = [loaded[k] for k in {t.tree, runs.get(t.tree, t).tree} if loaded.get(k)]
+            return min(figures) if figures else quiet(t)
 
         def score(t):
             return (quiet(t) + under_load(t)) / 2
@@ -1149,12 +1152,14 @@ def _adaptive_first(pick: _Pick, timings: list, trees: list, fns: dict, rounds: 
 
 
 def _runs_loaded(best: Timing, timings: list, fns: dict, rounds: dict) -> Timing:
-    """What the pick ``best`` runs under load: a multi-thread pick that becomes adaptive
-    (:func:`adaptive_pick`: its one-thread twin timed, paying by :data:`STALL_MARGIN` in the lower
-    quartiles, bitwise the same) runs that twin there, not its own stalling call; else itself.
-    Scored by its own loaded time, torch.fft 512×1024 at two threads (315 µs quiet, 7.9 ms
-    loaded) lost the contest to pyFFTW's adaptive leaf (324 µs quiet, 742 loaded), which then ran
-    1.17× torch.fft in bench/measure_busy.py (2026-11-27)."""
+    """What the pick ``best`` may run under load besides its own call: a multi-thread pick that
+    becomes adaptive (:func:`adaptive_pick`: its one-thread twin timed, paying by
+    :data:`STALL_MARGIN` in the lower quartiles, bitwise the same) runs that twin where its own
+    call stalls; else itself. Scored by its own loaded time alone, torch.fft 512×1024 at two
+    threads (315 µs quiet, 7.9 ms loaded) lost the contest to pyFFTW's adaptive leaf (324 µs quiet,
+    742 loaded), which then ran 1.17× torch.fft in bench/measure_busy.py; scored by the twin's
+    alone, pyFFTW 4×16385 at two threads (516 µs under load, its twin 1039) lost to scipy's
+    adaptive leaf, which then ran 1.91× it (2026-11-27)."""
     one = _one_twin(best, timings)
     if one is None or one.tree not in rounds or best.tree not in rounds:
         return best
