@@ -6,6 +6,9 @@ from __future__ import annotations
 import contextlib
 import json
 import pickle
+import subprocess
+import sys
+import time
 
 import attrs
 import numpy as np
@@ -684,10 +687,6 @@ def test_a_spinning_process_is_counted(tmp_path):
     """The real /proc: a process spinning in a loop is runnable whenever it is read."""
     if occupancy_module._probe() is None:
         pytest.skip("this machine's run queue does not describe this process's cores")
-    import subprocess
-    import sys
-    import time
-
     occ = Occupancy(2)
     spin = subprocess.Popen([sys.executable, "-S", "-c", measure.SPINNER])  # ends with this process too
     try:

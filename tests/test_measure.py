@@ -14,7 +14,10 @@ import contextlib
 import json
 import math
 import os
+import signal
 import statistics
+import subprocess
+import sys
 import time
 import warnings
 
@@ -31,6 +34,7 @@ from trnplan.core import config
 from trnplan.core.cost import Work
 from trnplan.core.problem import Problem
 from trnplan.planner import learn, registry
+from trnplan.planner import measure as measure_module
 from trnplan.planner.measure import (
     FASTEST,
     MIN_ROUNDS,
@@ -880,8 +884,6 @@ def test_measured_planning_watches_the_run_queue_after_each_round(monkeypatch):
     """measure() asks the run queue after every round of its main timing and keeps the count; a
     core held in every round makes no verdict (a "machine busy" one kept torch.fft where mkl_fft
     ran 2.7× faster) and is said in the record and explain()."""
-    from trnplan.planner import measure as measure_module
-
     queue = _HeldQueue()
     monkeypatch.setattr(measure_module, "occupancy", lambda: queue)
     with torch_threads(2):
@@ -898,7 +900,7 @@ def test_measured_planning_watches_the_run_queue_after_each_round(monkeypatch):
 
 
 def test_a_core_held_in_fewer_than_half_the_rounds_is_wisdom_as_before():
-    from trnplan.planner.measure import BUSY_HELD, describe, held_core
+    BUSY_HELD, describe, held_core = measure_module.BUSY_HELD, measure_module.describe, measure_module.held_core
     timings = (attrs.evolve(_timing("(native 64)", 10.0, vs=1.0, default=True), verdict=FASTEST),)
     record = Measurement("measure", timings, 1, 6, 5.0, 0.1, None, "(native 64)", held=(9, 20))
     assert 9 < BUSY_HELD * 20 and not held_core(record) and held_core(attrs.evolve(record, held=(10, 20)))
@@ -907,8 +909,6 @@ def test_a_core_held_in_fewer_than_half_the_rounds_is_wisdom_as_before():
 
 
 def test_a_record_measured_with_a_core_held_is_measured_again_by_the_next_process(tmp_path, monkeypatch):
-    from trnplan.planner import measure as measure_module
-
     cache = PlanCache(tmp_path)
     monkeypatch.setattr(measure_module, "occupancy", lambda: _HeldQueue(held=True))
     with torch_threads(2):
@@ -1088,10 +1088,6 @@ def test_background_load_keeps_a_core_busy_and_ends():
 def test_the_background_load_ends_with_a_killed_planning_process():
     """A process killed (SIGKILL, so no ``finally``) while its load block runs leaves no spinner
     behind: the spinner stops once its parent is gone."""
-    import signal
-    import subprocess
-    import sys
-
     code = ("import os, sys, time\nfrom trnplan.planner.measure import background_load\n"
             "with background_load() as loaded:\n"
             "    print(open(f'/proc/self/task/{os.getpid()}/children').read().split()[0], flush=True)\n"
@@ -1118,8 +1114,6 @@ def test_the_background_load_ends_with_a_killed_planning_process():
 def test_no_second_load_where_the_run_queue_shows_one(monkeypatch):
     """Another process already runnable (the run queue): the load block starts no spinner of its
     own, and says the machine is loaded."""
-    from trnplan.planner import measure as measure_module
-
     def children():
         with open(f"/proc/self/task/{os.getpid()}/children") as f:
             return {int(p) for p in f.read().split()}

@@ -1086,7 +1086,10 @@ def _adaptive_first(pick: _Pick, timings: list, trees: list, fns: dict, rounds: 
     burst could run; without either, the quiet time) — a multi-thread pick that becomes adaptive
     (its one-thread twin timed, paying and bitwise the same) by the faster of its own call's and
     its one-thread twin's: its adaptive leaf keeps two threads under a load that does not stall
-    them, and runs the twin under one that does. A leaf replaces the pick
+    them, and runs the twin under one that does (scored by its own call alone, torch.fft 512×1024
+    at two threads, 7.9 ms under load, lost to pyFFTW's adaptive leaf, which then ran 1.17×
+    torch.fft; by the twin's alone, pyFFTW 4×16385 at two threads, 516 µs under load against its
+    twin's 1039, lost to scipy's adaptive leaf, which then ran 1.91× it). A leaf replaces the pick
     only where its score beats the pick's beyond :data:`NOISE_FLOOR`; it runs as an adaptive leaf
     where it has that form, else as the fixed one-thread leaf (a pick that stalls under load gives
     way to one that does not)."""
@@ -1116,15 +1119,15 @@ def _adaptive_first(pick: _Pick, timings: list, trees: list, fns: dict, rounds: 
         own = statistics.median(rounds[t.tree]) * 1e6
         return min(twin_pays(t) or own, own) if tree_threads(t.tree) == 1 else own
 
-    runs = {best.tree: _runs_loaded(best, timings, fns, rounds)}
+    mine = adaptive_pick(best, timings, trees, fns, rounds)  # the pick's own adaptive form, once
+    runs = {best.tree: _one_twin(best, timings) if tree_threads(best.tree) > 1 and mine and mine[0] else best}
     pool = [t for t in timings if t.tree in held and t.tree != best.tree and tree_threads(t.tree) == 1]
     if sync is not None and torch.get_num_threads() > 1:
         others = sorted((t for t in timings if t.verdict == SLOWER and t.tree in rounds and t.tree not in checked
                          and t.tree != best.tree and _multi_twin(t, timings) is not None), key=quiet)
         pool += others[:CONFIRM_MAX]
-        # all in one burst, those with a figure too: an earlier burst's load is not this one's (a
-        # neighbour's load that came and went made the pick's one-thread call 1372 µs in the
-        # contenders' burst against pyFFTW's 706 in this one, 2026-11-27)
+        # all in one burst, those with a figure too: an earlier burst's load is not this one's
+        # (1372 µs in the contenders' burst, 706 in this one: a neighbour's load came and went)
         timed = {t.tree: t for t in (best, runs[best.tree], *pool) if t.tree in rounds}
         _time_loaded(list(timed.values()), fns, sync, loaded)
     pool = [t for t in pool if t.tree in rounds and (t.tree in loaded or t.tree in held)]
@@ -1148,25 +1151,7 @@ def _adaptive_first(pick: _Pick, timings: list, trees: list, fns: dict, rounds: 
                     f"{under_load(best):.0f} µs under load"
                     + (" at one thread, as an adaptive leaf" if runs[best.tree] is not best else "") + ")")
             return adapt, attrs.evolve(pick, best=first, rule=rule)
-    return adaptive_pick(best, timings, trees, fns, rounds), pick
-
-
-def _runs_loaded(best: Timing, timings: list, fns: dict, rounds: dict) -> Timing:
-    """What the pick ``best`` may run under load besides its own call: a multi-thread pick that
-    becomes adaptive (:func:`adaptive_pick`: its one-thread twin timed, paying by
-    :data:`STALL_MARGIN` in the lower quartiles, bitwise the same) runs that twin where its own
-    call stalls; else itself. Scored by its own loaded time alone, torch.fft 512×1024 at two
-    threads (315 µs quiet, 7.9 ms loaded) lost the contest to pyFFTW's adaptive leaf (324 µs quiet,
-    742 loaded), which then ran 1.17× torch.fft in bench/measure_busy.py; scored by the twin's
-    alone, pyFFTW 4×16385 at two threads (516 µs under load, its twin 1039) lost to scipy's
-    adaptive leaf, which then ran 1.91× it (2026-11-27)."""
-    one = _one_twin(best, timings)
-    if one is None or one.tree not in rounds or best.tree not in rounds:
-        return best
-    if not low_quantile(rounds[best.tree]) * STALL_MARGIN < low_quantile(rounds[one.tree]):
-        return best
-    with torch.no_grad():
-        return one if _outputs_equal(fns[one.tree][0](), fns[best.tree][0]()) else best
+    return mine, pick
 
 
 def _adaptive_default(pick: _Pick, timings: list, trees: list, fns: dict, rounds: dict) -> tuple:

@@ -53,7 +53,7 @@ class Occupancy:
     """
 
     def __init__(self, cpus: int, loadavg: str = "/proc/loadavg", tasks: str = "/proc/self/task"):
-        self.cpus, self.loadavg, self.tasks = cpus, loadavg, tasks
+        self.cpus, self.tasks = cpus, tasks
         self._fd = os.open(loadavg, os.O_RDONLY)  # the machine's, so valid in a forked child too
 
     def others(self) -> int:
