@@ -759,17 +759,73 @@ def test_preparing_and_minimum_rounds_fit_the_time_limit(monkeypatch):
     assert set(verdicts.values()) == {NOT_TIMED_LIMIT} and len(verdicts) == len(trees) - len(prepared)
 
 
-def test_fftw_planning_gets_what_is_left_of_the_deadline():
-    import time as real_time
-
+def test_fftw_planning_has_a_budget_of_its_own(monkeypatch):
+    """FFTW_MEASURE's plans share the budget of fftw_budget (charged what each took), not what is
+    left of the time limit; outside one, each gets the effort's FFTW limit."""
     from trnplan.kernels import hostlib
     from trnplan.kernels.hostlib import fftw
 
-    with hostlib.fftw_deadline(real_time.perf_counter() + 0.3):
-        assert hostlib.MIN_FFTW_PLANNING_S <= fftw._planning_limit("measure") <= 0.3
-    with hostlib.fftw_deadline(real_time.perf_counter() - 1.0):  # past: FFTW still gets its minimum
-        assert fftw._planning_limit("measure") == hostlib.MIN_FFTW_PLANNING_S
-    assert fftw._planning_limit("measure") == config.timelimit("measure")  # no deadline: the effort's limit
+    class FakeFFTW:  # FFTW's planner: takes 0.4 s of the fake clock, records the limit it was given
+        limits: list = []
+
+        def __init__(self, *args, flags, threads, planning_timelimit):
+            assert flags == ("FFTW_MEASURE",)
+            FakeFFTW.limits.append(planning_timelimit)
+            clock[0] += 0.4
+
+    from types import SimpleNamespace
+
+    clock = [100.0]
+    monkeypatch.setattr(fftw, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    fake = SimpleNamespace(FFTW=FakeFFTW)
+    with hostlib.fftw_budget(1.0) as budget:
+        for _ in range(4):
+            fftw._measured_fftw(fake, (), 1, "measure")
+    assert FakeFFTW.limits[:3] == pytest.approx([1.0, 0.6, 0.2])
+    assert FakeFFTW.limits[3] == hostlib.MIN_FFTW_PLANNING_S  # spent: FFTW still gets its minimum
+    assert budget.spent == pytest.approx(1.6)
+    assert fftw._planning_limit("measure") == config.fftw_timelimit("measure")  # no budget: the effort's
+
+
+def test_fftw_timelimit_follows_the_users_limit(monkeypatch):
+    monkeypatch.delenv("TRNPLAN_FFTW_TIMELIMIT", raising=False)
+    monkeypatch.delenv("TRNPLAN_TIMELIMIT", raising=False)
+    assert config.fftw_timelimit("measure") == config.DEFAULT_FFTW_TIMELIMIT["measure"]
+    assert config.fftw_timelimit("patient") == config.DEFAULT_FFTW_TIMELIMIT["patient"]
+    monkeypatch.setenv("TRNPLAN_TIMELIMIT", "2")  # only the time limit set: FFTW's is the same
+    assert config.fftw_timelimit("measure") == 2.0
+    monkeypatch.setenv("TRNPLAN_FFTW_TIMELIMIT", "7")
+    assert config.fftw_timelimit("measure") == 7.0
+    monkeypatch.setenv("TRNPLAN_FFTW_TIMELIMIT", "-1")
+    with pytest.raises(ValueError, match="TRNPLAN_FFTW_TIMELIMIT"):
+        config.fftw_timelimit("measure")
+
+
+def test_fftw_planning_is_left_out_of_the_time_limit(monkeypatch):
+    """Candidates whose preparing was mostly FFTW's planning (its budget's ``spent``) do not use up
+    the time limit; the same preparing without a budget does."""
+    from types import SimpleNamespace
+
+    from trnplan.kernels.hostlib.fftw import FFTWBudget
+    from trnplan.planner import measure as m
+
+    clock = [0.0]
+    monkeypatch.setattr(m, "time", SimpleNamespace(perf_counter=lambda: clock[0], time=lambda: 0.0))
+    monkeypatch.setattr(m, "_seeded", lambda problem, device, split=False: (None, None, 1.0))
+    monkeypatch.setattr(m, "_sync", lambda device: (lambda: None))
+    fftw = FFTWBudget(100.0)
+
+    def prepare(planner, problem, device, tree, make_plan, x, ref, ref_norm, sync):
+        clock[0] += tree.prep_s
+        fftw.spent += tree.fftw_s  # of its preparing, FFTW's planning
+        return m._Prepared(-1, lambda: None, 1, 0.0, call_s=0.001)
+
+    monkeypatch.setattr(m, "_prepare", prepare)
+    trees = [SimpleNamespace(prep_s=3.0, fftw_s=2.95, time_us=1000.0) for _ in range(6)]
+    prepared, verdicts, _ = m._prepare_all(None, None, None, trees, [True] * 6, 1, None, 1.0, 0.0, fftw=fftw)
+    assert len(prepared) == 6 and not verdicts  # 18 s on the clock, 0.3 s of it trnplan's own
+    prepared, verdicts, _ = m._prepare_all(None, None, None, trees, [True] * 6, 1, None, 1.0, clock[0])
+    assert len(prepared) < 6 and set(verdicts.values()) == {NOT_TIMED_LIMIT}  # counted: the limit stops it
 
 
 # ---------------------------------------------------------------------------- robust picks on a busy machine

@@ -171,12 +171,14 @@ def set_timelimit(seconds: float | None) -> None:
     seconds : float or None
         A positive number of seconds, or ``None`` to go back to the default (``TRNPLAN_TIMELIMIT``,
         else 5 s for effort "measure" and 30 s for "patient"). It covers the candidates' work:
-        preparing each (lowering, a library's own planning such as FFTW_MEASURE, the warm-up and
-        error check) and timing them round-robin; a candidate is prepared only while its
-        preparing and its minimum rounds still fit. It does not cover the cost-model search
-        before (milliseconds) or storing the result after. The model's pick and the device's own
-        FFT are always timed (at least 5 rounds each), so a limit shorter than that is overrun by
-        them. Measured on a busy 2-core machine at a 2 s limit: 1.2-2.0 s (7.4 s before).
+        preparing each (lowering, the warm-up and error check) and timing them round-robin; a
+        candidate is prepared only while its preparing and its minimum rounds still fit. FFTW's
+        own planning of pyFFTW leaves (FFTW_MEASURE) has a budget of its own
+        (:func:`fftw_timelimit`), which is this limit where only this one is set. It does not
+        cover the cost-model search before (milliseconds) or storing the result after. The
+        model's pick and the device's own FFT are always timed (at least 5 rounds each), so a
+        limit shorter than that is overrun by them. Measured on a busy 2-core machine at a 2 s
+        limit: 1.2-2.0 s (7.4 s before).
     """
     global _timelimit
     if seconds is not None and (isinstance(seconds, bool) or not isinstance(seconds, (int, float))
@@ -191,6 +193,29 @@ def timelimit(effort: str) -> float:
         return _timelimit
     value = _number_env("TRNPLAN_TIMELIMIT")
     return value if value is not None else DEFAULT_TIMELIMIT.get(effort, DEFAULT_TIMELIMIT["measure"])
+
+
+#: effort → default seconds FFTW's own planner (FFTW_MEASURE) may spend on the pyFFTW leaves of one
+#: measured planning, beside the time limit. FFTW_MEASURE cut short by a time limit returns about
+#: its estimate's plan: on this 2-vCPU machine an unbounded FFTW_MEASURE of n = 262144 took 5.0 s
+#: at two threads (3.3 s at one) and its plan ran 471 µs (778 µs at one thread), where any limit
+#: from 0.01 to 2.5 s gave a plan of 720 µs (1395 µs at one); 16×4099: 1.1 s, 361 µs, against 477 µs
+#: at a 1 s limit (2026-11-27). The candidates' FFTW plans had the time limit's remains before, so
+#: a measured plan's pyFFTW leaf ran up to 1.8× the user's own FFTW_MEASURE plan.
+DEFAULT_FFTW_TIMELIMIT = {"measure": 10.0, "patient": 60.0}
+
+
+def fftw_timelimit(effort: str) -> float:
+    """Seconds FFTW's own planner (FFTW_MEASURE) may spend on the pyFFTW leaves of one measured
+    planning of effort ``effort``, not counted in :func:`timelimit`: ``TRNPLAN_FFTW_TIMELIMIT``, else
+    the time limit where the user set it (:func:`set_timelimit`, ``TRNPLAN_TIMELIMIT``), else
+    :data:`DEFAULT_FFTW_TIMELIMIT` (10 s for "measure", 60 s for "patient")."""
+    value = _number_env("TRNPLAN_FFTW_TIMELIMIT")
+    if value is not None:
+        return value
+    if _timelimit is not None or _number_env("TRNPLAN_TIMELIMIT") is not None:
+        return timelimit(effort)
+    return DEFAULT_FFTW_TIMELIMIT.get(effort, DEFAULT_FFTW_TIMELIMIT["measure"])
 
 
 def measure_top_k() -> int:
@@ -244,6 +269,7 @@ SETTINGS = {
     "TRNPLAN_RECHECK": recheck,
     "TRNPLAN_RUN_QUEUE": run_queue,
     "TRNPLAN_TIMELIMIT": lambda: _number_env("TRNPLAN_TIMELIMIT"),
+    "TRNPLAN_FFTW_TIMELIMIT": lambda: _number_env("TRNPLAN_FFTW_TIMELIMIT"),
     "TRNPLAN_MEASURE_TOP_K": measure_top_k,
     "TRNPLAN_INDUCTOR_MODE": inductor_mode,
     "TRNPLAN_AOT_LOAD_CHECK": aot_load_check,
@@ -270,6 +296,9 @@ SETTING_DOCS = {
                           "run queue (`/proc/loadavg`: whether another process holds a core)")),
     "TRNPLAN_TIMELIMIT": ("5 (measure), 30 (patient)", ("seconds measured planning may spend timing candidates (FFTW's "
                           "`fftw_set_timelimit`); `trnplan.set_timelimit()` overrides it")),
+    "TRNPLAN_FFTW_TIMELIMIT": ("10 (measure), 60 (patient)", ("seconds FFTW's own planner (FFTW_MEASURE) may spend on "
+                               "the pyFFTW leaves of one measured planning, beside `TRNPLAN_TIMELIMIT` (where only "
+                               "that limit is set, this one is the same); a plan cut short runs up to 1.8× slower")),
     "TRNPLAN_MEASURE_TOP_K": ("6", ("how many candidate trees `effort=\"measure\"` times beyond the model's pick and "
                               "the default")),
     "TRNPLAN_INDUCTOR_MODE": ("torch's default", ("the `torch.compile` mode of `compile=\"inductor\"` plans, e.g. "

@@ -35,7 +35,10 @@ The cost model guesses; measured planning times. For one problem:
 The time limit (:func:`trnplan.core.config.set_timelimit`, ``TRNPLAN_TIMELIMIT``; default 5 s for
 measure, 30 s for patient) is checked before each candidate is prepared (the estimate's pick and
 the default always are) and bounds the rounds (at least :data:`MIN_ROUNDS`). Candidates not
-reached are listed as "not timed (time limit)".
+reached are listed as "not timed (time limit)". FFTW's own planning of the candidates' pyFFTW
+leaves (FFTW_MEASURE) is not counted in it: it has a budget of its own
+(:func:`trnplan.core.config.fftw_timelimit`), because FFTW_MEASURE cut short makes a plan up to
+1.8× slower than the one a user's own FFTW_MEASURE call makes.
 
 The measured times also calibrate the cost model (:mod:`trnplan.planner.learn`), and the
 result records the *regret* of the estimate: the measured time of the model's pick over the
@@ -230,6 +233,10 @@ class Measurement:
         one-thread tree, the one-thread time T1 and the multi-thread time in µs (lower quartiles
         of the rounds), and whether both gave bitwise identical output (False: the one-thread
         leaf was kept). Empty: no such twin.
+    fftw_s : float
+        Seconds FFTW's own planner spent on the candidates' pyFFTW leaves (FFTW_MEASURE, its budget
+        :func:`trnplan.core.config.fftw_timelimit`), within ``elapsed_s`` but not counted in the
+        time limit.
     """
 
     effort: str
@@ -250,6 +257,7 @@ class Measurement:
     default_threads: tuple = ()
     adaptive: tuple = ()
     held: tuple = ()
+    fftw_s: float = 0.0
 
     @property
     def winner(self) -> Timing:
@@ -285,7 +293,8 @@ class Measurement:
                    tuple(float(r) for r in data.get("confirmation", ())),
                    None if load is None else float(load), None if busy is None else float(busy),
                    tuple(_check(c) for c in data.get("checks", ())), _default_threads(data.get("default_threads")),
-                   _adaptive(data.get("adaptive")), tuple(int(v) for v in data.get("held") or ()))
+                   _adaptive(data.get("adaptive")), tuple(int(v) for v in data.get("held") or ()),
+                   float(data.get("fftw_s", 0.0)))
 
 
 def _adaptive(d) -> tuple:
@@ -613,11 +622,13 @@ def _seeded(problem, device, split: bool = False):
     return x, ref, float(np.linalg.norm(ref)) or 1.0
 
 
-def _prepare_all(planner, problem, device, trees, timed, n_fixed, make_plan, limit, start, bar=None, split=False):
+def _prepare_all(planner, problem, device, trees, timed, n_fixed, make_plan, limit, start, bar=None, split=False,
+                 fftw=None):
     """Prepare the timed candidates within the time limit: (prepared list, verdicts by index).
 
-    The limit covers preparing (lowering, a library's own planning such as FFTW_MEASURE, the
-    warm-up and error check) *and* the :data:`MIN_ROUNDS` rounds every prepared candidate is then
+    The limit covers preparing (lowering, the warm-up and error check; not FFTW's own planning
+    of pyFFTW leaves, which has its budget ``fftw``, :func:`~trnplan.kernels.hostlib.fftw_budget`,
+    whose ``spent`` seconds are taken off the clock) *and* the :data:`MIN_ROUNDS` rounds every prepared candidate is then
     timed in, so a candidate is prepared only while the time spent plus the prepared ones' minimum
     rounds leave room, and one whose rounds would no longer fit is dropped (the default 5 s ran
     7.4 s at a 2 s limit before: five candidates' five rounds came after the limit, busy machine).
@@ -628,9 +639,12 @@ def _prepare_all(planner, problem, device, trees, timed, n_fixed, make_plan, lim
     sync = _Readback() if split else _sync(device)
     prepared, verdicts, took = [], {}, []
 
+    def fftw_s() -> float:
+        return fftw.spent if fftw is not None else 0.0
+
     def over(extra: float = 0.0, preparing: float = 0.0) -> bool:
         reserved = MIN_ROUNDS * (sum(p.round_s for p in prepared) + extra)
-        return time.perf_counter() - start + preparing + reserved >= limit
+        return time.perf_counter() - start - fftw_s() + preparing + reserved >= limit
 
     for i, tree in enumerate(trees):
         if not timed[i]:
@@ -641,23 +655,22 @@ def _prepare_all(planner, problem, device, trees, timed, n_fixed, make_plan, lim
         if i >= n_fixed and over(2e-6 * tree.time_us, statistics.median(took) if took else 0.0):
             verdicts[i] = NOT_TIMED_LIMIT
             continue
-        # a library's own planning (FFTW_MEASURE) gets half of what is left after the reserved rounds
-        left = limit - (time.perf_counter() - start) - MIN_ROUNDS * sum(p.round_s for p in prepared)
-        t0 = time.perf_counter()
+        t0, f0 = time.perf_counter(), fftw_s()
         try:
-            with torch.no_grad(), hostlib.fftw_deadline(time.perf_counter() + max(left, 0.0) / 2):
+            with torch.no_grad():
                 p = _prepare(planner, problem, device, tree, make_plan, x, ref, ref_norm, sync)
         except Exception as exc:  # noqa: BLE001 - a candidate that cannot run here is skipped, with the reason
             verdicts[i] = f"{FAILED}: {type(exc).__name__}: {exc}"[:300]
             continue
-        finally:
-            took.append(time.perf_counter() - t0)
+        finally:  # its own preparing, without FFTW's planning (the clock leaves that out too)
+            took.append(time.perf_counter() - t0 - (fftw_s() - f0))
         if i >= n_fixed and over(p.round_s):  # its rounds no longer fit: not timed
             verdicts[i] = NOT_TIMED_LIMIT
             continue
         prepared.append(attrs.evolve(p, index=i))
         if bar is not None:
-            bar.update((time.perf_counter() - start) / limit, f"{len(prepared)} of {sum(timed)} candidate(s) prepared")
+            bar.update((time.perf_counter() - start - fftw_s()) / limit,
+                       f"{len(prepared)} of {sum(timed)} candidate(s) prepared")
     return prepared, verdicts, sync
 
 
@@ -925,17 +938,20 @@ def measure(planner, problem, spec, device: torch.device, effort: str, estimate_
     twin_i = _index(trees, one_thread_twin(default, problem))
     start = time.perf_counter()
     with Progress(f"measuring (time limit {limit:g} s)") as bar:
-        prepared, verdicts, sync = _prepare_all(planner, problem, device, trees, _timed_set(trees, top_k, n_fixed),
-                                                n_fixed, make_plan, limit, start, bar, _split_form(planner, device))
-        bar.update((time.perf_counter() - start) / limit, f"timing {len(prepared)} candidate(s) round-robin")
+        with hostlib.fftw_budget(config.fftw_timelimit(effort)) as fftw:
+            prepared, verdicts, sync = _prepare_all(planner, problem, device, trees, _timed_set(trees, top_k, n_fixed),
+                                                    n_fixed, make_plan, limit, start, bar, _split_form(planner, device),
+                                                    fftw)
+        clock = start + fftw.spent  # the time limit's clock: FFTW's own planning left out
+        bar.update((time.perf_counter() - clock) / limit, f"timing {len(prepared)} candidate(s) round-robin")
         each_round, flags = watch_rounds(device)
-        samples = _time_prepared(prepared, (default_i, twin_i), sync, limit, start, each_round)
+        samples = _time_prepared(prepared, (default_i, twin_i), sync, limit, clock, each_round)
         default_i, threads = default_threads(trees, prepared, samples, default_i, twin_i, sync, tol)
     default = trees[default_i] if default_i is not None else None
     timings = _timings(trees, prepared, samples, verdicts, default_i, tol)
     held = (sum(flags), len(flags)) if flags else ()
     return _finish(effort, problem, trees, timings, samples, prepared, default, top_k, limit, start, tol, device, sync,
-                   threads, held)
+                   threads, held, fftw.spent)
 
 
 def _index(trees: list, node) -> int | None:
@@ -986,7 +1002,7 @@ def _time_prepared(prepared, kept: tuple, sync, limit: float, start: float, each
 
 
 def _finish(effort, problem, trees, timings, samples, prepared, default, top_k, limit, start, tol, device, sync,
-            threads: tuple = (), held: tuple = ()):
+            threads: tuple = (), held: tuple = (), fftw_s: float = 0.0):
     """(winner node, Measurement, calibration samples) from the timings: :func:`measure`'s result."""
     if not any(t.verdict == SLOWER for t in timings):
         detail = "; ".join(f"{t.tree}: {t.verdict}" + (f" ({t.measured_error:.1e})" if t.measured_error else "")
@@ -1016,7 +1032,7 @@ def _finish(effort, problem, trees, timings, samples, prepared, default, top_k, 
     record = Measurement(effort, tuple(timings), len(trees), top_k, limit, time.perf_counter() - start, regret,
                          str(default) if default is not None else None, torch.get_num_threads(), time.time(),
                          pick.rule, pick.confirmation, pick.under_load, pick.busy, pick.checks, threads, adaptive,
-                         held)
+                         held, fftw_s)
     return winner, record, samples_out
 
 
@@ -1312,7 +1328,9 @@ def describe(m: Measurement) -> list[str]:
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(m.measured_at)) if m.measured_at else "before 2026-11-26"
     lines = [(f"measured candidates (effort {m.effort}: {scope} {m.enumerated} candidate tree(s), round-robin, "
               f"{max((t.rounds for t in m.timings), default=0)} rounds, torch threads {m.threads or '?'}, "
-              f"time limit {m.limit_s:g} s, {m.elapsed_s:.2f} s spent; measured {when})")]
+              f"time limit {m.limit_s:g} s, {m.elapsed_s:.2f} s spent"
+              f"{f' (of which FFTW_MEASURE {m.fftw_s:.2f} s, not counted in the limit)' if m.fftw_s else ''}"
+              f"; measured {when})")]
     width = min(max(len(t.tree) for t in m.timings) + 2, 60)
     for t in m.timings:
         meas = f"{_us(t.measured_us):>10}" if t.measured_us is not None else f"{'—':>10}"

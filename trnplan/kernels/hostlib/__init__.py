@@ -43,7 +43,7 @@ makes the leaves (:func:`transform`, :func:`prepare`) and moves FFTW's wisdom
 (:func:`export_wisdom`, :func:`import_wisdom`); one module per library holds that library's call,
 given the imported module (:mod:`~trnplan.kernels.hostlib.pocketfft`,
 :mod:`~trnplan.kernels.hostlib.mklfft`, and :mod:`~trnplan.kernels.hostlib.fftw`, which also keeps
-FFTW's plans, rigor, deadline and wisdom text); :mod:`~trnplan.kernels.hostlib.arrays` is the
+FFTW's plans, rigor, planning budget and wisdom text); :mod:`~trnplan.kernels.hostlib.arrays` is the
 torch ↔ numpy glue they share.
 """
 
@@ -62,13 +62,13 @@ from trnplan.core import state
 from trnplan.core.errors import PlanningError
 from trnplan.kernels.hostlib import fftw
 from trnplan.kernels.hostlib.arrays import _as_numpy, numpy_leaf
-from trnplan.kernels.hostlib.fftw import FFTW_PLANS, MIN_FFTW_PLANNING_S, fftw_deadline, fftw_rigor
+from trnplan.kernels.hostlib.fftw import FFTW_PLANS, MIN_FFTW_PLANNING_S, fftw_budget, fftw_rigor
 from trnplan.kernels.hostlib.mklfft import _mkl_call, _mkl_thread_setter, in_mkl_threads
 from trnplan.kernels.hostlib.pocketfft import _r2r_call, _scipy_call
 from trnplan.kernels.hostlib.threads import AdaptiveThreads, adaptive, in_threads
 
 __all__ = ["FFTW_PLANS", "LIBRARIES", "MIN_FFTW_PLANNING_S", "AdaptiveThreads", "adaptive", "available", "broken_reason",
-           "export_wisdom", "fftw_deadline", "fftw_rigor", "import_wisdom", "in_mkl_threads", "in_threads", "installed", "library_module", "prepare",
+           "export_wisdom", "fftw_budget", "fftw_rigor", "import_wisdom", "in_mkl_threads", "in_threads", "installed", "library_module", "prepare",
            "r2r_call", "transform"]
 
 #: library key -> (module that holds the transforms, distribution whose version is reported)

@@ -1,10 +1,10 @@
-"""pyFFTW (FFTW 3) as a leaf: FFTW plans made once and reused, FFTW's rigor and deadline, its wisdom.
+"""pyFFTW (FFTW 3) as a leaf: FFTW plans made once and reused, FFTW's rigor and planning budget, its wisdom.
 
 FFTW 3 (Frigo & Johnson, "The design and implementation of FFTW3", Proc. IEEE 93(2), 2005).
 Plans are made once per (shape, dtype, kind, direction, calling thread, rigor) and reused
 (:func:`_fftw_plan`), from FFTW's wisdom where it knows the problem, else with ``FFTW_ESTIMATE``
 (FFTW's heuristic planner: no timing) or, inside measured planning (:func:`fftw_rigor`),
-``FFTW_MEASURE`` within the planning time limit (:func:`fftw_deadline`); single-threaded by
+``FFTW_MEASURE`` within FFTW's own planning budget (:func:`fftw_budget`); single-threaded by
 default (:func:`_fftw_threads`). What FFTW learns while measuring (its *wisdom*) is exported and
 imported as base64 text (:func:`export_wisdom` / :func:`import_wisdom`), so that it is stored with
 a trnplan plan and a new process reads the same decision back (bitwise the same results).
@@ -162,8 +162,8 @@ FFTW_PLANS = {"from_wisdom": 0, "measured": 0, "estimated": 0}
 #: ``plan_many(1000003, 2)`` take 7-12 minutes (Bluestein's leaves of m = 2,025,000: 432 s of
 #: FFTW_MEASURE alone, issue 34, where torch.fft takes 60 ms); FFTW_ESTIMATE plans that length in
 #: 14 ms here, and n = 65536 in 0.2 ms against 3.4 s measured (its plan ran 1.3x slower: 178 vs
-#: 136 µs, busy machine). "measure" / "patient": FFTW_MEASURE, bounded by the effort's time limit
-#: (:func:`trnplan.core.config.timelimit`, as FFTW's own ``planning_timelimit``).
+#: 136 µs, busy machine). "measure" / "patient": FFTW_MEASURE, bounded by the effort's FFTW budget
+#: (:func:`trnplan.core.config.fftw_timelimit`, as FFTW's own ``planning_timelimit``).
 _RIGOR: contextvars.ContextVar[str] = contextvars.ContextVar("trnplan_fftw_rigor", default="estimate")
 
 
@@ -177,33 +177,61 @@ def fftw_rigor(effort: str):
         _RIGOR.reset(token)
 
 
-#: ``time.perf_counter()`` by which measured planning must be done timing (None: no deadline), set by
-#: :func:`fftw_deadline`: an FFTW_MEASURE plan made while candidates are prepared gets the time left
-#: as its ``planning_timelimit``, not the whole limit (a threaded n = 65536 plan took 2.8 s of a 2 s
-#: limit before, busy machine)
-_DEADLINE: contextvars.ContextVar[float | None] = contextvars.ContextVar("trnplan_fftw_deadline", default=None)
+class FFTWBudget:
+    """The seconds FFTW's own planner may still spend on the FFTW_MEASURE plans made within
+    :func:`fftw_budget` (``left``), and what it has spent there (``spent``: measured planning does
+    not count it in its time limit)."""
+
+    def __init__(self, seconds: float):
+        self.left, self.spent = seconds, 0.0
+
+
+#: the budget of the measured planning under way (:func:`fftw_budget`; None: none)
+_BUDGET: contextvars.ContextVar[FFTWBudget | None] = contextvars.ContextVar("trnplan_fftw_budget", default=None)
 #: the least planning time FFTW is given (FFTW then plans as with little more than its estimate)
 MIN_FFTW_PLANNING_S = 0.01
 
 
 @contextlib.contextmanager
-def fftw_deadline(deadline: float | None):
-    """Within this block, FFTW_MEASURE plans end by ``deadline`` (a ``time.perf_counter()`` value)."""
-    token = _DEADLINE.set(deadline)
+def fftw_budget(seconds: float):
+    """Within this block, the FFTW_MEASURE plans made share ``seconds`` of FFTW's planning time
+    (:func:`trnplan.core.config.fftw_timelimit`); yields the :class:`FFTWBudget`.
+
+    FFTW_MEASURE cut short by its ``planning_timelimit`` returns about its estimate's plan (n =
+    262144 at two threads: 720 µs for any limit from 0.01 to 2.5 s, 471 µs unbounded, which took
+    5.0 s), so the plans are not squeezed into what is left of measured planning's time limit
+    (they were, and a measured plan's pyFFTW leaf then ran up to 1.8× the user's own FFTW_MEASURE
+    plan): they have a budget of their own, and the first plans made, the model's best
+    candidates', get the most of it.
+    """
+    budget = FFTWBudget(seconds)
+    token = _BUDGET.set(budget)
     try:
-        yield
+        yield budget
     finally:
-        _DEADLINE.reset(token)
+        _BUDGET.reset(token)
 
 
 def _planning_limit(rigor: str) -> float:
-    """FFTW's ``planning_timelimit`` for a measured plan: the effort's limit, or less where a
-    deadline (:func:`fftw_deadline`) leaves less."""
-    limit = config.timelimit(rigor)
-    deadline = _DEADLINE.get()
-    if deadline is not None:
-        limit = min(limit, max(deadline - time.perf_counter(), MIN_FFTW_PLANNING_S))
-    return limit
+    """FFTW's ``planning_timelimit`` for a measured plan: what is left of the budget
+    (:func:`fftw_budget`), else the effort's FFTW limit; at least :data:`MIN_FFTW_PLANNING_S`."""
+    budget = _BUDGET.get()
+    limit = budget.left if budget is not None else config.fftw_timelimit(rigor)
+    return max(limit, MIN_FFTW_PLANNING_S)
+
+
+def _measured_fftw(pyfftw, args: tuple, threads: int, rigor: str):
+    """A pyfftw.FFTW object planned with FFTW_MEASURE within :func:`_planning_limit`, its time
+    charged to the budget (:func:`fftw_budget`)."""
+    budget = _BUDGET.get()
+    t0 = time.perf_counter()
+    try:
+        return pyfftw.FFTW(*args, flags=("FFTW_MEASURE",), threads=threads, planning_timelimit=_planning_limit(rigor))
+    finally:
+        if budget is not None:
+            took = time.perf_counter() - t0
+            budget.left -= took
+            budget.spent += took
 
 
 def _out_shape(shape: tuple, kind: str, batch_shape: tuple) -> tuple:
@@ -237,7 +265,7 @@ def _new_fftw(pyfftw, shape: tuple, dtype: np.dtype, kind: str, inverse: bool, t
             fftw = pyfftw.FFTW(*args, flags=(flag,), threads=threads)
             FFTW_PLANS["estimated"] += 1
         else:
-            fftw = pyfftw.FFTW(*args, flags=(flag,), threads=threads, planning_timelimit=_planning_limit(rigor))
+            fftw = _measured_fftw(pyfftw, args, threads, rigor)
             FFTW_PLANS["measured"] += 1
     return fftw
 
