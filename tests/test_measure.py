@@ -765,12 +765,12 @@ def test_fftw_planning_has_a_budget_of_its_own(monkeypatch):
     from trnplan.kernels import hostlib
     from trnplan.kernels.hostlib import fftw
 
-    class FakeFFTW:  # FFTW's planner: takes 0.4 s of the fake clock, records the limit it was given
-        limits: list = []
+    limits = []
 
+    class FakeFFTW:  # FFTW's planner: takes 0.4 s of the fake clock, records the limit it was given
         def __init__(self, *args, flags, threads, planning_timelimit):
             assert flags == ("FFTW_MEASURE",)
-            FakeFFTW.limits.append(planning_timelimit)
+            limits.append(planning_timelimit)
             clock[0] += 0.4
 
     from types import SimpleNamespace
@@ -781,8 +781,8 @@ def test_fftw_planning_has_a_budget_of_its_own(monkeypatch):
     with hostlib.fftw_budget(1.0) as budget:
         for _ in range(4):
             fftw._measured_fftw(fake, (), 1, "measure")
-    assert FakeFFTW.limits[:3] == pytest.approx([1.0, 0.6, 0.2])
-    assert FakeFFTW.limits[3] == hostlib.MIN_FFTW_PLANNING_S  # spent: FFTW still gets its minimum
+    assert limits[:3] == pytest.approx([1.0, 0.6, 0.2])
+    assert limits[3] == hostlib.MIN_FFTW_PLANNING_S  # spent: FFTW still gets its minimum
     assert budget.spent == pytest.approx(1.6)
     assert fftw._planning_limit("measure") == config.fftw_timelimit("measure")  # no budget: the effort's
 
