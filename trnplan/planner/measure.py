@@ -1073,8 +1073,8 @@ def _time_loaded(missing: list, fns: dict, sync, loaded: dict) -> None:
 
 def _adaptive_first(pick: _Pick, timings: list, trees: list, fns: dict, rounds: dict, sync=None) -> tuple:
     """(:func:`adaptive_pick`'s result, the pick): the one-thread leaf whose adaptive form (or,
-    where it has none, whose fixed call) is expected fastest over a quiet and a loaded machine,
-    where that beats the robust pick.
+    where it has none, whose fixed call) is nearest the fastest both on a quiet and on a loaded
+    machine, where that beats the robust pick.
 
     :func:`robust_pick` ranks fixed leaves against the default: on a loaded machine it took scipy
     at one worker for 16×4099 (708 µs quiet, 780 under load), and its two-worker twin stalled in
@@ -1091,24 +1091,34 @@ def _adaptive_first(pick: _Pick, timings: list, trees: list, fns: dict, rounds: 
     ``sync``, which allows a burst under load) the :data:`CONFIRM_MAX` fastest other one-thread
     library leaves with a multi-thread twin (those in the confirmation that failed it stay out).
     All of them and the pick are timed in one burst under load (figures from different bursts met
-    different loads). Each is scored by the mean of its quiet time (as an adaptive leaf where its twin pays by
-    :data:`STALL_MARGIN` in the lower quartiles and both give bitwise identical outputs: the
-    twin's median over the rounds; else its own median: the expected time, not the least
-    disturbed one — scipy's two workers at 16×4099 ran 457 µs by the lower quartile in planning
-    and ~700 µs, their one-worker time, in bench/measure_busy.py's rounds, where pocketfft's
-    sleeping workers woke late; the faster of the two, as an adaptive leaf runs whichever count is
-    faster at the time: a twin whose rounds stalled under a neighbour's load, 4654 µs by the
-    median, made scipy's adaptive leaf the pick, 3.26× torch.fft in the bench) and its time under load (that burst's; the load test's where no
-    burst could run; without either, the quiet time) — a multi-thread pick that becomes adaptive
-    (its one-thread twin timed, paying and bitwise the same) by the faster of its own call's and
-    its one-thread twin's: its adaptive leaf keeps two threads under a load that does not stall
-    them, and runs the twin under one that does (scored by its own call alone, torch.fft 512×1024
-    at two threads, 7.9 ms under load, lost to pyFFTW's adaptive leaf, which then ran 1.17×
-    torch.fft; by the twin's alone, pyFFTW 4×16385 at two threads, 516 µs under load against its
-    twin's 1039, lost to scipy's adaptive leaf, which then ran 1.91× it). A leaf replaces the pick
-    only where its score beats the pick's beyond :data:`NOISE_FLOOR`; it runs as an adaptive leaf
-    where it has that form, else as the fixed one-thread leaf (a pick that stalls under load gives
-    way to one that does not)."""
+    different loads). Each has two figures:
+
+    - its quiet time: as an adaptive leaf where its twin pays by :data:`STALL_MARGIN` in the
+      lower quartiles and both give bitwise identical outputs, the twin's median over the rounds;
+      else its own median (the expected time, not the least disturbed one: scipy's two workers at
+      16×4099 ran 457 µs by the lower quartile in planning and ~700 µs, their one-worker time, in
+      bench/measure_busy.py's rounds, where pocketfft's sleeping workers woke late); the faster of
+      the two, as an adaptive leaf runs whichever count is faster at the time (a twin whose
+      rounds stalled under a neighbour's load, 4654 µs by the median, made scipy's adaptive leaf
+      the pick, 3.26× torch.fft in the bench);
+    - its time under load: that burst's (the load test's where no burst could run; without
+      either, the quiet time); a multi-thread pick that becomes adaptive (its one-thread twin
+      timed, paying and bitwise the same) the faster of its own call's and its one-thread twin's:
+      its adaptive leaf keeps two threads under a load that does not stall them, and runs the
+      twin under one that does (scored by its own call alone, torch.fft 512×1024 at two threads,
+      7.9 ms under load, lost to pyFFTW's adaptive leaf, which then ran 1.17× torch.fft; by the
+      twin's alone, pyFFTW 4×16385 at two threads, 516 µs under load against its twin's 1039,
+      lost to scipy's adaptive leaf, which then ran 1.91× it).
+
+    Its score is its ratio to the fastest of the pool and the pick in the condition where it does
+    worse, quiet or under load: a plan that is never slower than the call it replaces is one that
+    is near the best in both. The mean of the two times, scored before, kept torch.fft at two
+    threads for 16×4099 in quiet runs (620 µs quiet and 640 under load, against pyFFTW's adaptive
+    leaf at 410 and 860: 630 against 635 µs), and the bench's quiet rounds then ran it 1.36-1.38×
+    pyFFTW's two threads (2026-11-27, 17:18 UTC); by the worse condition torch.fft is 1.51× and
+    pyFFTW 1.34×. A leaf replaces the pick only where its score beats the pick's beyond
+    :data:`NOISE_FLOOR`; it runs as an adaptive leaf where it has that form, else as the fixed
+    one-thread leaf (a pick that stalls under load gives way to one that does not)."""
     best = pick.best
     if pick.busy is not None:  # too busy to measure: the default kept, at an adaptive count where it has one
         return _adaptive_default(pick, timings, trees, fns, rounds)
@@ -1154,18 +1164,24 @@ def _adaptive_first(pick: _Pick, timings: list, trees: list, fns: dict, rounds: 
             figures = [loaded[k] for k in {t.tree, runs.get(t.tree, t).tree} if loaded.get(k)]
             return min(figures) if figures else quiet(t)
 
-        def score(t):
-            return (quiet(t) + under_load(t)) / 2
+        figures = {t.tree: (quiet(t), under_load(t)) for t in (best, *pool)}
+        fastest = (min(q for q, _ in figures.values()), min(b for _, b in figures.values()))
+
+        def score(t):  # its ratio to the fastest in the condition where it does worse
+            return max(figures[t.tree][0] / fastest[0], figures[t.tree][1] / fastest[1])
+
+        def shown(t):
+            q, b = figures[t.tree]
+            return (f"{q / fastest[0]:.2f}× the fastest quiet ({q:.0f} µs) and {b / fastest[1]:.2f}× under load "
+                    f"({b:.0f} µs)")
 
         first = min(pool, key=score)
         if score(first) * (1 + NOISE_FLOOR) < score(best):
             adapt = adaptive_pick(first, timings, trees, fns, rounds)
             form = "as an adaptive leaf" if adapt is not None and adapt[0] is not None else "at one thread"
-            rule = (f"{pick.rule}; then {first.tree} instead, {form}: expected {score(first):.0f} µs (the mean of "
-                    f"its {quiet(first):.0f} µs quiet and {under_load(first):.0f} µs under load) against "
-                    f"{score(best):.0f} µs for {best.tree} ({quiet(best):.0f} µs quiet, "
-                    f"{under_load(best):.0f} µs under load"
-                    + (" at one thread, as an adaptive leaf" if runs[best.tree] is not best else "") + ")")
+            rule = (f"{pick.rule}; then {first.tree} instead, {form}: {shown(first)}, at worst {score(first):.2f}×, "
+                    f"against {score(best):.2f}× for {best.tree} ({shown(best)}"
+                    + (", at one thread, as an adaptive leaf" if runs[best.tree] is not best else "") + ")")
             return adapt, attrs.evolve(pick, best=first, rule=rule)
     return mine, pick
 
