@@ -202,17 +202,20 @@ def test_a_call_over_big_stall_times_t1_is_a_stall_when_the_next_call_is_slow_to
     assert leaf.stalls == 1 and leaf.threads_now == 1
 
 
-def test_sparse_calls_still_run_the_back_off_in_calls():
-    """A plan called rarely: the wall time of the back-off passes between two calls, but the
-    calls that fill it at t1 still run on one thread before the next probe."""
+def test_sparse_calls_probe_once_the_back_off_has_passed_in_wall_time():
+    """A plan called rarely: the back-off is wall time only, so the call after it has passed
+    probes two threads again (a back-off that also ran the calls filling its period at t1 kept a
+    leaf called every few ms on one thread for ~7× its period, where most two-thread calls held
+    up); a call within the period still runs on one thread."""
     f = _Fake()
     f.times[2] = 300e-6
     leaf = f.leaf()
-    leaf(0)  # a stall: MIN_BACKOFF_S, i.e. 100 calls of 100 µs
-    for _ in range(3):
-        f.now += 10.0  # ten seconds between calls
-        leaf(0)
-    assert f.ran == [2, 1, 1, 1] and leaf.left == round(MIN_BACKOFF_S / 100e-6) - 3
+    leaf(0)  # a stall: MIN_BACKOFF_S of wall time
+    f.now += MIN_BACKOFF_S / 2
+    leaf(0)  # within it: one thread
+    f.now += 10.0  # ten seconds between calls
+    leaf(0)  # past it: the probe, which stalls again (the back-off doubles)
+    assert f.ran == [2, 1, 2] and leaf.stalls == 2 and leaf.backoff == 4 * MIN_BACKOFF_S
 
 
 def test_the_back_off_is_capped():

@@ -77,8 +77,13 @@ STALL_MARGIN = 1.1
 #: 1.69 ms). In wall time, because a competing process holds a core for scheduler slices of
 #: milliseconds: 4 calls of 150 µs (0.6 ms) was too short a back-off for a probe to find the core
 #: free (a first version counted calls only: 19 stalls in 500 calls of torch.fft 512×1024 at load
-#: 5); and in calls too (as many as fill the period at t1), so that a plan called once a second
-#: does not probe, and maybe stall, at every call
+#: 5). In wall time only: a back-off that also ran as many calls as fill its period at t1 (so that
+#: a plan called once a second would not probe at every call) kept a leaf called once every few
+#: milliseconds on one thread for ~7× its period, where a woken pool thread wins the core back
+#: from a spinning process and most two-thread calls held up: in rounds of bench/measure_busy.py's
+#: columns under a spinner, its per-round median ratio to torch.fft's two threads was 1.59 against
+#: 1.36 in wall time only (512×1024), 1.22 against 0.84 (pyFFTW 1×262144), and its mean time 685
+#: against 678 µs and 1315 against 1202 (2026-11-27)
 MIN_BACKOFF_S, MAX_BACKOFF_S, STALL_COST = 0.01, 1.0, 20.0
 #: a two-thread call over BIG_STALL × t1 is a stall at once (a core held by another process costs
 #: a scheduler slice of milliseconds: two-thread calls under load here took 0.8-4.5 ms against t1
@@ -121,9 +126,9 @@ class AdaptiveThreads:
     - on ``many`` threads, a call slower than ``t1 × BIG_STALL`` (``t1``: the one-thread twin's
       time) is a stall, and so is a run of calls whose running mean (weight :data:`EMA_WEIGHT`
       a call, from ``t2``) passes ``t1 × STALL_MARGIN``: the calls of the next back-off period run
-      on one thread — until the period has passed in wall time *and* as many calls as fill it at
-      ``t1`` have run (so the probes' cost is bounded by the calls made, however sparse they
-      are); a single slow call below ``BIG_STALL × t1`` is a blip, not a held core; and a big
+      on one thread, until the period has passed in wall time (a plan called rarely probes at
+      its next call: see :data:`MIN_BACKOFF_S`); a single slow call below ``BIG_STALL × t1`` is
+      a blip, not a held core; and a big
       stall after fast calls waits for the next call, which makes it a stall when it is slow too
       (over ``STALL_MARGIN × t1``) and a hiccup when it is fast: a quiet machine here stalled a
       call for 4-8 ms now and then (t1 0.45 ms), and a 10 ms back-off for each cost more than the
@@ -179,8 +184,7 @@ class AdaptiveThreads:
         self.next_ask = -math.inf  # during a back-off, when to ask the run queue next (clock time)
         self.early = 0  # back-offs ended early: the run queue showed the cores free (for tests and benchmarks)
         self.blips = 0  # slow calls with the cores free: not stalls (for tests and benchmarks)
-        self.until = -math.inf  # one thread until this clock time (the back-off in progress) …
-        self.left = 0  # … and for this many calls more
+        self.until = -math.inf  # one thread until this clock time (the back-off in progress)
         self.backoff = MIN_BACKOFF_S  # the next back-off's length (seconds)
         self.stalls = 0  # stalls seen (for tests and benchmarks)
         self.t2 = math.inf  # the fastest call on ``many`` threads seen (what they save: _worth)
@@ -192,13 +196,12 @@ class AdaptiveThreads:
     @property
     def threads_now(self) -> int:
         """The count a call made now runs at."""
-        return 1 if self.left > 0 or self.clock() < self.until else self.threads
+        return 1 if self.clock() < self.until else self.threads
 
     def __call__(self, *args, **kwargs):
         clock = self.clock
         start = clock()
-        if (self.left > 0 or start < self.until) and not self._freed(start):
-            self.left -= 1
+        if start < self.until and not self._freed(start):
             self.cold = True
             out = self.one(*args, **kwargs)
             self.t1 = min(self.t1, clock() - start)
@@ -262,7 +265,7 @@ class AdaptiveThreads:
         self.next_ask = start + MIN_BACKOFF_S
         if self._busy() is not False:
             return False
-        self.until, self.left = -math.inf, 0
+        self.until = -math.inf
         self.early += 1
         return True
 
@@ -278,9 +281,7 @@ class AdaptiveThreads:
             period = max(self.backoff, period)
             self.backoff = min(period * 2, MAX_BACKOFF_S)
         period = min(period, MAX_BACKOFF_S)
-        # the period both in wall time and in calls of t1: a plan called once a second would
-        # otherwise probe (and maybe stall) at every call
-        self.until, self.left = end + period, math.ceil(period / self.t1)
+        self.until = end + period
 
     def _worth(self, excess: float) -> float:
         """The back-off a stall of ``excess`` seconds over ``t1`` is worth: the time at one thread
