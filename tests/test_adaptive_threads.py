@@ -544,6 +544,20 @@ def test_the_contest_scores_each_leaf_by_the_condition_it_does_worse_in():
     assert "1.34× under load (860 µs), at worst 1.34×, against 1.51× for (native 1024)" in pick.rule
 
 
+def test_where_the_worse_conditions_tie_within_the_noise_the_faster_quiet_leaf_goes_first():
+    """16×4099 in a quiet run of bench/measure_busy.py (2026-11-27): scipy at one worker ran 545 µs
+    under load, so torch.fft's two threads (580 µs quiet, 600 under load) and pyFFTW's adaptive leaf
+    (its twin's 410 quiet, 780 under load) are both ~1.4× the fastest in their worse condition, and
+    the default stood where the bench then ran it 1.38× pyFFTW's two threads. Within the noise
+    floor of each other, the faster quiet goes first."""
+    us = {**_QUIET_4099, "(native 1024)": 580.0, "(scipy 1024)": 900.0, "(scipy 1024 threads=1)": 900.0}
+    loaded = {**_LOADED_4099, "(native 1024)": 600.0, "(pyfftw 1024)": 780.0, "(scipy 1024 threads=1)": 545.0}
+    adapt, pick, _ = _contest(us, loaded, "(native 1024)", checks=_LOST)
+    assert str(adapt[0]) == "(pyfftw 1024 adapt=818 threads=2)" and pick.best.tree == "(pyfftw 1024)"
+    assert "at worst 1.43×, against 1.41× for (native 1024)" in pick.rule
+    assert pick.rule.endswith(": as near at worst, within the noise, and faster quiet")
+
+
 @pytest.mark.parametrize("holds", ["(native 1024)", "(native 1024 threads=1)"])
 def test_a_pick_that_holds_up_under_load_stands(holds):
     """The default's two-thread call, or its one-thread twin, measured 640 µs under load (the
