@@ -999,6 +999,19 @@ def test_confirmation_and_load_figures_survive_the_record_and_are_explained():
     assert any(line.startswith("  under load: 0.85× the default") for line in lines)
 
 
+def test_fftws_planning_seconds_survive_the_record_and_are_explained():
+    from trnplan.planner.measure import describe
+    timings = (_timing("(native 64)", 10.0, vs=1.0, default=True),
+               attrs.evolve(_timing("(pyfftw 64 threads=2)", 8.0, vs=0.8), verdict=FASTEST))
+    record = Measurement("measure", timings, 2, 6, 5.0, 10.8, None, "(native 64)", rule="r", fftw_s=9.32)
+    again = Measurement.from_dict(json.loads(json.dumps(record.to_dict())))
+    assert again == record
+    assert "10.80 s spent (of which FFTW_MEASURE 9.32 s, not counted in the limit)" in describe(again)[0]
+    old = record.to_dict()
+    del old["fftw_s"]  # a record from before the field
+    assert Measurement.from_dict(old).fftw_s == 0.0 and "of which" not in describe(Measurement.from_dict(old))[0]
+
+
 def _pick_among(machine, timings, threads=2, default_samples=None):
     from trnplan.planner.measure import robust_pick
     samples = default_samples if default_samples is not None else [10e-6] * 9
