@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 import warnings
+from types import SimpleNamespace
 
 import attrs
 import numpy as np
@@ -33,6 +34,9 @@ from trnplan.cache.store import CacheWarning
 from trnplan.core import config
 from trnplan.core.cost import Work
 from trnplan.core.problem import Problem
+from trnplan.kernels import hostlib
+from trnplan.kernels.hostlib import fftw as fftw_module
+from trnplan.kernels.hostlib.fftw import FFTWBudget
 from trnplan.planner import learn, registry
 from trnplan.planner import measure as measure_module
 from trnplan.planner.measure import (
@@ -762,9 +766,6 @@ def test_preparing_and_minimum_rounds_fit_the_time_limit(monkeypatch):
 def test_fftw_planning_has_a_budget_of_its_own(monkeypatch):
     """FFTW_MEASURE's plans share the budget of fftw_budget (charged what each took), not what is
     left of the time limit; outside one, each gets the effort's FFTW limit."""
-    from trnplan.kernels import hostlib
-    from trnplan.kernels.hostlib import fftw
-
     limits = []
 
     class FakeFFTW:  # FFTW's planner: takes 0.4 s of the fake clock, records the limit it was given
@@ -773,18 +774,16 @@ def test_fftw_planning_has_a_budget_of_its_own(monkeypatch):
             limits.append(planning_timelimit)
             clock[0] += 0.4
 
-    from types import SimpleNamespace
-
     clock = [100.0]
-    monkeypatch.setattr(fftw, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
+    monkeypatch.setattr(fftw_module, "time", SimpleNamespace(perf_counter=lambda: clock[0]))
     fake = SimpleNamespace(FFTW=FakeFFTW)
     with hostlib.fftw_budget(1.0) as budget:
         for _ in range(4):
-            fftw._measured_fftw(fake, (), 1, "measure")
+            fftw_module._measured_fftw(fake, (), 1, "measure")
     assert limits[:3] == pytest.approx([1.0, 0.6, 0.2])
     assert limits[3] == hostlib.MIN_FFTW_PLANNING_S  # spent: FFTW still gets its minimum
     assert budget.spent == pytest.approx(1.6)
-    assert fftw._planning_limit("measure") == config.fftw_timelimit("measure")  # no budget: the effort's
+    assert fftw_module._planning_limit("measure") == config.fftw_timelimit("measure")  # no budget: the effort's
 
 
 def test_fftw_timelimit_follows_the_users_limit(monkeypatch):
@@ -804,11 +803,7 @@ def test_fftw_timelimit_follows_the_users_limit(monkeypatch):
 def test_fftw_planning_is_left_out_of_the_time_limit(monkeypatch):
     """Candidates whose preparing was mostly FFTW's planning (its budget's ``spent``) do not use up
     the time limit; the same preparing without a budget does."""
-    from types import SimpleNamespace
-
-    from trnplan.kernels.hostlib.fftw import FFTWBudget
-    from trnplan.planner import measure as m
-
+    m = measure_module
     clock = [0.0]
     monkeypatch.setattr(m, "time", SimpleNamespace(perf_counter=lambda: clock[0], time=lambda: 0.0))
     monkeypatch.setattr(m, "_seeded", lambda problem, device, split=False: (None, None, 1.0))
@@ -1000,7 +995,7 @@ def test_confirmation_and_load_figures_survive_the_record_and_are_explained():
 
 
 def test_fftws_planning_seconds_survive_the_record_and_are_explained():
-    from trnplan.planner.measure import describe
+    describe = measure_module.describe
     timings = (_timing("(native 64)", 10.0, vs=1.0, default=True),
                attrs.evolve(_timing("(pyfftw 64 threads=2)", 8.0, vs=0.8), verdict=FASTEST))
     record = Measurement("measure", timings, 2, 6, 5.0, 10.8, None, "(native 64)", rule="r", fftw_s=9.32)

@@ -1170,8 +1170,8 @@ def _adaptive_first(pick: _Pick, timings: list, trees: list, fns: dict, rounds: 
             return min(figures) if figures else quiet(t)
 
         figures = {t.tree: (quiet(t), under_load(t)) for t in (best, *pool)}
-        form = ", at one thread, as an adaptive leaf" if runs[best.tree] is not best else ""
-        won = _worse_condition_winner(figures, best.tree, [t.tree for t in pool], form)
+        pick_form = ", at one thread, as an adaptive leaf" if runs[best.tree] is not best else ""
+        won = _worse_condition_winner(figures, best.tree, [t.tree for t in pool], pick_form)
         if won is not None:
             first = next(t for t in pool if t.tree == won[0])
             adapt = adaptive_pick(first, timings, trees, fns, rounds)
