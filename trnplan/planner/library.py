@@ -116,6 +116,8 @@ class HostLibrary(WholeShape, Solver):
     def absent_reason(self) -> str:
         """Why this library is not a candidate here: not installed, or installed but failing to import."""
         broken = hostlib.broken_reason(self.library)
+        if broken is not None and hostlib.not_itself(self.library):  # imported, but another library's calls
+            return f"{hostlib.unusable(self.library)} (in this process)"
         if broken is not None:
             return f"{self.title} is installed but failed to import in this process ({broken}); reinstall it"
         return f"{self.title} is not installed ({self.install})"
@@ -158,6 +160,7 @@ class HostLibrary(WholeShape, Solver):
         error *= 1.0 + SMALL_SAMPLE / math.sqrt(n * b)
         if self.mkl:  # MKL's fp64 path for lengths with a prime factor 17…150 (native.mkl_fp64_floor)
             error = max([error, *(native.mkl_fp64_floor(length, problem.precision) for length in shape)])
+            error = max(error, native.mkl_single_floor(problem))  # its single transform's path
         params = {}
         if problem.rank > 1:
             params["factors"] = shape
@@ -309,8 +312,9 @@ class MklFFT(HostLibrary):
     # and pyFFTW's 2.5 ms (`make demo`'s second plan was a mis-pick at factor 1)
     nd_batched = 1.8
     #: 3: MKL's fp64 error floor (native.mkl_fp64_floor); 4: the one-thread variant that measured
-    #: planning times (MKL's OpenMP count set to 1 for the call)
-    version = 4
+    #: planning times (MKL's OpenMP count set to 1 for the call); 5: MKL's bound for a single
+    #: transform (native.mkl_single_floor)
+    version = 5
     prime_slowdown = ((8192, 6.7), (float("inf"), 31.0))
 
 

@@ -41,6 +41,21 @@ BLUESTEIN_PRIME = 50
 #: still holds: p = 150 gives 4.2e-14). fp32 is not affected (1.9e-7 at 2·97)
 MKL_FP64_PRIMES = (17, 150)
 MKL_FP64_PRIME_GAIN = 2.5
+#: MKL's c2c DFT of a *single* transform (howmany 1: torch.fft.fft/ifft on an (n,) or (1, n)
+#: tensor, mkl_fft likewise) of a composite length n > MKL_SINGLE_MIN_N with prime factors
+#: ≥ MKL_SINGLE_PRIME takes a path whose error grows linearly in those factors, in fp32 and
+#: fp64 alike. Measured 2026-11-27 (torch 2.13.0+cpu, MKL, seeded complex normal input against
+#: numpy.fft in complex128; every n ≤ 20000 and every 97th n to 400000 with a prime factor over
+#: 50, every 7th with the largest in 17…50): 4740 of the 19998 lengths ≤ 20000 over
+#: 1.6·u·√log2 n, 19816 = 8·2477 at 60× (1.4e-5 in complex64, 27× fp32's bar), 1185× beyond;
+#: the ratio to u·√log2 n at most 0.071·S, S the sum of the prime factors ≥ 17 with multiplicity
+#: (27869 = 29·31²: 6.5; 134461 = 43·53·59: 7.4); fp64 24594 = 6·4099: 5.5e-14 (130×). Two or
+#: more transforms in a batch, the 2-D path (fft2 of (1, n)), r2c/c2r, pocketfft and FFTW:
+#: within the smooth model (≤ 1.4×); n ≤ 4096: ≤ 1.29× (all lengths). So the bound is
+#: MKL_SINGLE_SLOPE·S·u·√log2 n there (the fit rounded up), over fp32's bar from S ≈ 30 on.
+MKL_SINGLE_MIN_N = 4096
+MKL_SINGLE_PRIME = 17
+MKL_SINGLE_SLOPE = 0.08
 #: ... and that path is slow: torch.fft (MKL) on a prime p took 11 µs (127), 60 (997), 267
 #: (4093), 521–783 (8191), 2926 (16411), 9991 (65537) here: after the ~8 µs call cost, 27–49×
 #: the time of 5·p·log2 p flops at the smooth rate up to p ≈ 8K, and 76–102× beyond (out of
@@ -133,13 +148,31 @@ def mkl_fp64_floor(n: int, precision: str) -> float:
     return MKL_FP64_PRIME_GAIN * UNIT_ROUNDOFF[precision] * p
 
 
+def mkl_single_floor(problem) -> float:
+    """The least error MKL's single c2c transform of ``problem`` is bounded by
+    (:data:`MKL_SINGLE_SLOPE`): a rank-1 c2c problem of batch 1 and composite length over
+    :data:`MKL_SINGLE_MIN_N`; else 0."""
+    n = problem.n
+    factors = prime_factors(n)
+    if problem.kind != "c2c" or problem.rank != 1 or problem.batch != 1 or n <= MKL_SINGLE_MIN_N or len(factors) < 2:
+        return 0.0  # a prime length alone is within the smooth model's chirp-z bound (4093 … 65537: ≤ 1.2×)
+    s = sum(p for p in factors if p >= MKL_SINGLE_PRIME)
+    return MKL_SINGLE_SLOPE * s * UNIT_ROUNDOFF[problem.precision] * log_growth(n)
+
+
+def cpu_fft_is_mkl() -> bool:
+    """Whether torch.fft on the CPU is MKL (x86 builds; ARM builds run pocketfft)."""
+    return torch.backends.mkl.is_available()
+
+
 class Native(Solver):
     name = "native"
     #: 2: priced without packing at the root and without a second count of the library's own pass
     #: (every solver's decisions moved with it: the registry digest, and so all wisdom, changes);
     #: 3: MKL's fp64 error floor for composite lengths with a prime factor 17…150;
-    #: 4: the one-thread variant (``threads=1``) that measured planning times (thread_variants)
-    version = 4
+    #: 4: the one-thread variant (``threads=1``) that measured planning times (thread_variants);
+    #: 5: MKL's error bound for a single transform of a length with prime factors ≥ 17 (mkl_single_floor)
+    version = 5
     #: ``threads=k``: torch.fft at k threads (torch.set_num_threads for the call); none: torch's count;
     #: ``adapt=T1`` with it: k threads or one per call (thread_variants)
     options = ("threads", "adapt")
@@ -164,6 +197,8 @@ class Native(Solver):
         error *= LARGE_PRIME_GAIN if large_prime else 1.0 + (PRIME_PASS_SLOPE * math.sqrt(p) if p > 7 else 0.0)
         if problem.device == "cpu":  # torch.fft is MKL there (cuFFT on CUDA)
             error = max(error, mkl_fp64_floor(n, problem.precision))
+            if cpu_fft_is_mkl():  # a single transform's path (MKL_SINGLE_SLOPE)
+                error = max(error, mkl_single_floor(problem))
         node = self.node(problem, planner, work, error, direct=True)
         if (spec is None or not spec.options) and VARIANTS.get() is None:
             return node  # no count named, none to offer (a replay, a child's search): one call less
