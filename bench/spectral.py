@@ -156,11 +156,11 @@ def truncated_row(label, grid, modes, batch, cell_seconds):
 
 
 def _pyfftw_r2r():
-    try:
-        import pyfftw.interfaces.cache
-        import pyfftw.interfaces.scipy_fft as pf
-    except ImportError:
+    from trnplan.kernels import hostlib
+    if hostlib.library_module("pyfftw") is None:  # imported bound to its own FFTW (fftw.import_pyfftw)
         return None
+    import pyfftw.interfaces.cache
+    import pyfftw.interfaces.scipy_fft as pf
     pyfftw.interfaces.cache.enable()  # the interface re-plans on every call otherwise
     return pf
 

@@ -49,7 +49,8 @@ def _mkl_threads_setter():
 
 
 def _fftw(x: np.ndarray, shape: tuple, kind: str, threads: int):
-    import pyfftw
+    from trnplan.kernels import hostlib
+    pyfftw = hostlib.library_module("pyfftw")  # bound to its own FFTW, not MKL's wrappers (fftw.import_pyfftw)
     axes = tuple(range(-len(shape), 0))
     a = pyfftw.empty_aligned(x.shape, x.dtype)
     a[...] = x
@@ -152,10 +153,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.fftw_passive:  # libgomp reads the variable once, when it is loaded: set it around the import
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-        try:
-            import pyfftw  # noqa: F401
-        except ImportError:
-            pass
+        from trnplan.kernels import hostlib
+        hostlib.library_module("pyfftw")  # bound to its own FFTW (fftw.import_pyfftw)
         del os.environ["OMP_WAIT_POLICY"]
     torch.set_num_threads(args.torch_threads)
     results = []

@@ -33,6 +33,12 @@ from support import BAR, DTYPES, random_complex, reference, rel_l2  # noqa: F401
 
 from trnplan.backends import accel
 from trnplan.core import state
+from trnplan.kernels import hostlib
+
+#: pyFFTW imported now, bound to its own FFTW, before any test's mkl_fft call makes MKL's FFTW3
+#: wrappers global symbols (hostlib.fftw.import_pyfftw): a test's own ``import pyfftw`` after that
+#: would bind to MKL, and trnplan would then refuse it (tests/test_fftw_is_fftw.py tests both)
+hostlib.library_module("pyfftw")
 
 #: process-wide variables a Neuron plan sets (accel.NO_FALLBACK, the --auto-cast=none flag), put back
 #: after each test (the compile-cache ones by state.reset, through accel.reset_compile_cache)

@@ -65,6 +65,7 @@ from trnplan._version import __version__
 from trnplan.cache import default_cache
 from trnplan.core import timing
 from trnplan.core.errors import NotSupportedYet, PlanningError
+from trnplan.kernels import hostlib
 from trnplan.kernels.hostlib import in_mkl_threads, in_threads
 from trnplan.plan.api import plan_many
 from trnplan.plan.plan import Plan
@@ -186,6 +187,7 @@ ROWS_BY_ID = {r.id: r for r in (*ROWS, *PLANNER_ROWS)}
 def _versions() -> dict:
     out = {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
            "trnplan": __version__}
+    hostlib.library_module("pyfftw")  # pyFFTW bound to its own FFTW, not MKL's wrappers (fftw.import_pyfftw)
     for name in ("scipy", "pyfftw", "mkl_fft", "matplotlib"):
         try:
             out[name] = getattr(__import__(name), "__version__", "unknown")
@@ -263,10 +265,10 @@ def _pyfftw_fns(name: str, x: torch.Tensor, kw: dict) -> dict:
     row's data: pyFFTW's ``__call__`` points the plan at an aligned array (copying a misaligned
     one) and returns the object's own output array, overwritten by the next call — no output
     allocation, which favours pyFFTW; and its execute-only floor (:data:`PYFFTW_EXECUTE`)."""
-    try:
-        import pyfftw.builders  # deferred: optional (the fftw extra); absent, the columns say so
-    except ImportError as exc:
-        return {c: f"absent: {exc}" for c in ("pyfftw w1", "pyfftw w2", PYFFTW_EXECUTE)}
+    if hostlib.library_module("pyfftw") is None:  # imported bound to its own FFTW (fftw.import_pyfftw)
+        why = hostlib.unusable("pyfftw") or "not installed"
+        return {c: f"absent: {why}" for c in ("pyfftw w1", "pyfftw w2", PYFFTW_EXECUTE)}
+    import pyfftw.builders  # deferred: optional (the fftw extra)
     build = getattr(pyfftw.builders, name)
     xnp = x.numpy()
     fns: dict = {}

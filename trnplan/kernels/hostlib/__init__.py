@@ -67,9 +67,28 @@ from trnplan.kernels.hostlib.mklfft import _mkl_call, _mkl_thread_setter, in_mkl
 from trnplan.kernels.hostlib.pocketfft import _r2r_call, _scipy_call
 from trnplan.kernels.hostlib.threads import AdaptiveThreads, adaptive, in_threads
 
-__all__ = ["FFTW_PLANS", "LIBRARIES", "MIN_FFTW_PLANNING_S", "AdaptiveThreads", "adaptive", "available", "broken_reason",
-           "export_wisdom", "fftw_budget", "fftw_rigor", "import_wisdom", "in_mkl_threads", "in_threads", "installed", "library_module", "prepare",
-           "r2r_call", "transform"]
+__all__ = [
+    "FFTW_PLANS",
+    "LIBRARIES",
+    "MIN_FFTW_PLANNING_S",
+    "AdaptiveThreads",
+    "adaptive",
+    "available",
+    "broken_reason",
+    "export_wisdom",
+    "fftw_budget",
+    "fftw_rigor",
+    "import_wisdom",
+    "in_mkl_threads",
+    "in_threads",
+    "installed",
+    "library_module",
+    "not_itself",
+    "prepare",
+    "r2r_call",
+    "transform",
+    "unusable",
+]
 
 #: library key -> (module that holds the transforms, distribution whose version is reported)
 LIBRARIES = {"scipy": ("scipy.fft", "scipy"), "pyfftw": ("pyfftw", "pyfftw"), "mkl_fft": ("mkl_fft", "mkl_fft")}
@@ -77,6 +96,8 @@ LIBRARIES = {"scipy": ("scipy.fft", "scipy"), "pyfftw": ("pyfftw", "pyfftw"), "m
 #: library key -> why importing it failed in this process (an installed but broken library:
 #: from then on this process treats it as absent, see :func:`installed`)
 _BROKEN: dict[str, str] = {}
+#: the libraries of _BROKEN that imported but whose calls are another library's (fftw.NotFFTW)
+_NOT_ITSELF: set[str] = set()
 
 
 @functools.cache
@@ -135,12 +156,17 @@ def installed(name: str) -> str | None:
 
 @functools.cache
 def _import_library(name: str):
-    """Import library ``name``'s transform module (and pyFFTW's builders) — the only import of it."""
+    """Import library ``name``'s transform module (and pyFFTW's builders) — the only import of it.
+
+    pyFFTW is imported binding its own FFTW first, and checked to be FFTW
+    (:func:`~trnplan.kernels.hostlib.fftw.import_pyfftw`): once MKL has run in a process its FFTW3
+    wrappers are global symbols, and a pyFFTW imported the usual way after that calls MKL."""
     modname, _dist = LIBRARIES[name]
-    module = importlib.import_module(modname)
     if name == "pyfftw":
+        module = fftw.import_pyfftw(modname)
         importlib.import_module("pyfftw.builders")
-    return module
+        return module
+    return importlib.import_module(modname)
 
 
 def library_module(name: str):
@@ -170,6 +196,12 @@ def library_module(name: str):
         return None
     try:
         return _import_library(name)
+    except fftw.NotFFTW as exc:  # imported, but its calls are another library's: the fix is not a reinstall
+        _BROKEN[name] = str(exc)
+        _NOT_ITSELF.add(name)
+        warnings.warn(f"{name} {_distribution_version(name)}: {exc}; trnplan plans without it in this process",
+                      stacklevel=2)
+        return None
     except Exception as exc:  # noqa: BLE001 - ImportError, or a broken install (a missing shared library: OSError)
         _BROKEN[name] = f"{type(exc).__name__}: {exc}"
         warnings.warn(f"{name} {_distribution_version(name)} is installed but importing it failed "
@@ -181,6 +213,25 @@ def library_module(name: str):
 def broken_reason(name: str) -> str | None:
     """Why library ``name`` failed to import in this process, or None (absent, or not tried)."""
     return _BROKEN.get(name)
+
+
+def not_itself(name: str) -> bool:
+    """Whether library ``name`` imported in this process but its calls are another library's
+    (:class:`~trnplan.kernels.hostlib.fftw.NotFFTW`), so that it reads as absent."""
+    return name in _NOT_ITSELF
+
+
+def unusable(name: str) -> str | None:
+    """Why installed library ``name`` cannot be used in this process, and the fix, in words; None
+    where it can (or is not installed, or not tried)."""
+    broken = _BROKEN.get(name)
+    if broken is None:
+        return None
+    version = _distribution_version(name)
+    if name in _NOT_ITSELF:
+        return f"{name} {version} is installed, but {broken}"
+    return (f"{name} {version} is installed, but importing it failed ({broken}): reinstall it "
+            f"(pip install --force-reinstall {LIBRARIES[name][1]}) or uninstall it")
 
 
 def available() -> dict[str, str | None]:
@@ -228,12 +279,9 @@ def transform(library: str, shape: tuple, kind: str, inverse: bool,
     """
     module = library_module(library)
     if module is None:
-        broken = broken_reason(library)
-        if broken is not None:
-            raise PlanningError(
-                f"the plan has a {library} leaf and {library} {_distribution_version(library)} is installed, but "
-                f"importing it failed ({broken}): reinstall it (pip install --force-reinstall "
-                f"{LIBRARIES[library][1]}) or uninstall it; planning again in this process leaves it out")
+        why = unusable(library)
+        if why is not None:
+            raise PlanningError(f"the plan has a {library} leaf and {why}; planning again in this process leaves it out")
         raise PlanningError(f"the plan has a {library} leaf and {library} is not installed: install it "
                             f"(pip install {LIBRARIES[library][1]}) or plan again without it")
     shape = tuple(shape)
@@ -356,6 +404,7 @@ def _reset() -> None:
     pyFFTW was imported), no import failure remembered, the distributions' metadata read again."""
     fftw.reset()
     _BROKEN.clear()
+    _NOT_ITSELF.clear()
     for memo in _MEMOS:
         memo.cache_clear()
 

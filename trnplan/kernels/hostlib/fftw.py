@@ -19,7 +19,9 @@ import base64
 import binascii
 import contextlib
 import contextvars
+import importlib
 import math
+import os
 import sys
 import threading
 import time
@@ -31,6 +33,53 @@ import torch
 
 from trnplan.core import config
 from trnplan.kernels.hostlib.arrays import _COMPLEX, _REAL, _as_numpy, _scale
+
+
+class NotFFTW(ImportError):
+    """pyFFTW imported, but its FFTW calls are served by another library (MKL's FFTW3 wrappers)."""
+
+
+def import_pyfftw(modname: str = "pyfftw"):
+    """Import pyFFTW so that its calls reach its own FFTW, and check that they do.
+
+    MKL carries FFTW3's C interface (its "FFTW3 wrappers": the same ``fftw_*``/``fftwf_*`` names,
+    computed by MKL's DFTI). ``libmkl_rt`` loads its layers with global symbols at MKL's first call
+    (mkl_fft's, or an MKL NumPy's), and a pyFFTW extension imported after that binds its FFTW calls
+    to them (Python imports extensions with ``RTLD_NOW``: global symbols first). Measured here
+    (2026-11-27, pyfftw 0.15.1, mkl_fft 2.3.2): after one mkl_fft call, pyFFTW's complex64
+    transform of 17357 points had MKL's single-transform error, 13.6 u·√log2 n
+    (:data:`trnplan.planner.native.MKL_SINGLE_SLOPE`) against FFTW's 1.1, and
+    ``pyfftw.export_wisdom()`` gave MKL's empty wisdom for double and single precision; a
+    measured plan's "pyfftw" leaf was MKL's call. Imported with ``RTLD_DEEPBIND`` (Linux: the
+    extension's own dependencies, pyFFTW's bundled FFTW, ahead of the global symbols) it is FFTW
+    whatever ran before.
+
+    A pyFFTW imported before (by the caller) is taken as it is, and checked: FFTW's wisdom text of
+    double and single precision always starts with ``(fftw-``, MKL's wrappers export none.
+
+    Raises
+    ------
+    NotFFTW
+        pyFFTW's double- or single-precision calls are not FFTW's (imported by other code after
+        MKL ran): the message says how to import it so that they are.
+    """
+    flags = sys.getdlopenflags()
+    deep = getattr(os, "RTLD_DEEPBIND", 0)
+    if modname not in sys.modules and deep:
+        # process-wide for the import's moment (an import by another thread meanwhile gets it too)
+        sys.setdlopenflags(flags | deep)
+    try:
+        module = importlib.import_module(modname)
+    finally:
+        sys.setdlopenflags(flags)
+    wisdom = module.export_wisdom()
+    if not all(w.startswith(b"(fftw-") for w in wisdom[:2]):
+        raise NotFFTW("its FFTW calls are MKL's FFTW3 wrappers (pyfftw was imported after MKL ran in this "
+                      "process, and MKL's symbols took its FFTW names): its results would be MKL's, "
+                      "not FFTW's. Import trnplan's host libraries before any MKL call "
+                      "(trnplan.kernels.hostlib.library_module('pyfftw')), or import pyfftw first")
+    return module
+
 
 #: FFTW objects kept alive (each holds a plan and two aligned scratch arrays); least recently
 #: used beyond this many are dropped and re-made (quickly, from FFTW's wisdom) if asked again
