@@ -160,7 +160,7 @@ class HostLibrary(WholeShape, Solver):
         error *= 1.0 + SMALL_SAMPLE / math.sqrt(n * b)
         if self.mkl:  # MKL's fp64 path for lengths with a prime factor 17…150 (native.mkl_fp64_floor)
             error = max([error, *(native.mkl_fp64_floor(length, problem.precision) for length in shape)])
-            error = max(error, native.mkl_single_floor(problem))  # its single transform's path
+            error = native.mkl_single(problem, error)  # its single transform's path
         params = {}
         if problem.rank > 1:
             params["factors"] = shape
@@ -313,7 +313,7 @@ class MklFFT(HostLibrary):
     nd_batched = 1.8
     #: 3: MKL's fp64 error floor (native.mkl_fp64_floor); 4: the one-thread variant that measured
     #: planning times (MKL's OpenMP count set to 1 for the call); 5: MKL's bound for a single
-    #: transform (native.mkl_single_floor)
+    #: transform (native.mkl_single)
     version = 5
     prime_slowdown = ((8192, 6.7), (float("inf"), 31.0))
 

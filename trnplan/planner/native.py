@@ -56,6 +56,16 @@ MKL_FP64_PRIME_GAIN = 2.5
 MKL_SINGLE_MIN_N = 4096
 MKL_SINGLE_PRIME = 17
 MKL_SINGLE_SLOPE = 0.08
+#: ... and that path is less accurate on smooth lengths too: every 13-smooth n in 4097…400000
+#: (complex64, one transform against a batch of two of the same rows, both directions) measured up
+#: to 2.95 u·√log2 n (13^5 = 371293), over fp32's bar at ten of them (11^5, 13^5, 11·13^4, …), where
+#: the batch of two measured at most 0.90; over the smooth model's g by up to 2.03 (13^5), 1.93 (7^5),
+#: 1.79 (11^5), 1.57 (5^7), and 1.19 with factors 2 and 3 alone (26244 = 2²·3⁸). So the bound is
+#: g·MKL_SINGLE_GAIN·(1 + MKL_SINGLE_SMOOTH·S₅), S₅ the sum of the prime factors 5…13 with
+#: multiplicity (fitted: at most 1.19 with 0.02). fp64's single inverse measured up to 4.7 u·√log2 n
+#: against a long-double reference (67228 = 2²·7^5; 524288 = 2^19: 4.1), its forward 2.1: 2.5 there.
+MKL_SINGLE_GAIN = {"fp32": 1.2, "fp64": 2.5}
+MKL_SINGLE_SMOOTH = 0.02
 #: ... and that path is slow: torch.fft (MKL) on a prime p took 11 µs (127), 60 (997), 267
 #: (4093), 521–783 (8191), 2926 (16411), 9991 (65537) here: after the ~8 µs call cost, 27–49×
 #: the time of 5·p·log2 p flops at the smooth rate up to p ≈ 8K, and 76–102× beyond (out of
@@ -148,16 +158,18 @@ def mkl_fp64_floor(n: int, precision: str) -> float:
     return MKL_FP64_PRIME_GAIN * UNIT_ROUNDOFF[precision] * p
 
 
-def mkl_single_floor(problem) -> float:
-    """The least error MKL's single c2c transform of ``problem`` is bounded by
-    (:data:`MKL_SINGLE_SLOPE`): a rank-1 c2c problem of batch 1 and composite length over
-    :data:`MKL_SINGLE_MIN_N`; else 0."""
+def mkl_single(problem, error: float) -> float:
+    """The error bound of MKL's c2c DFT of ``problem`` given the smooth model's ``error``: widened
+    where it is one transform (:data:`MKL_SINGLE_SLOPE`, :data:`MKL_SINGLE_GAIN`): a rank-1 c2c
+    problem of batch 1 and composite length over :data:`MKL_SINGLE_MIN_N`; else ``error``."""
     n = problem.n
     factors = prime_factors(n)
     if problem.kind != "c2c" or problem.rank != 1 or problem.batch != 1 or n <= MKL_SINGLE_MIN_N or len(factors) < 2:
-        return 0.0  # a prime length alone is within the smooth model's chirp-z bound (4093 … 65537: ≤ 1.2×)
-    s = sum(p for p in factors if p >= MKL_SINGLE_PRIME)
-    return MKL_SINGLE_SLOPE * s * UNIT_ROUNDOFF[problem.precision] * log_growth(n)
+        return error  # a prime length alone is within the smooth model's chirp-z bound (4093 … 65537: ≤ 1.2×)
+    small = sum(p for p in factors if 5 <= p < MKL_SINGLE_PRIME)
+    smooth = error * MKL_SINGLE_GAIN[STORAGE[problem.precision]] * (1.0 + MKL_SINGLE_SMOOTH * small)
+    large = sum(p for p in factors if p >= MKL_SINGLE_PRIME)
+    return max(smooth, MKL_SINGLE_SLOPE * large * UNIT_ROUNDOFF[problem.precision] * log_growth(n))
 
 
 def cpu_fft_is_mkl() -> bool:
@@ -171,7 +183,7 @@ class Native(Solver):
     #: (every solver's decisions moved with it: the registry digest, and so all wisdom, changes);
     #: 3: MKL's fp64 error floor for composite lengths with a prime factor 17…150;
     #: 4: the one-thread variant (``threads=1``) that measured planning times (thread_variants);
-    #: 5: MKL's error bound for a single transform of a length with prime factors ≥ 17 (mkl_single_floor)
+    #: 5: MKL's error bound for a single transform (mkl_single)
     version = 5
     #: ``threads=k``: torch.fft at k threads (torch.set_num_threads for the call); none: torch's count;
     #: ``adapt=T1`` with it: k threads or one per call (thread_variants)
@@ -197,8 +209,8 @@ class Native(Solver):
         error *= LARGE_PRIME_GAIN if large_prime else 1.0 + (PRIME_PASS_SLOPE * math.sqrt(p) if p > 7 else 0.0)
         if problem.device == "cpu":  # torch.fft is MKL there (cuFFT on CUDA)
             error = max(error, mkl_fp64_floor(n, problem.precision))
-            if cpu_fft_is_mkl():  # a single transform's path (MKL_SINGLE_SLOPE)
-                error = max(error, mkl_single_floor(problem))
+            if cpu_fft_is_mkl():  # a single transform's path (MKL_SINGLE_SLOPE, MKL_SINGLE_GAIN)
+                error = mkl_single(problem, error)
         node = self.node(problem, planner, work, error, direct=True)
         if (spec is None or not spec.options) and VARIANTS.get() is None:
             return node  # no count named, none to offer (a replay, a child's search): one call less
