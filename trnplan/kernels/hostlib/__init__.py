@@ -19,7 +19,8 @@ one-thread and a two-thread variant of each and keep the one that holds up under
     exported and imported with :func:`export_wisdom` / :func:`import_wisdom`, and
     :func:`prepare` has FFTW decide when a trnplan plan is built, so the decision is stored
     with the plan and a new process reads it back instead of re-measuring (bitwise the same
-    results).
+    results). Imported so that its calls reach its own FFTW, not MKL's FFTW3 wrappers of the
+    same names, and checked (:func:`~trnplan.kernels.hostlib.fftw.import_pyfftw`).
 ``mkl_fft`` — :mod:`mkl_fft`
     Intel MKL's DFTI through Intel's NumPy-style wrapper (its own MKL, not torch's). Its MKL is
     ``libmkl_gnu_thread``, on the GNU OpenMP runtime torch loaded: one thread pool with torch's,
