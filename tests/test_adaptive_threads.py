@@ -4,7 +4,9 @@ the other core is busy. The clock and the calls are faked (no timing assertions)
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
+import math
 import pickle
 import subprocess
 import sys
@@ -736,3 +738,63 @@ def test_a_spinning_process_is_counted(tmp_path):
     finally:
         spin.kill()
         spin.wait()
+
+
+class _NoShortPath(AdaptiveThreads):
+    """The leaf with its short path for steady fast calls switched off: every call takes the full rules."""
+
+    def __setattr__(self, name, value):
+        object.__setattr__(self, name, False if name == "steady" else value)
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("room", [None, True, False])
+def test_the_short_path_decides_as_the_full_rules(seed, room):
+    """A leaf with the short path (steady fast calls) and one without, driven by the same calls on
+    fake clocks (quiet calls, blips, big stalls, loaded stretches; the run queue absent, free or
+    taken): the same count for every call, the same stalls, back-offs and state."""
+    rng = np.random.default_rng(seed)
+    t1 = 100e-6
+    durations = []
+    for _ in range(60):  # stretches of quiet calls and of load, each with its own two-thread times
+        kind = rng.choice(["quiet", "blips", "loaded"])
+        scale = {"quiet": (0.55, 0.65), "blips": (0.55, 1.6), "loaded": (1.2, 40.0)}[kind]
+        durations += [(t1 * rng.uniform(0.98, 1.05), t1 * rng.uniform(*scale)) for _ in range(rng.integers(5, 60))]
+    runs, shortcuts = [], [0]
+    for cls in (functools.partial(_Counting, counter=shortcuts), _NoShortPath):
+        now, ran, i = [0.0], [], [0]
+
+        def call(k, now=now, ran=ran, i=i):
+            def run(x):
+                ran.append(k)
+                now[0] += durations[i[0]][k - 1]
+                return x
+            return run
+
+        leaf = cls(call(1), call(2), t1, 2, lambda now=now: now[0], None if room is None else (lambda k: room))
+        for i[0] in range(len(durations)):
+            leaf(0)
+        state = {k: getattr(leaf, k) for k in ("t1", "t2", "until", "backoff", "stalls", "blips", "early", "mean2",
+                                               "suspect", "cold", "warm")}
+        runs.append((ran, state))
+    (fast_ran, fast_state), (full_ran, full_state) = runs
+    assert fast_ran == full_ran
+    for k in fast_state:
+        a, b = fast_state[k], full_state[k]
+        assert a == b or (isinstance(a, float) and b is not None and math.isclose(a, b, rel_tol=1e-12)), (k, a, b)
+    # the sequence exercised both counts and the short path (the count of calls it served)
+    assert {1, 2} <= set(fast_ran) and fast_state["stalls"] > 0 and shortcuts[0] >= 50
+
+
+class _Counting(AdaptiveThreads):
+    """The leaf as it is, counting the calls its short path served (``steady`` read as true there)."""
+
+    def __init__(self, *args, counter, **kwargs):
+        super().__init__(*args, **kwargs)
+        object.__setattr__(self, "_counter", counter)
+
+    def __getattribute__(self, name):
+        value = object.__getattribute__(self, name)
+        if name == "steady" and value:
+            object.__getattribute__(self, "_counter")[0] += 1
+        return value
