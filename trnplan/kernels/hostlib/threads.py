@@ -214,9 +214,10 @@ class AdaptiveThreads:
         took = end - start
         if self.steady and took <= self.t1 * STALL_MARGIN:
             # the common call (two threads, fast, nothing pending): what :meth:`_judge` does for it, in
-            # fewer steps. Its bookkeeping runs after a call that evicted the caches (a 6 MB batch):
-            # in a loop of torch.fft 4096×192 (250 µs) the full rules cost 1.4 % over the bare
-            # two-thread call, where Python's ~0.8 µs alone would be 0.3 %
+            # fewer steps. Shuffled rounds of torch.fft 256×64 (5.6 µs): the leaf over its two-thread
+            # call 12.2-12.4 % with the full rules, 9.9-10.0 % with this path; at 4096×192 (250 µs)
+            # 1.1-1.7 % and 0.7-1.2 %, where its ~0.5 µs of Python alone would be 0.2 %: after a call
+            # that evicted the caches (a 6 MB batch) the bookkeeping runs cold (2026-11-27)
             mean = self.mean2 = self.mean2 + EMA_WEIGHT * (took - self.mean2)
             self.t2 = min(self.t2, took)
             if mean > self.t1 * STALL_MARGIN:  # slow over a run of calls (as _judge)
