@@ -52,6 +52,7 @@ from trnplan.conv import plan_conv, smooth_length
 from trnplan.core.accuracy import DEFAULT_TOL
 from trnplan.core.errors import PlanningError
 from trnplan.interfaces import scipy_fft as trnplan_scipy
+from trnplan.kernels import hostlib
 from trnplan.tools.benchsuite import _cpu_model, per_round_ratio, time_cells
 
 BAR = DEFAULT_TOL["fp32"]
@@ -156,7 +157,6 @@ def truncated_row(label, grid, modes, batch, cell_seconds):
 
 
 def _pyfftw_r2r():
-    from trnplan.kernels import hostlib
     if hostlib.library_module("pyfftw") is None:  # imported bound to its own FFTW (fftw.import_pyfftw)
         return None
     import pyfftw.interfaces.cache

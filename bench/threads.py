@@ -30,6 +30,8 @@ import time
 import numpy as np
 import torch
 
+from trnplan.kernels import hostlib
+
 #: (label, batch, shape, kind): single long transforms, batches of mid lengths, the Taylor-Green rfftn
 SIZES = [("1x4096", 1, (4096,), "c2c"), ("1x65536", 1, (65536,), "c2c"), ("1x262144", 1, (262144,), "c2c"),
          ("64x4096", 64, (4096,), "c2c"), ("512x192", 512, (192,), "c2c"), ("3x64^3 r2c", 3, (64, 64, 64), "r2c")]
@@ -49,7 +51,6 @@ def _mkl_threads_setter():
 
 
 def _fftw(x: np.ndarray, shape: tuple, kind: str, threads: int):
-    from trnplan.kernels import hostlib
     pyfftw = hostlib.library_module("pyfftw")  # bound to its own FFTW, not MKL's wrappers (fftw.import_pyfftw)
     axes = tuple(range(-len(shape), 0))
     a = pyfftw.empty_aligned(x.shape, x.dtype)
@@ -153,7 +154,6 @@ def main() -> None:
     args = ap.parse_args()
     if args.fftw_passive:  # libgomp reads the variable once, when it is loaded: set it around the import
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-        from trnplan.kernels import hostlib
         hostlib.library_module("pyfftw")  # bound to its own FFTW (fftw.import_pyfftw)
         del os.environ["OMP_WAIT_POLICY"]
     torch.set_num_threads(args.torch_threads)
