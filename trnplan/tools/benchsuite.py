@@ -265,10 +265,10 @@ def _pyfftw_fns(name: str, x: torch.Tensor, kw: dict) -> dict:
     row's data: pyFFTW's ``__call__`` points the plan at an aligned array (copying a misaligned
     one) and returns the object's own output array, overwritten by the next call — no output
     allocation, which favours pyFFTW; and its execute-only floor (:data:`PYFFTW_EXECUTE`)."""
-    if hostlib.library_module("pyfftw") is None:  # imported bound to its own FFTW (fftw.import_pyfftw)
+    pyfftw = hostlib.library_module("pyfftw")  # with its builders, bound to its own FFTW (fftw.import_pyfftw)
+    if pyfftw is None:  # optional (the fftw extra): absent, the columns say so
         why = hostlib.unusable("pyfftw") or "not installed"
         return {c: f"absent: {why}" for c in ("pyfftw w1", "pyfftw w2", PYFFTW_EXECUTE)}
-    import pyfftw.builders  # deferred: optional (the fftw extra)
     build = getattr(pyfftw.builders, name)
     xnp = x.numpy()
     fns: dict = {}
