@@ -81,11 +81,12 @@ def in_mkl_threads(fn, threads: int | None = None):
     setter = _mkl_thread_setter()
     if setter is None:
         return in_threads(fn, threads)
+    get = torch.get_num_threads
 
-    def scoped(*args, **kwargs):
-        previous = setter(threads or torch.get_num_threads())
+    def scoped(*args):  # positional only, no per-call module lookup: see in_threads' notes
+        previous = setter(threads or get())
         try:
-            return fn(*args, **kwargs)
+            return fn(*args)
         finally:
             setter(previous)
 
@@ -120,13 +121,10 @@ def _mkl_call(mfft, shape, kind, inverse, norm, threads: int | None = None):
 
         run = in_mkl_threads(c2c, threads)
         return lambda a: run(_no_zero_strides(a))
-    if kind == "r2c":
-        f = in_mkl_threads(mfft.rfft if rank == 1 else mfft.rfftn, threads)
-    else:
-        f = in_mkl_threads(mfft.irfft if rank == 1 else mfft.irfftn, threads)
-    if rank == 1:
-        return lambda a: f(_no_zero_strides(a), n=shape[-1], axis=-1, norm=nrm)
-    return lambda a: f(_no_zero_strides(a), s=shape, axes=axes, norm=nrm)
+    fn = (mfft.rfft if rank == 1 else mfft.rfftn) if kind == "r2c" else (mfft.irfft if rank == 1 else mfft.irfftn)
+    kw = {"n": shape[-1], "axis": -1} if rank == 1 else {"s": shape, "axes": axes}
+    f = in_mkl_threads(functools.partial(fn, norm=nrm, **kw), threads)
+    return lambda a: f(_no_zero_strides(a))
 
 
 def _no_zero_strides(a: np.ndarray) -> np.ndarray:
