@@ -89,7 +89,7 @@ def child(args) -> int:
     for batch, n in GRID[: args.rows]:
         t0 = time.perf_counter()
         rec = run_row(Row(f"fft-{batch}x{n}", "fft", (n,), batch), args.threads, args.cell_seconds, 20, rng,
-                      rounds=args.rounds, forced=False, one_thread=True)
+                      rounds=args.rounds, forced=False, one_thread=True, null=args.null)
         d = rec["derived"]
         per_round = d.get("measure_vs_best_per_round")
         rows.append({"id": rec["id"], "label": rec["label"], "tree": rec["cells"][MEAS].get("tree"),
@@ -98,10 +98,13 @@ def child(args) -> int:
                      "ratio": per_round if per_round is not None else d["measure_vs_best"],
                      "ratio_of_medians": d["measure_vs_best"], "mean_ratio": d.get("measure_vs_best_mean"),
                      "calls": rec["cells"][MEAS].get("repeats"),
+                     "null_ratio": d.get("null_vs_best_per_round"), "null_library": d.get("null_library"),
                      "seconds": time.perf_counter() - t0, "decision": _decision(plan_many, batch, n)})
+        null = (f", null {rows[-1]['null_ratio']:.2f} ({rows[-1]['null_library']} again)"
+                if rows[-1]["null_ratio"] is not None else "")
         print(f"  {rec['label']}: measure {rows[-1]['measure_us']:.1f} µs ({rows[-1]['tree']}), best "
               f"{d['best_library']} {d['best_library_us']:.1f} µs, ratio {rows[-1]['ratio']:.2f} per round "
-              f"({d['measure_vs_best']:.2f} of medians), {rows[-1]['seconds']:.1f} s", file=sys.stderr, flush=True)
+              f"({d['measure_vs_best']:.2f} of medians){null}, {rows[-1]['seconds']:.1f} s", file=sys.stderr, flush=True)
     with open(args.child_json, "w", encoding="utf-8") as f:
         json.dump(rows, f)
     return 0
@@ -150,6 +153,8 @@ def one_run(args, i: int, expected_s: float) -> dict:
     try:
         cmd = [sys.executable, __file__, "--child-json", path, "--threads", str(args.threads),
                "--cell-seconds", str(args.cell_seconds), "--rows", str(args.rows), "--rounds", str(args.rounds)]
+        if args.null:
+            cmd.append("--null")
         subprocess.run(cmd, env=env, check=True)
         with open(path, encoding="utf-8") as f:
             rows = json.load(f)
@@ -170,9 +175,12 @@ def summarise(runs: list) -> list:
         cells = [r["rows"][j] for r in runs]
         ratios = [c["ratio"] for c in cells if c["ratio"] is not None]
         means = [c["mean_ratio"] for c in cells if c.get("mean_ratio") is not None]
+        nulls = [c["null_ratio"] for c in cells if c.get("null_ratio") is not None]
         out.append({"label": cells[0]["label"], "worst": max(ratios), "median": statistics.median(ratios),
                     "ratios": ratios, "mean_ratios": means, "trees": [c["tree"] for c in cells],
-                    "best": sorted({c["best_library"] for c in cells})})
+                    "best": sorted({c["best_library"] for c in cells}),
+                    **({"null_worst": max(nulls), "null_median": statistics.median(nulls), "null_ratios": nulls,
+                        "null_libraries": [c.get("null_library") for c in cells]} if nulls else {})})
     return out
 
 
@@ -186,16 +194,33 @@ def markdown(summary: list, meta: dict) -> str:
              f"of the rounds' ratios; the largest over the libraries) (goals: worst ≤ {GOAL_WORST}, median ≤ "
              f"{GOAL_MEDIAN}). Mean-time ratio: the plan's mean time per call over the library with the least "
              f"mean, the same rounds (what a loop of calls costs in total, stalls included; not judged)."),
-             "", "| row | worst | median | per run | mean-time ratio per run | best library | picks |",
-             "|---|---|---|---|---|---|---|"]
+             ]
+    null = any("null_ratios" in s for s in summary)
+    if null:
+        lines[-1] += (" Null: the same statistic for a second call of the library that scored best in that "
+                      "process (built anew, timed in the same rounds, `--null`): a planner that picked it in "
+                      "hindsight and added no cost; the ratio's floor.")
+    lines += ["", "| row | worst | median | per run | mean-time ratio per run |"
+              + (" null worst | null median | null per run |" if null else "") + " best library | picks |",
+              "|---|---|---|---|---|" + ("---|---|---|" if null else "") + "---|---|"]
     for s in summary:
         picks = "; ".join(sorted({t or "—" for t in s["trees"]}))
         ok = "" if s["worst"] <= GOAL_WORST and s["median"] <= GOAL_MEDIAN else " ✗"
         means = ", ".join(f"{r:.2f}" for r in s.get("mean_ratios", [])) or "—"
+        nulls = ""
+        if null:
+            nok = ("" if s.get("null_worst", 0) <= GOAL_WORST and s.get("null_median", 0) <= GOAL_MEDIAN
+                   else " ✗")
+            nulls = (f" {s['null_worst']:.2f}{nok} | {s['null_median']:.2f} | "
+                     f"{', '.join(f'{r:.2f}' for r in s['null_ratios'])} |" if "null_ratios" in s else " — | — | — |")
         lines.append(f"| {s['label']} | {s['worst']:.2f}{ok} | {s['median']:.2f} | "
-                     f"{', '.join(f'{r:.2f}' for r in s['ratios'])} | {means} | {', '.join(s['best'])} | {picks} |")
+                     f"{', '.join(f'{r:.2f}' for r in s['ratios'])} | {means} |{nulls} {', '.join(s['best'])} | {picks} |")
     met = sum(s["worst"] <= GOAL_WORST and s["median"] <= GOAL_MEDIAN for s in summary)
-    lines += ["", f"{met} of {len(summary)} rows meet both goals.", "", END]
+    lines += ["", f"{met} of {len(summary)} rows meet both goals."]
+    if null:
+        nmet = sum(s.get("null_worst", 9) <= GOAL_WORST and s.get("null_median", 9) <= GOAL_MEDIAN for s in summary)
+        lines[-1] += f" The null meets both on {nmet} of {len(summary)}."
+    lines += ["", END]
     return "\n".join(lines)
 
 
@@ -415,6 +440,7 @@ def measure_runs(args) -> tuple:
         expected = runs[-1]["wall_s"]
     summary = summarise(runs)
     meta = {"runs": args.runs, "threads": args.threads, "load": args.load, "malloc_env": args.malloc_env,
+            "null": args.null,
             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "loadavg": os.getloadavg()}
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w", encoding="utf-8") as f:
@@ -433,6 +459,9 @@ def main() -> int:
     p.add_argument("--malloc-env", action="store_true",
                    help="fix glibc's malloc mmap and trim thresholds in the children (MALLOC_ENV)")
     p.add_argument("--rows", type=int, default=len(GRID), help="the first ROWS rows of the grid (a smoke run)")
+    p.add_argument("--null", action="store_true",
+                   help="also time every library column a second time (a call built anew, the same rounds) and "
+                        "report the null: the statistic for the best library's second call (the ratio's floor)")
     p.add_argument("--out", default="bench/out/measure_busy.json")
     p.add_argument("--markdown")
     p.add_argument("--plot")

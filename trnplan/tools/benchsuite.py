@@ -110,6 +110,8 @@ ONE_THREAD_LIBRARIES = ("torch.fft w1", "mkl_fft w1")
 #: argument: it transforms no new data (a copy of the row's input planted once) and returns FFTW's
 #: internal output array, overwritten by the next call: FFTW's floor, not a call that could replace torch.fft
 PYFFTW_EXECUTE = "pyfftw execute-only"
+#: the suffix of a library column's second call (``run_row(null=True)``): the measurement's floor
+AGAIN = " [again]"
 
 STFT_N, STFT_NFFT, STFT_HOP = 16000, 256, 64
 
@@ -421,6 +423,35 @@ def per_round_ratio(ours: list, libraries: dict) -> float | None:
     return max(ratios) if ratios else None
 
 
+def null_ratio(libraries: dict, again: dict) -> tuple:
+    """The measurement's floor: :func:`per_round_ratio` of a second call of the best library.
+
+    The best library is the column that, taken as the plan, scores least against all columns
+    (itself included) by :func:`per_round_ratio`; chosen from the first calls' samples alone, so
+    the second call's samples (timed in the same rounds, a call built anew) carry their own noise
+    as a plan's call does. Its score is what a planner that picked that library in hindsight and
+    added no cost would get: the ratio's noise floor on this machine, for the same rounds.
+
+    Parameters
+    ----------
+    libraries : dict of str to list of float
+        Each library column's per-round samples.
+    again : dict of str to list of float
+        The same columns' second calls' per-round samples (the same rounds).
+
+    Returns
+    -------
+    (str or None, float or None)
+        The best library and its second call's ratio; ``(None, None)`` without samples.
+    """
+    scores = {c: per_round_ratio(v, libraries) for c, v in libraries.items() if v and again.get(c)}
+    scores = {c: r for c, r in scores.items() if r is not None}
+    if not scores:
+        return None, None
+    best = min(scores, key=scores.get)
+    return best, per_round_ratio(again[best], libraries)
+
+
 def mean_time_ratio(ours: list, libraries: dict) -> float | None:
     """The plan's mean time per call over the library with the least mean, over the same rounds.
 
@@ -448,12 +479,16 @@ def mean_time_ratio(ours: list, libraries: dict) -> float | None:
 
 # ------------------------------------------------------------------------------ one table
 def run_row(row: Row, threads: int, cell_seconds: float, min_repeats: int, rng, rounds: int = 5,
-            forced: bool = True, one_thread: bool = False) -> dict:
+            forced: bool = True, one_thread: bool = False, null: bool = False) -> dict:
     """Time every column of one row in this process; return the row's JSON record.
 
     ``rounds`` is the least number of round-robin rounds (:func:`time_cells`); ``forced=False``
     leaves out the ``forced NAME`` columns; ``one_thread`` adds :data:`ONE_THREAD_LIBRARIES` and
-    the derived ``measure_vs_best_per_round`` (:func:`per_round_ratio`)."""
+    the derived ``measure_vs_best_per_round`` (:func:`per_round_ratio`). ``null`` (with
+    ``one_thread``) times every library column twice, the second a call built anew in the same
+    rounds, and adds the derived ``null_library`` and ``null_vs_best_per_round``
+    (:func:`null_ratio`): what a planner that picked the best library in hindsight and called it
+    with no overhead would score by the same statistic, the measurement's own floor."""
     x = _input(row, rng)
     ref = _reference(row, x)
     cells: dict = {}
@@ -482,6 +517,9 @@ def run_row(row: Row, threads: int, cell_seconds: float, min_repeats: int, rng, 
             cell["error"] = _rel_l2(fns[col](), ref)
             cell["error_flag"] = cell["error"] > ERROR_FLAG
         cells[col] = cell
+    if null:  # the second calls: timed, not cells of the row
+        fns.update({c + AGAIN: f for c, f in _library_fns(row, x, threads, one_thread).items()
+                    if c in (*LIBRARIES, *ONE_THREAD_LIBRARIES) and not isinstance(f, str)})
     timed = time_cells(fns, cell_seconds, min_repeats, rounds=rounds, keep_samples=one_thread)
     samples = {col: t.pop("samples_us", None) for col, t in timed.items()}
     for col, t in timed.items():
@@ -489,17 +527,27 @@ def run_row(row: Row, threads: int, cell_seconds: float, min_repeats: int, rng, 
             base = cells[col[: -len(" [leaf]")]]
             base["leaf_us"] = t["us"]
             base["overhead_us"] = timed[col[: -len(" [leaf]")]]["us"] - t["us"]
-        else:
+        elif not col.endswith(AGAIN):
             cells[col].update(t)
     derived = derive(cells, threads)
     if one_thread:
-        libs = {c: samples[c] for c in (*LIBRARIES, *ONE_THREAD_LIBRARIES) if samples.get(c)
-                and LIBRARY_THREADS.get(c, 1) <= threads}
-        derived["measure_vs_best_per_round"] = per_round_ratio(samples.get(MEAS) or [], libs)
-        derived["measure_vs_best_mean"] = mean_time_ratio(samples.get(MEAS) or [], libs)
+        derived.update(_per_round(samples, threads, null))
     return {"id": row.id, "label": row.label, "op": row.op, "shape": list(row.shape), "batch": row.batch,
             "kind": row.kind, "dtype": "float32" if row.kind == "r2c" else "complex64", "cells": cells,
             "derived": derived}
+
+
+def _per_round(samples: dict, threads: int, null: bool) -> dict:
+    """The derived figures of paired rounds: the measured plan's per-round and mean-time ratios to
+    the best library (:func:`per_round_ratio`, :func:`mean_time_ratio`), and with ``null`` the
+    floor (:func:`null_ratio`)."""
+    libs = {c: samples[c] for c in (*LIBRARIES, *ONE_THREAD_LIBRARIES) if samples.get(c)
+            and LIBRARY_THREADS.get(c, 1) <= threads}
+    out = {"measure_vs_best_per_round": per_round_ratio(samples.get(MEAS) or [], libs),
+           "measure_vs_best_mean": mean_time_ratio(samples.get(MEAS) or [], libs)}
+    if null:
+        out["null_library"], out["null_vs_best_per_round"] = null_ratio(libs, {c: samples.get(c + AGAIN) for c in libs})
+    return out
 
 
 def derive(cells: dict, threads: int | None = None) -> dict:
