@@ -11,6 +11,7 @@ import argparse
 import json
 import sys
 
+import numpy as np
 import pytest
 import torch
 
@@ -186,6 +187,33 @@ def test_per_round_ratio_pairs_each_library_round_by_round_and_takes_the_worst()
     assert benchsuite.per_round_ratio(ours, libs) == pytest.approx(1.1)
     assert benchsuite.per_round_ratio([30.0, 10.0], {"a": [10.0, 10.0, 10.0]}) == pytest.approx(2.0)  # common rounds
     assert benchsuite.per_round_ratio([], libs) is None and benchsuite.per_round_ratio(ours, {}) is None
+
+
+def test_null_ratio_scores_the_second_call_of_the_library_the_first_calls_rank_best():
+    """The best library is chosen from the first calls alone (mkl_fft: 1.0 against every column,
+    torch.fft 1.2 against it); its second call, 1.05× mkl_fft's first in every round, scores
+    1.05 however lucky torch.fft's second call was."""
+    libs = {"mkl_fft": [10.0, 10.0, 20.0, 10.0], "torch.fft": [12.0, 12.0, 24.0, 12.0]}
+    again = {"mkl_fft": [10.5, 10.5, 21.0, 10.5], "torch.fft": [1.0, 1.0, 1.0, 1.0]}
+    assert benchsuite.null_ratio(libs, again) == ("mkl_fft", pytest.approx(1.05))
+    # only torch.fft has a second call: scored against every first call, its worst is mkl_fft's 0.1
+    assert benchsuite.null_ratio(libs, {"torch.fft": again["torch.fft"]}) == ("torch.fft", pytest.approx(0.1))
+    assert benchsuite.null_ratio(libs, {}) == (None, None)
+
+
+def test_run_row_with_null_times_every_library_twice_and_reports_the_floor():
+    """run_row(null=True): the second calls are timed (not cells of the row) and the floor is the
+    best library's second call, paired with the first calls of the same rounds."""
+    before = torch.get_num_threads()
+    try:
+        rec = benchsuite.run_row(benchsuite.Row("r", "fft", (64,), 4), 1, 0.002, 3, np.random.default_rng(0),
+                                 rounds=3, forced=False, one_thread=True, null=True)
+    finally:
+        torch.set_num_threads(before)
+    d = rec["derived"]
+    assert not any(c.endswith(benchsuite.AGAIN) for c in rec["cells"])
+    assert d["null_library"] in (*benchsuite.LIBRARIES, *benchsuite.ONE_THREAD_LIBRARIES)
+    assert d["null_vs_best_per_round"] > 0
 
 
 def test_one_thread_columns_run_at_one_thread_and_count_as_libraries(monkeypatch):
