@@ -95,7 +95,8 @@ STALL_MARGIN = 1.1
 #: 1.36 in wall time only (512×1024), 1.22 against 0.84 (pyFFTW 1×262144), and its mean time 685
 #: against 678 µs and 1315 against 1202 (2026-11-27)
 MIN_BACKOFF_S, MAX_BACKOFF_S, STALL_COST = 0.01, 1.0, 20.0
-#: a two-thread call over BIG_STALL × t1 is a stall at once (a core held by another process costs
+#: a two-thread call over BIG_STALL × t1 is a big stall (a back-off once the next call is slow too, at
+#: once for a probe after a back-off; a core held by another process costs
 #: a scheduler slice of milliseconds: two-thread calls under load here took 0.8-4.5 ms against t1
 #: 0.45-0.6 ms); a slower one below it only moves the running mean of the two-thread calls (weight
 #: EMA_WEIGHT per call), and the leaf backs off when that mean passes STALL_MARGIN × t1. Single
@@ -122,9 +123,17 @@ class AdaptiveThreads:
     :mod:`~trnplan.kernels.hostlib.occupancy`), it is asked at the leaf's decisions, never per
     call (~20-40 µs a question):
 
-    - a two-thread call over ``t1 × BIG_STALL`` with another process runnable is a stall at once
-      (no second slow call awaited); with the cores free it is a hiccup (:attr:`blips`), and
-      nothing changes;
+    - a two-thread call over ``t1 × BIG_STALL`` with the cores free is a hiccup (:attr:`blips`),
+      and nothing changes; with another thread runnable it is judged by the time-only rules below
+      (the next call decides). Taken at once as a stall, it cost the bench's quiet rounds: right
+      after torch.fft, whose OpenMP worker spins on for ~3 ms, pyFFTW's two-thread 1×262144 took
+      3.3 ms against 0.44, and in 24 of 124 such stalls on a quiet machine a thread not of this
+      process stayed runnable through three readings of the run queue (~100 µs; a kernel thread,
+      not found): 41 back-offs in 300 rounds, the plan 1.031× pyFFTW's own call, against 0-1 and
+      1.016-1.020× when the next call decides. Under a spinner toggled at random (``--queue-ab``,
+      three runs each) the one more stalled call at a load's onset moved the leaf's mean over the
+      better fixed count 0.70-0.73 → 0.74-0.78 (torch.fft 512×1024), 1.01-1.02 → 1.02-1.04 (scipy
+      512×1024) and 0.69-0.73 → 0.70-0.74 (pyFFTW 16×4099; 2026-11-27 evening);
     - during a back-off it is asked every :data:`MIN_BACKOFF_S` of wall time, and the cores free
       end the back-off at once (:meth:`_freed`): the leaf is back on two threads within ~10 ms of
       the load's end, where the doubling back-off alone kept it on one thread for up to
@@ -256,10 +265,7 @@ class AdaptiveThreads:
         cold, self.cold = self.cold, False
         suspect, self.suspect = self.suspect, 0.0
         if took > self.t1 * BIG_STALL:  # a core held for a scheduler slice, or a hiccup
-            busy = self._busy()
-            if busy:  # another process holds a core: a stall, at once
-                self._back_off(took - self.t1, end, big=True)
-            elif busy is not None:  # the cores free: a hiccup
+            if self._busy() is False:  # the cores free: a hiccup
                 self.blips += 1
             elif cold or suspect:  # the probe after a back-off, or the second slow call in a row
                 self._back_off(max(took, suspect) - self.t1, end, big=True)
