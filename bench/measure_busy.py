@@ -24,6 +24,7 @@ Usage::
     python bench/measure_busy.py                       # 5 processes, load on, 2 torch threads
     python bench/measure_busy.py --runs 5 --no-load    # the quiet-machine run
     python bench/measure_busy.py --malloc-env          # glibc's malloc thresholds fixed (MALLOC_ENV)
+    python bench/measure_busy.py --null                # and the null: the statistic's floor (each library twice)
     python bench/measure_busy.py --markdown docs/benchmarks.md --plot docs/measure_busy.png
     python bench/measure_busy.py --replot bench/out/measure_busy.json --plot docs/measure_busy.png
     python bench/measure_busy.py --ab --out bench/out/adaptive_ab.json   # adaptive vs fixed thread counts
