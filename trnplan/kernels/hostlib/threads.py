@@ -128,8 +128,8 @@ class AdaptiveThreads:
       (the next call decides). Taken at once as a stall, it cost the bench's quiet rounds: right
       after torch.fft, whose OpenMP worker spins on for ~3 ms, pyFFTW's two-thread 1×262144 took
       3.3 ms against 0.44, and in 24 of 124 such stalls on a quiet machine a thread not of this
-      process stayed runnable through three readings of the run queue (~100 µs; a kernel thread,
-      not found): 41 back-offs in 300 rounds, the plan 1.031× pyFFTW's own call, against 0-1 and
+      process stayed runnable through three readings of the run queue (~100 µs; which thread it
+      was, a scan of /proc came too late to see): 41 back-offs in 300 rounds, the plan 1.031× pyFFTW's own call, against 0-1 and
       1.016-1.020× when the next call decides. Under a spinner toggled at random (``--queue-ab``,
       three runs each) the one more stalled call at a load's onset moved the leaf's mean over the
       better fixed count 0.70-0.73 → 0.74-0.78 (torch.fft 512×1024), 1.01-1.02 → 1.02-1.04 (scipy
