@@ -631,7 +631,7 @@ def test_with_the_cores_free_a_slow_call_is_a_hiccup_and_fast_calls_never_ask():
 
 def test_with_a_thread_of_another_process_runnable_the_next_call_decides():
     """A big stall with the core taken waits for the next call, as under the time-only rules: a
-    slow one backs off, a fast one makes it a hiccup (a kernel thread runnable for a moment after
+    slow one backs off, a fast one makes it a hiccup (a thread of no process of ours runnable after
     a quiet machine's hiccup took a fifth of them for stalls when one call decided)."""
     room = _Room(free=False)
     f = _Fake(room=room)
